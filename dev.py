@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Bootstrap for a fresh machine with only Python >= 3.11 and pip.
+
+    python3 dev.py demo    install r3con into ./.venv and run `r3con demo`
+    python3 dev.py test    install r3con with its test extras into ./.venv, run ruff, mypy and pytest
+
+Extra arguments after `test` go to pytest (e.g. `python3 dev.py test tests/stages -x`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("R3CON_VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def ensure_env(extras: str) -> None:
+    """Create the virtual environment and (re)install the package when pyproject.toml changed."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"r3con needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not (BIN / "python").exists():
+        print(f"creating virtual environment in {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    stamp = VENV / f".r3con-installed-{extras or 'core'}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    target = f".[{extras}]" if extras else "."
+    print(f"installing r3con{f'[{extras}]' if extras else ''} into {VENV}", flush=True)
+    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "-e", target], check=True, cwd=ROOT)
+    stamp.write_text(digest)
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else "help"
+    if command == "demo":
+        ensure_env("")
+        return subprocess.call([str(BIN / "r3con"), "demo", *argv[1:]], cwd=ROOT)
+    if command == "test":
+        ensure_env("test")
+        for check in (["ruff", "check", "src", "tests", "bench", "dev.py"], ["mypy"]):
+            print("$", " ".join(check), flush=True)
+            code = subprocess.call([str(BIN / check[0]), *check[1:]], cwd=ROOT)
+            if code != 0:
+                return code
+        print("$ pytest", " ".join(argv[1:]), flush=True)
+        code = subprocess.call([str(BIN / "python"), "-m", "pytest", *argv[1:]], cwd=ROOT)
+        if code == 5:
+            print("pytest collected no tests: that is a failure here", file=sys.stderr)
+            return 1
+        return code
+    print(__doc__)
+    return 0 if command in {"help", "-h", "--help"} else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

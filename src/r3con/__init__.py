@@ -1,0 +1,42 @@
+"""r3con: answers questions whose evidence is scattered across large document collections (R3CON)."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .config import Settings  # noqa: E402
+from .corpus import Document, documents_from_texts, load_documents, split_documents  # noqa: E402
+from .errors import (  # noqa: E402
+    BudgetExceeded,
+    ConfigError,
+    EndpointUnreachable,
+    InputError,
+    OutputError,
+    ProviderError,
+    R3conError,
+    RunFailed,
+    SandboxError,
+)
+from .pipeline import RunResult, run  # noqa: E402
+from .results import Failure  # noqa: E402
+
+__all__ = [
+    "BudgetExceeded",
+    "ConfigError",
+    "Document",
+    "EndpointUnreachable",
+    "Failure",
+    "InputError",
+    "OutputError",
+    "ProviderError",
+    "R3conError",
+    "RunFailed",
+    "RunResult",
+    "SandboxError",
+    "Settings",
+    "__version__",
+    "documents_from_texts",
+    "load_documents",
+    "run",
+    "split_documents",
+]

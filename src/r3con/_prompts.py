@@ -1,0 +1,52 @@
+"""Prompt templates are package data, rendered with strict undefined variables; each has a name and hash."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered prompt with the template's name and the hash of its source (logged with every call)."""
+
+    text: str
+    name: str
+    hash: str
+
+
+def _attr(value: object) -> str:
+    return str(value).replace("&", "&amp;").replace('"', "&quot;").replace("\n", " ")
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+        loader=jinja2.FunctionLoader(_source),
+    )
+    env.filters["attr"] = _attr
+    return env
+
+
+def _source(name: str) -> str:
+    return template_source(name)
+
+
+@cache
+def template_source(name: str) -> str:
+    return resources.files("r3con.prompts").joinpath(f"{name}.j2").read_text(encoding="utf-8")
+
+
+def render(name: str, **variables: Any) -> Rendered:
+    """Render the template `name` (without `.j2`); a missing variable raises instead of rendering blank."""
+    source = template_source(name)
+    text = _environment().get_template(name).render(**variables).strip()
+    return Rendered(text=text, name=name, hash=hashlib.sha256(source.encode()).hexdigest()[:12])

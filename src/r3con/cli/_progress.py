@@ -1,0 +1,82 @@
+"""Progress on stderr: a live display per stage on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from ..llm.types import Usage
+
+
+def usage_line(usage: Usage) -> str:
+    cached = f" ({usage.cached_tokens / usage.prompt_tokens:.0%} cached)" if usage.prompt_tokens else ""
+    return (f"{usage.calls} calls, {usage.prompt_tokens:,} prompt tokens{cached}, "
+            f"{usage.completion_tokens:,} completion tokens, ${usage.cost_usd:.4f}")
+
+
+class PlainProgress:
+    """One line when a stage starts, at every tenth of it, and when it ends."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self._totals: dict[str, int] = {}
+        self._done: dict[str, int] = {}
+        self._usage = Usage()
+        self._started = time.monotonic()
+
+    def stage(self, name: str, total: int) -> None:
+        self._totals[name] = total
+        self._done[name] = 0
+        self._line(f"{name}: 0/{total}")
+
+    def advance(self, name: str) -> None:
+        self._done[name] = self._done.get(name, 0) + 1
+        done, total = self._done[name], self._totals.get(name, 0)
+        step = max(1, total // 10)
+        if done == total or done % step == 0:
+            self._line(f"{name}: {done}/{total} | {usage_line(self._usage)}")
+
+    def usage(self, total: Usage) -> None:
+        self._usage = total
+
+    def close(self) -> None:
+        pass
+
+    def _line(self, text: str) -> None:
+        print(f"[{time.monotonic() - self._started:6.1f}s] {text}", file=self.stream, flush=True)
+
+
+class LiveProgress:
+    """A rich progress display: one bar per stage, with calls, tokens and cost so far."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[usage]}"), console=Console(stderr=True), transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+        self._usage = Usage()
+        self._progress.start()
+
+    def stage(self, name: str, total: int) -> None:
+        self._tasks[name] = self._progress.add_task(name, total=total, usage="")
+
+    def advance(self, name: str) -> None:
+        if name in self._tasks:
+            self._progress.update(self._tasks[name], advance=1, usage=usage_line(self._usage))
+
+    def usage(self, total: Usage) -> None:
+        self._usage = total
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def make_progress(quiet: bool = False) -> PlainProgress | LiveProgress | None:
+    if quiet:
+        return None
+    return LiveProgress() if sys.stderr.isatty() else PlainProgress()

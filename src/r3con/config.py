@@ -1,0 +1,152 @@
+"""Settings, resolved once at the edge: flags, then R3CON_* variables, then OPENAI_*, then defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import ConfigError
+
+STAGES = ("relevance", "schema", "populate", "reason", "judge")
+DEFAULT_CONTEXT_WINDOW = 32_768
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs to know, frozen. Build it with `Settings.resolve(...)`."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    stage_models: Mapping[str, str] = field(default_factory=dict)
+    context_window: int | None = None
+    concurrency: int = 8
+    request_timeout_s: float = 600.0
+    temperature: float | None = None
+    rounds: int = 2
+    reasoning: Literal["code", "direct"] = "code"
+    structuring: bool = True
+    max_steps: int = 10
+    note_max_tokens: int = 1024
+    populate_max_tokens: int = 4096
+    reason_max_tokens: int = 4096
+    schema_attempts: int = 3
+    populate_attempts: int = 3
+    data_view_chars: int = 24_000
+    part_tokens: int | None = None
+    max_failed_share: float = 0.5
+    layout: Literal["cache", "paper"] = "cache"
+    out_dir: Path = Path("r3con-runs")
+    prices_file: Path | None = None
+    sandbox_mode: Literal["best", "strict"] = "best"
+    sandbox_timeout_s: float = 60.0
+    sandbox_memory_mb: int = 4096
+
+    def model_for(self, stage: str) -> str | None:
+        """The model for `stage`: a per-stage choice if set, else the default model."""
+        return self.stage_models.get(stage) or self.model
+
+    def public(self) -> dict[str, Any]:
+        """The settings as JSON-compatible data, with the API key hidden (for manifests)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "api_key":
+                value = "***" if value else None
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def resolve(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Combine flags (`overrides`, None meaning unset) with the environment and the defaults."""
+        env = os.environ if env is None else env
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "stage_models":
+                continue
+            raw = env.get(f"R3CON_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = _parse(f.name, raw, hints[f.name], f"R3CON_{f.name.upper()}")
+        values.setdefault("base_url", env.get("OPENAI_BASE_URL") or None)
+        values.setdefault("api_key", env.get("OPENAI_API_KEY") or None)
+        stage_models = {
+            stage: env[f"R3CON_MODEL_{stage.upper()}"] for stage in STAGES if env.get(f"R3CON_MODEL_{stage.upper()}")
+        }
+        stage_models.update(overrides.pop("stage_models", None) or {})
+        for name, value in overrides.items():
+            if name not in hints:
+                raise TypeError(f"unknown setting {name!r}")
+            if value is not None:
+                values[name] = _parse(name, value, hints[name], f"--{name.replace('_', '-')}") if isinstance(value, str) else value
+        values["stage_models"] = stage_models
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Raise ConfigError on values that cannot work."""
+        if self.rounds < 0:
+            raise ConfigError("--rounds must be 0 or more (0 skips relevance extraction)")
+        if self.concurrency < 1:
+            raise ConfigError("--concurrency must be at least 1")
+        if self.max_steps < 1:
+            raise ConfigError("--max-steps must be at least 1")
+        if self.reasoning not in ("code", "direct"):
+            raise ConfigError("--reasoning must be 'code' or 'direct'")
+        if self.layout not in ("cache", "paper"):
+            raise ConfigError("--layout must be 'cache' or 'paper'")
+        if self.context_window is not None and self.context_window < 2048:
+            raise ConfigError("--context-window must be at least 2048 tokens")
+        if not 0.0 <= self.max_failed_share <= 1.0:
+            raise ConfigError("--max-failed-share must be between 0 and 1")
+        for stage in self.stage_models:
+            if stage not in STAGES:
+                raise ConfigError(f"unknown stage {stage!r} for a stage model; use one of {', '.join(STAGES)}")
+
+    def require_endpoint(self) -> str:
+        if not self.base_url:
+            raise ConfigError("no endpoint configured: set OPENAI_BASE_URL or R3CON_BASE_URL, or pass --base-url")
+        return self.base_url
+
+
+def _parse(name: str, raw: Any, hint: Any, source: str) -> Any:
+    """Parse a string from the environment or a flag into the field's type."""
+    if not isinstance(raw, str):
+        return raw
+    options = [a for a in typing.get_args(hint) if a is not type(None)] if _is_union(hint) else [hint]
+    target = options[0] if options else str
+    try:
+        if typing.get_origin(target) is Literal:
+            allowed = typing.get_args(target)
+            if raw not in allowed:
+                raise ValueError(f"expected one of {', '.join(map(str, allowed))}")
+            return raw
+        if target is bool:
+            lowered = raw.strip().lower()
+            if lowered in {"1", "true", "yes", "on"}:
+                return True
+            if lowered in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError("expected true or false")
+        if target in (int, float):
+            return target(raw)
+        if target is Path:
+            return Path(raw).expanduser()
+        return raw
+    except ValueError as exc:
+        raise ConfigError(f"{source}={raw!r} is not valid for {name}: {exc}") from exc
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)

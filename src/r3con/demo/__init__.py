@@ -1,0 +1,56 @@
+"""`r3con demo`: the whole pipeline on a bundled corpus, against the bundled scripted offline model.
+
+The corpus needs a join no single document holds: recalls (bulletin) x deliveries (two Rotterdam logs)
+x a supplier's change of name (a memo), with a distractor plant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+from ..config import Settings
+from ..corpus import load_documents
+
+NOTICE = ("r3con demo: the answers below come from a scripted offline model (r3con.testing), "
+          "not a real LLM; they show the pipeline and its artifacts, not answer quality.")
+
+
+def corpus_dir() -> Path:
+    return Path(str(resources.files("r3con.demo").joinpath("corpus")))
+
+
+def question() -> str:
+    return resources.files("r3con.demo").joinpath("question.txt").read_text(encoding="utf-8").strip()
+
+
+def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = False) -> None:
+    """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder."""
+    from ..cli._progress import make_progress, usage_line
+    from ..pipeline import run
+    from ..testing import FakeLLMServer
+
+    print(NOTICE, file=sys.stderr)
+    task = question()
+    documents = load_documents([corpus_dir()])
+    with FakeLLMServer(port=0) as server:
+        settings = Settings.resolve(env={}, base_url=server.base_url, api_key="scripted", out_dir=out_dir)
+        progress = make_progress(quiet)
+        try:
+            result = asyncio.run(run(task, documents, settings, progress=progress))
+        finally:
+            if progress is not None:
+                progress.close()
+    if as_json:
+        summary = result.summary()
+        summary["notice"] = NOTICE
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    print(f"Question: {task}")
+    print(f"Documents: {len(documents)} (in {corpus_dir()})")
+    print(f"Answer (scripted model): {result.answer}")
+    print(f"Usage: {usage_line(result.usage)}")
+    print(f"Artifacts: {result.run_dir}")

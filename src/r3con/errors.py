@@ -1,0 +1,65 @@
+"""The one exception hierarchy of r3con.
+
+    R3conError                 base; `exit_code` is what the CLI exits with
+    ├── ConfigError            the user must change configuration (flags, env vars)   exit 2
+    │   └── EndpointUnreachable  no server answers at the base URL                   exit 2
+    ├── InputError             the documents, paths or data files are unusable         exit 2
+    ├── ProviderError          the LLM endpoint answered with an error (status, body)  exit 1
+    ├── OutputError            the model's output stayed unusable after re-asking      exit 1
+    ├── BudgetExceeded         the run would spend more than --max-cost allows         exit 1
+    ├── SandboxError           the code sandbox could not be started as required       exit 1
+    └── RunFailed              a stage failed in a way that makes the answer meaningless exit 1
+
+Every message is one line that says what to do. Third-party exceptions are translated at one
+boundary (the LLM client, the corpus readers, the sandbox) with `raise ... from exc`.
+"""
+
+from __future__ import annotations
+
+
+class R3conError(Exception):
+    """Base of every error r3con raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(R3conError):
+    """Configuration is missing or wrong; the message names the flag or variable to set."""
+
+    exit_code = 2
+
+
+class EndpointUnreachable(ConfigError):
+    """No OpenAI-compatible server answered at the configured base URL."""
+
+
+class InputError(R3conError):
+    """Documents or other inputs cannot be used as given."""
+
+    exit_code = 2
+
+
+class ProviderError(R3conError):
+    """The endpoint answered a request with an error."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "", endpoint: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.endpoint = endpoint
+
+
+class OutputError(R3conError):
+    """The model's output could not be used, even after re-asking."""
+
+
+class BudgetExceeded(R3conError):
+    """Continuing would spend more than the configured maximum cost."""
+
+
+class SandboxError(R3conError):
+    """The code sandbox could not be started with the required isolation."""
+
+
+class RunFailed(R3conError):
+    """The run cannot produce a meaningful answer."""

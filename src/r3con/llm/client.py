@@ -1,0 +1,170 @@
+"""The OpenAI-compatible Chat Completions client: the bottom of the LLM stack.
+
+Every third-party exception of the openai SDK is translated into an r3con error here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from ..config import DEFAULT_CONTEXT_WINDOW, Settings
+from ..errors import ConfigError, EndpointUnreachable, ProviderError
+from .types import ChatRequest, Completion, Usage
+
+
+@dataclass(frozen=True)
+class EndpointInfo:
+    """What the endpoint told us about itself (or what configuration says)."""
+
+    base_url: str
+    model: str
+    context_window: int
+    context_window_source: str  # "config", "server", or "default"
+
+
+def request_headers(request: ChatRequest) -> dict[str, str]:
+    """The X-R3con-* headers that let proxies, logs and test servers tell calls apart."""
+    headers = {"X-R3con-Stage": request.stage}
+    if request.mode:
+        headers["X-R3con-Mode"] = request.mode
+    if request.doc is not None:
+        headers["X-R3con-Doc"] = str(request.doc)
+    if request.part is not None:
+        headers["X-R3con-Part"] = str(request.part)
+    if request.round is not None:
+        headers["X-R3con-Round"] = str(request.round)
+    return headers
+
+
+class OpenAIChat:
+    """Sends ChatRequests to an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, llama.cpp, OpenRouter, OpenAI)."""
+
+    def __init__(self, settings: Settings):
+        self.base_url = settings.require_endpoint().rstrip("/")
+        self.default_model = settings.model
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=settings.api_key or "EMPTY",
+            max_retries=0,
+            timeout=settings.request_timeout_s,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def describe(self, settings: Settings) -> EndpointInfo:
+        """Find the model (first served model when none is configured) and the context window."""
+        model = settings.model
+        window = settings.context_window
+        source = "config" if window else "default"
+        needs_listing = model is None or window is None
+        if needs_listing:
+            try:
+                page = await self._client.models.list()
+                listed = list(page.data)
+            except openai.APIConnectionError as exc:
+                raise EndpointUnreachable(
+                    f"no OpenAI-compatible server answers at {self.base_url}; start it or pass the right --base-url"
+                ) from exc
+            except openai.AuthenticationError as exc:
+                raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
+            except openai.APIStatusError:
+                listed = []  # some providers do not list models; configuration must then name one
+            if model is None:
+                if not listed:
+                    raise ConfigError(f"{self.base_url} lists no model; pass --model or set R3CON_MODEL")
+                model = listed[0].id
+            if window is None:
+                entry = next((m for m in listed if m.id == model), None)
+                found = _context_window_of(entry.model_dump() if entry is not None else {})
+                window, source = (found, "server") if found else (DEFAULT_CONTEXT_WINDOW, "default")
+        if model is None or window is None:
+            raise ConfigError("pass --model and --context-window; the endpoint could not tell them")
+        return EndpointInfo(self.base_url, model, window, source)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        model = request.model or self.default_model
+        if model is None:
+            raise ConfigError("no model configured; pass --model or set R3CON_MODEL")
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": [m.to_openai() for m in request.messages],
+            "extra_headers": request_headers(request),
+        }
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.response_schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": dict(request.response_schema), "strict": False},
+            }
+        if request.extra_body:
+            kwargs["extra_body"] = dict(request.extra_body)
+        started = time.perf_counter()
+        try:
+            response = await self._client.chat.completions.create(**kwargs)
+        except openai.APIConnectionError as exc:
+            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+            raise ProviderError(f"{self.base_url}: request {kind} ({exc})", endpoint=self.base_url) from exc
+        except openai.AuthenticationError as exc:
+            raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
+        except openai.APIStatusError as exc:
+            body = exc.response.text[:2000] if exc.response is not None else ""
+            raise ProviderError(
+                f"{self.base_url} answered HTTP {exc.status_code}: {_error_message(exc)}",
+                status=exc.status_code, body=body, endpoint=self.base_url,
+            ) from exc
+        latency = time.perf_counter() - started
+        return _to_completion(response.model_dump(), model, latency)
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:300]
+        if body.get("message"):
+            return str(body["message"])[:300]
+    return str(exc.message)[:300]
+
+
+def _context_window_of(entry: dict[str, Any]) -> int | None:
+    """vLLM: max_model_len; OpenRouter: context_length; llama.cpp: meta.n_ctx_train."""
+    for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+        value = entry.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    meta = entry.get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+        return int(meta["n_ctx_train"])
+    return None
+
+
+def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completion:
+    choices = data.get("choices") or [{}]
+    choice = choices[0] or {}
+    message = choice.get("message") or {}
+    usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    return Completion(
+        content=message.get("content") or "",
+        finish_reason=choice.get("finish_reason"),
+        usage=Usage(
+            calls=1,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cached_tokens=int(details.get("cached_tokens") or usage.get("cached_tokens") or 0),
+        ),
+        model=data.get("model") or model,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        latency_s=latency,
+        raw=data,
+    )

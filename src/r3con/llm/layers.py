@@ -1,0 +1,144 @@
+"""Small wrappers around the LLM seam: each adds one concern (limits, accounting, logging)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import R3conError
+from .pricing import PriceTable
+from .types import LLM, ChatRequest, Completion, Usage
+
+
+class ConcurrencyLimited:
+    """At most `limit` requests in flight through this layer."""
+
+    def __init__(self, inner: LLM, limit: int):
+        self.inner = inner
+        self._semaphore = asyncio.Semaphore(limit)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        async with self._semaphore:
+            return await self.inner.complete(request)
+
+
+class StageModels:
+    """Fills in the model for each request's stage (a small model for relevance, a large one to reason...)."""
+
+    def __init__(self, inner: LLM, model_for: Callable[[str], str | None], default: str):
+        self.inner = inner
+        self._model_for = model_for
+        self._default = default
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        if request.model is None:
+            request = request.with_model(self._model_for(request.stage) or self._default)
+        return await self.inner.complete(request)
+
+
+class Ledger:
+    """Usage per stage, in tokens and USD; thread- and task-safe, observable for progress displays."""
+
+    def __init__(self) -> None:
+        self._by_stage: dict[str, Usage] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[str, Usage], None]] = []
+
+    def add(self, stage: str, usage: Usage) -> None:
+        with self._lock:
+            self._by_stage[stage] = self._by_stage.get(stage, Usage()) + usage
+        for listener in list(self._listeners):
+            listener(stage, usage)
+
+    def subscribe(self, listener: Callable[[str, Usage], None]) -> None:
+        self._listeners.append(listener)
+
+    def by_stage(self) -> dict[str, Usage]:
+        with self._lock:
+            return dict(self._by_stage)
+
+    def total(self) -> Usage:
+        total = Usage()
+        for usage in self.by_stage().values():
+            total = total + usage
+        return total
+
+
+class Accounted:
+    """Prices each completion and adds its usage to a ledger under its stage."""
+
+    def __init__(self, inner: LLM, ledger: Ledger, prices: PriceTable):
+        self.inner = inner
+        self.ledger = ledger
+        self.prices = prices
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        if completion.from_cache:
+            return completion
+        usage = replace(completion.usage, cost_usd=self.prices.cost(completion.model, completion.usage))
+        completion = replace(completion, usage=usage)
+        self.ledger.add(request.stage, usage)
+        return completion
+
+
+class CallLog:
+    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a file."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._lock = threading.Lock()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+class Recorded:
+    """Records every call: stage, document, round, prompt name and hash, model, tokens, cost, latency."""
+
+    def __init__(self, inner: LLM, log: CallLog):
+        self.inner = inner
+        self.log = log
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        started = time.time()
+        record: dict[str, Any] = {
+            "time": started,
+            "stage": request.stage,
+            "mode": request.mode,
+            "doc": request.doc,
+            "part": request.part,
+            "round": request.round,
+            "prompt": request.prompt_name,
+            "prompt_hash": request.prompt_hash,
+            "request_hash": request.fingerprint(),
+            "request": request.canonical(),
+        }
+        try:
+            completion = await self.inner.complete(request)
+        except R3conError as exc:
+            record.update(error=f"{type(exc).__name__}: {exc}", latency_s=round(time.time() - started, 4))
+            self.log.write(record)
+            raise
+        record.update(
+            model=completion.model,
+            finish_reason=completion.finish_reason,
+            from_cache=completion.from_cache,
+            usage=completion.usage.to_dict(),
+            latency_s=round(completion.latency_s, 4),
+            response={"content": completion.content, "reasoning": completion.reasoning},
+        )
+        self.log.write(record)
+        return completion

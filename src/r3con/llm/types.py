@@ -1,0 +1,112 @@
+"""Plain, frozen data that crosses the LLM seam: requests, completions, usage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message. `cache_breakpoint` marks the end of a prefix worth caching (Anthropic-style)."""
+
+    role: Role
+    content: str
+    cache_breakpoint: bool = False
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What a stage asks of the model. The client fills in the model for the stage if it is None."""
+
+    messages: tuple[Message, ...]
+    stage: str
+    doc: int | None = None
+    part: int | None = None
+    round: int | None = None
+    mode: str | None = None
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    response_schema: Mapping[str, Any] | None = None
+    schema_name: str = "output"
+    prompt_name: str = ""
+    prompt_hash: str = ""
+    sample: int = 0
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_model(self, model: str) -> ChatRequest:
+        return replace(self, model=model)
+
+    def canonical(self) -> dict[str, Any]:
+        """The parts of the request that determine the answer (used for cache keys and logs)."""
+        return {
+            "model": self.model,
+            "messages": [m.to_openai() for m in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "response_schema": self.response_schema,
+            "schema_name": self.schema_name if self.response_schema is not None else None,
+            "extra_body": dict(self.extra_body),
+        }
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one or more calls, and their cost in USD."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The model's answer to one request."""
+
+    content: str
+    finish_reason: str | None
+    usage: Usage
+    model: str
+    reasoning: str | None = None
+    latency_s: float = 0.0
+    from_cache: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+class LLM(Protocol):
+    """The one seam every stage calls. Layers (limits, retries, cache, logging) wrap it."""
+
+    async def complete(self, request: ChatRequest) -> Completion: ...

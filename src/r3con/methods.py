@@ -1,0 +1,73 @@
+"""Methods that answer a task over documents, by name: R3CON and (later) the baselines and ablations.
+
+The eval harness runs any of them the same way, with the same client, accounting and artifacts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Settings
+from .corpus import Document
+from .errors import ConfigError
+from .llm.types import Usage
+from .results import Failure
+
+
+@dataclass(frozen=True)
+class MethodOutcome:
+    """A method's answer and its cost."""
+
+    answer: str
+    usage: Usage
+    by_stage: Mapping[str, Usage]
+    capped: bool
+    degraded: tuple[Failure, ...]
+    run_dir: Path
+
+
+MethodFn = Callable[[str, tuple[Document, ...], Settings, Path], Awaitable[MethodOutcome]]
+
+
+def _r3con_variant(**changes: object) -> MethodFn:
+    async def method(task: str, documents: tuple[Document, ...], settings: Settings, run_dir: Path) -> MethodOutcome:
+        from .pipeline import run
+
+        result = await run(task, documents, dataclasses.replace(settings, out_dir=run_dir, **changes))
+        return MethodOutcome(answer=result.answer, usage=result.usage, by_stage=result.by_stage,
+                             capped=result.capped, degraded=result.degraded, run_dir=result.run_dir)
+
+    return method
+
+
+_METHODS: dict[str, MethodFn] = {
+    "r3con": _r3con_variant(),
+    "r3con-rounds0": _r3con_variant(rounds=0),
+    "r3con-rounds1": _r3con_variant(rounds=1),
+    "r3con-rounds3": _r3con_variant(rounds=3),
+    "r3con-nostruct": _r3con_variant(structuring=False),
+    "r3con-direct": _r3con_variant(reasoning="direct"),
+}
+
+
+def register(name: str, fn: MethodFn) -> None:
+    """Make a method available to `run_method` and `r3con eval run --method NAME`."""
+    _METHODS[name] = fn
+
+
+def available_methods() -> list[str]:
+    return sorted(_METHODS)
+
+
+async def run_method(
+    name: str, task: str, documents: tuple[Document, ...], settings: Settings, run_dir: Path
+) -> MethodOutcome:
+    """Run the method `name`; raises ConfigError for an unknown name."""
+    try:
+        fn = _METHODS[name]
+    except KeyError:
+        raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(available_methods())}") from None
+    return await fn(task, documents, settings, run_dir)

@@ -1,0 +1,220 @@
+"""The R3CON pipeline: relevance rounds, schema, population, answer synthesis; artifacts as it goes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from . import __version__
+from .artifacts import RunDir
+from .config import Settings
+from .corpus import Document, split_documents
+from .errors import InputError, R3conError, RunFailed
+from .llm import LLMStack, build_llm
+from .llm.types import Usage
+from .progress import NoProgress, Progress
+from .results import Failure
+from .sandbox import SandboxLimits
+from .stages._common import format_notes, note_refs
+from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
+from .stages.populate import PopulateOptions, populate
+from .stages.relevance import RelevanceOptions, extract_relevance
+from .stages.schema import propose_schema, schema_text
+from .tokens import estimate_tokens
+
+_PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced: the answer and everything it was built from."""
+
+    answer: str
+    task: str
+    documents: tuple[Document, ...]
+    parts: tuple[Document, ...]
+    notes: tuple[Mapping[str, str], ...]
+    schema: Mapping[str, Any] | None
+    records: Mapping[str, tuple[Mapping[str, Any], ...]]
+    steps: tuple[AgentStep, ...]
+    capped: bool
+    degraded: tuple[Failure, ...]
+    usage: Usage
+    by_stage: Mapping[str, Usage]
+    run_dir: Path
+    elapsed_s: float = 0.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON object `r3con run --json` prints."""
+        usage = self.usage.to_dict()
+        usage["by_stage"] = {stage: u.to_dict() for stage, u in self.by_stage.items()}
+        return {
+            "answer": self.answer,
+            "run_dir": str(self.run_dir),
+            "documents": len(self.documents),
+            "degraded": [f.to_dict() for f in self.degraded],
+            "capped": self.capped,
+            "usage": usage,
+        }
+
+
+def part_budget(settings: Settings, context_window: int) -> int:
+    """Tokens a document part may take: the window less the output, the prompt, and room for notes."""
+    if settings.part_tokens:
+        return settings.part_tokens
+    free = context_window - max(settings.note_max_tokens, settings.populate_max_tokens) - _PROMPT_OVERHEAD
+    return max(256, free // 2)
+
+
+def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
+              stack: LLMStack, budget: int) -> dict[str, Any]:
+    return {
+        "task": task,
+        "r3con_version": __version__,
+        "python": sys.version.split()[0],
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
+                     "context_window": stack.endpoint.context_window,
+                     "context_window_source": stack.endpoint.context_window_source},
+        "settings": settings.public(),
+        "part_tokens": budget,
+        "documents": [
+            {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
+             "tokens_estimate": estimate_tokens(d.text),
+             "parts": sum(1 for p in parts if p.number == d.number)}
+            for d in docs
+        ],
+    }
+
+
+def _check_failures(stage: str, failures: Sequence[Failure], total: int, settings: Settings) -> None:
+    failed = len({f.doc for f in failures if f.stage == stage})
+    if total and failed / total > settings.max_failed_share:
+        raise RunFailed(
+            f"{failed} of {total} documents failed in {stage} (more than --max-failed-share "
+            f"{settings.max_failed_share:.0%}); see calls.jsonl in the run folder, fix the endpoint and rerun"
+        )
+
+
+async def run(
+    task: str, documents: Sequence[Document], settings: Settings, *,
+    progress: Progress | None = None, llm: LLMStack | None = None,
+) -> RunResult:
+    """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`."""
+    if not task.strip():
+        raise InputError("the question is empty; pass the question as the first argument")
+    if not documents:
+        raise InputError("no documents given; pass files, folders or globs")
+    run_dir = RunDir.create(settings.out_dir, task)
+    if llm is not None:
+        return await _run(task, tuple(documents), settings, llm, run_dir, progress or NoProgress())
+    async with build_llm(settings, calls_log=run_dir.calls_path) as stack:
+        return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress())
+
+
+async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
+               run_dir: RunDir, progress: Progress) -> RunResult:
+    started = time.perf_counter()
+    budget = part_budget(settings, llm.endpoint.context_window)
+    parts = split_documents(docs, budget)
+    run_dir.write_json("manifest.json", _manifest(task, docs, parts, settings, llm, budget))
+    llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
+    failures: list[Failure] = []
+    stage = "relevance"
+    try:
+        rounds: tuple[Mapping[str, str], ...] = ()
+        if settings.rounds > 0:
+            progress.stage("relevance", len(parts) * settings.rounds)
+            relevance = await extract_relevance(llm, task, parts, RelevanceOptions(
+                rounds=settings.rounds, layout=settings.layout, max_tokens=settings.note_max_tokens,
+                temperature=settings.temperature, on_done=progress.advance,
+            ))
+            rounds = relevance.rounds
+            failures += relevance.failures
+            for i, notes in enumerate(rounds, start=1):
+                run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
+            _check_failures("relevance", failures, len(parts), settings)
+        final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
+        notes_text = format_notes(note_refs(parts, final_notes))
+
+        schema: Mapping[str, Any] | None = None
+        tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
+        if settings.structuring:
+            stage = "schema"
+            progress.stage("schema", 1)
+            try:
+                proposal = await propose_schema(llm, task, notes_text, max_attempts=settings.schema_attempts,
+                                                temperature=settings.temperature)
+            finally:
+                progress.advance("schema")
+            run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
+            schema = proposal.schema
+            run_dir.write_json("schema.json", schema)
+
+            stage = "populate"
+            progress.stage("populate", len(parts))
+            filled = await populate(llm, task, schema, parts, notes_text, PopulateOptions(
+                layout=settings.layout, max_tokens=settings.populate_max_tokens,
+                attempts=settings.populate_attempts, temperature=settings.temperature, on_done=progress.advance,
+            ))
+            failures += filled.failures
+            tables = filled.tables
+            run_dir.write_json("records.json", {k: list(v) for k, v in tables.items()})
+            for name, rows in tables.items():
+                run_dir.write_table_csv(name, [dict(r) for r in rows])
+            _check_failures("populate", failures, len(parts), settings)
+
+        stage = "reason"
+        progress.stage("reason", 1)
+        missing = sorted({f.doc for f in failures}, key=_key_order)
+        options = AnswerOptions(
+            mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,
+            temperature=settings.temperature, data_view_chars=settings.data_view_chars,
+            sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
+            sandbox_mode=settings.sandbox_mode, scratch_root=run_dir.scratch_root,
+        )
+        schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
+        if settings.reasoning == "direct":
+            answer = await answer_direct(llm, task, notes_text, schema_json, tables, options, missing)
+        else:
+            answer = await answer_with_code(llm, task, dict(final_notes), notes_text, schema_json, tables,
+                                            options, missing)
+        progress.advance("reason")
+        run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
+                                                "isolation": answer.isolation,
+                                                "steps": [s.to_dict() for s in answer.steps]})
+    except R3conError as exc:
+        run_dir.write_json("error.json", {"stage": stage, "error": f"{type(exc).__name__}: {exc}"})
+        _write_usage(run_dir, llm)
+        raise
+
+    result = RunResult(
+        answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
+        records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
+        usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
+        elapsed_s=time.perf_counter() - started,
+    )
+    _write_usage(run_dir, llm)
+    run_dir.write_text("answer.txt", result.answer + "\n")
+    run_dir.write_json("result.json", result.summary())
+    return result
+
+
+def _key_order(key: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in key.split("."))
+
+
+def _notes_json(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"doc": p.key, "title": p.title, "note": notes[p.key]} for p in parts if p.key in notes]
+
+
+def _write_usage(run_dir: RunDir, llm: LLMStack) -> None:
+    total = llm.ledger.total().to_dict()
+    total["by_stage"] = {k: v.to_dict() for k, v in llm.ledger.by_stage().items()}
+    run_dir.write_json("usage.json", total)

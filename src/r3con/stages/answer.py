@@ -1,0 +1,185 @@
+"""Stage 3, answer synthesis: a coding agent over the records in a sandboxed REPL, or direct reasoning.
+
+The agent sees the task, the notes, the schema and a view of the data; each reply's ```python block
+runs in a persistent worker process where the full data is bound; the printed output comes back as
+the next message; `final_answer(value)` ends the loop. At the step bound, one last call asks for a
+plain answer. The model's mistakes (no code, exceptions, timeouts) are observations, not failures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .._prompts import render
+from ..errors import OutputError, R3conError
+from ..llm.types import LLM, ChatRequest, Message
+from ..sandbox import Sandbox, SandboxLimits
+from ._common import reply_text
+
+STAGE = "reason"
+_CODE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", flags=re.DOTALL)
+
+
+@dataclass(frozen=True)
+class AgentStep:
+    """One turn of the agent: its reply, the code it ran, and what the REPL answered."""
+
+    index: int
+    reply: str
+    code: str | None
+    observation: str | None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.index, "reply": self.reply, "code": self.code,
+                "observation": self.observation, "error": self.error}
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    answer: str
+    mode: str
+    steps: tuple[AgentStep, ...] = ()
+    capped: bool = False
+    isolation: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    mode: Literal["code", "direct"] = "code"
+    max_steps: int = 10
+    max_tokens: int = 4096
+    temperature: float | None = None
+    data_view_chars: int = 24_000
+    sandbox_limits: SandboxLimits = SandboxLimits()
+    sandbox_mode: Literal["best", "strict"] = "best"
+    scratch_root: Path | None = None
+
+
+def extract_code(reply: str) -> str | None:
+    """The first fenced Python block of a reply, or None."""
+    match = _CODE.search(reply)
+    return match.group(1).strip() if match else None
+
+
+def render_value(value: Any) -> str:
+    """A final_answer value as text: strings as they are, other values as JSON."""
+    if isinstance(value, str):
+        return value.strip()
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def data_view(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int) -> str:
+    """The whole data as JSON if it fits in `max_chars`, else per table: its count, fields and a sample."""
+    whole = json.dumps({k: list(v) for k, v in tables.items()}, ensure_ascii=False, indent=None)
+    if len(whole) <= max_chars:
+        return whole
+    budget = max(200, max_chars // max(1, len(tables)))
+    parts = []
+    for name, rows in tables.items():
+        fields = sorted({key for row in rows for key in row})
+        sample: list[Mapping[str, Any]] = []
+        used = 0
+        for row in rows:
+            size = len(json.dumps(row, ensure_ascii=False))
+            if used + size > budget and sample:
+                break
+            sample.append(row)
+            used += size
+        parts.append(json.dumps({
+            "table": name, "records": len(rows), "fields": fields,
+            "sample_of_first_records": sample,
+        }, ensure_ascii=False))
+    return "The data is too large to show whole; every record is in the REPL.\n" + "\n".join(parts)
+
+
+def _missing_text(missing: Sequence[str]) -> str:
+    return ", ".join(f"Document {key}" for key in missing)
+
+
+async def answer_direct(
+    llm: LLM, task: str, notes: str, schema: str, tables: Mapping[str, Sequence[Mapping[str, Any]]],
+    options: AnswerOptions, missing: Sequence[str] = (),
+) -> AnswerResult:
+    """Answer from the notes and the data in one call, without code."""
+    data = data_view(tables, options.data_view_chars) if tables else ""
+    prompt = render("direct", task=task, notes=notes, schema=schema, data=data, missing=_missing_text(missing))
+    try:
+        completion = await llm.complete(ChatRequest(
+            messages=(Message("user", prompt.text),), stage=STAGE, mode="direct", max_tokens=options.max_tokens,
+            temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
+        ))
+    except R3conError as exc:
+        raise OutputError(f"direct reasoning failed: {exc}") from exc
+    return AnswerResult(answer=final_line(reply_text(completion)), mode="direct")
+
+
+def final_line(text: str) -> str:
+    """The text after the last 'Answer:' marker, or the whole text when there is none."""
+    idx = text.rfind("Answer:")
+    return text[idx + len("Answer:"):].strip() if idx >= 0 else text.strip()
+
+
+async def answer_with_code(
+    llm: LLM, task: str, notes: Mapping[str, str], notes_text: str, schema: str,
+    tables: Mapping[str, Sequence[Mapping[str, Any]]], options: AnswerOptions, missing: Sequence[str] = (),
+    extra_variables: Mapping[str, Any] | None = None,
+) -> AnswerResult:
+    """Run the coding agent until it calls final_answer or reaches `max_steps`."""
+    system = render("agent_system", max_steps=options.max_steps)
+    first = render("agent_task", task=task, notes=notes_text, schema=schema,
+                   data=data_view(tables, options.data_view_chars), missing=_missing_text(missing))
+    messages: list[Message] = [Message("system", system.text), Message("user", first.text)]
+    variables: dict[str, Any] = {"records": {k: list(v) for k, v in tables.items()}, "notes": dict(notes)}
+    for name, rows in tables.items():
+        if name.isidentifier() and name not in variables:
+            variables[name] = list(rows)
+    variables.update(extra_variables or {})
+    steps: list[AgentStep] = []
+    sandbox = Sandbox(
+        variables=variables, dataframes={k: list(v) for k, v in tables.items()},
+        limits=options.sandbox_limits, mode=options.sandbox_mode, scratch_root=options.scratch_root,
+    )
+    async with sandbox:
+        for index in range(1, options.max_steps + 1):
+            reply = await _ask(llm, messages, "code", options, first)
+            code = extract_code(reply)
+            messages.append(Message("assistant", reply))
+            if code is None:
+                observation = "No ```python block found. Write one; call final_answer(value) in code when done."
+                steps.append(AgentStep(index, reply, None, observation, error="no code"))
+                messages.append(Message("user", observation))
+                continue
+            cell = await sandbox.run(code)
+            if cell.has_final_answer:
+                steps.append(AgentStep(index, reply, code, cell.observation()))
+                return AnswerResult(answer=render_value(cell.final_answer), mode="code", steps=tuple(steps),
+                                    isolation=sandbox.isolation.to_dict())
+            observation = cell.observation()
+            steps.append(AgentStep(index, reply, code, observation, error=cell.error))
+            messages.append(Message("user", observation))
+        final = render("agent_final")
+        messages.append(Message("user", final.text))
+        reply = await _ask(llm, messages, "final", options, final)
+        steps.append(AgentStep(options.max_steps + 1, reply, None, None))
+        return AnswerResult(answer=final_line(reply), mode="code", steps=tuple(steps), capped=True,
+                            isolation=sandbox.isolation.to_dict())
+
+
+async def _ask(llm: LLM, messages: list[Message], mode: str, options: AnswerOptions, prompt: Any) -> str:
+    try:
+        completion = await llm.complete(ChatRequest(
+            messages=tuple(messages), stage=STAGE, mode=mode, max_tokens=options.max_tokens,
+            temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
+        ))
+    except R3conError as exc:
+        raise OutputError(f"the coding agent's call failed: {exc}") from exc
+    return reply_text(completion)

@@ -1,0 +1,107 @@
+"""Stage 1, relevance extraction: N rounds of task-focused notes, one call per document per round.
+
+From round 2 on, each document is re-read with the previous round's notes of all OTHER documents
+(never its own), labelled with their document numbers and titles. Rounds are barriers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .._prompts import render
+from ..corpus import Document
+from ..errors import R3conError
+from ..llm.types import LLM, ChatRequest
+from ..results import Failure
+from ._common import document_messages, format_notes, note_refs, reply_text
+
+STAGE = "relevance"
+
+
+@dataclass(frozen=True)
+class RelevanceResult:
+    """Notes per round (document key -> note; '' means irrelevant) and the documents that failed."""
+
+    rounds: tuple[Mapping[str, str], ...]
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def final(self) -> Mapping[str, str]:
+        return self.rounds[-1] if self.rounds else MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class RelevanceOptions:
+    rounds: int = 2
+    layout: str = "cache"
+    max_tokens: int = 1024
+    temperature: float | None = None
+    on_done: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+def parse_note(text: str) -> str:
+    """A note, or '' when the model said the document is irrelevant."""
+    cleaned = text.strip()
+    if cleaned.strip(" .*`\"'").upper() in {"NONE", "NONE."}:
+        return ""
+    return cleaned
+
+
+async def read_document(
+    llm: LLM, task: str, doc: Document, others: str | None, round_no: int, options: RelevanceOptions
+) -> str:
+    """One relevance call: the note of `doc` for `task`, in light of `others` (formatted notes) if given."""
+    instructions = render("relevance", task=task, others=others or "", max_words=max(50, options.max_tokens // 2))
+    request = ChatRequest(
+        messages=document_messages(doc, instructions, options.layout),
+        stage=STAGE,
+        doc=doc.number,
+        part=doc.part if doc.parts > 1 else None,
+        round=round_no,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+        prompt_name=instructions.name,
+        prompt_hash=instructions.hash,
+    )
+    completion = await llm.complete(request)
+    return parse_note(reply_text(completion))
+
+
+async def extract_relevance(
+    llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None
+) -> RelevanceResult:
+    """Run the relevance rounds over `docs`; a document whose call fails is recorded and skipped."""
+    options = options or RelevanceOptions()
+    rounds: list[Mapping[str, str]] = []
+    failures: list[Failure] = []
+    previous: Mapping[str, str] | None = None
+    for round_no in range(1, options.rounds + 1):
+
+        async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous):
+            others = None
+            if previous is not None:
+                others = format_notes(note_refs(docs, previous, exclude=doc.key))
+            try:
+                note = await read_document(llm, task, doc, others, round_no, options)
+            except R3conError as exc:
+                return doc, None, Failure(STAGE, doc.key, f"round {round_no}: {exc}")
+            finally:
+                if options.on_done:
+                    options.on_done(STAGE)
+            return doc, note, None
+
+        outcomes = await asyncio.gather(*(one(doc) for doc in docs))
+        notes: dict[str, str] = {}
+        for doc, note, failure in outcomes:
+            if failure is not None:
+                failures.append(failure)
+                if previous is not None and doc.key in previous:
+                    notes[doc.key] = previous[doc.key]  # keep the last good note rather than lose it
+            else:
+                notes[doc.key] = note or ""
+        rounds.append(MappingProxyType(notes))
+        previous = notes
+    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures))

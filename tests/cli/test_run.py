@@ -1,0 +1,95 @@
+"""`r3con run`, `demo` and `fake-llm` as a user runs them: subprocesses, exit codes, one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import free_port, r3con_cli
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old and lives in Oslo.")
+    (folder / "b.md").write_text("# Letter\n\nBob Stone, aged 41, wrote to Ann Lee.")
+    return folder
+
+
+def test_run_prints_the_answer_and_a_usage_line(fake_server, corpus, tmp_path):
+    proc = r3con_cli("run", "How old are the people named?", str(corpus), "--base-url", fake_server.base_url,
+                     "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+    assert "usage:" in proc.stderr and "calls" in proc.stderr and "$" in proc.stderr
+    assert "relevance: 4/4" in proc.stderr  # plain progress lines when stderr is not a terminal
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_json_has_the_documented_shape(fake_server, corpus, tmp_path):
+    proc = r3con_cli("run", "How old are the people named?", str(corpus), "--json", "--quiet",
+                     "--out", str(tmp_path / "runs"), env={"OPENAI_BASE_URL": fake_server.base_url})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) >= {"answer", "run_dir", "documents", "degraded", "usage"}
+    assert data["documents"] == 2 and data["degraded"] == []
+    assert set(data["usage"]) >= {"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "by_stage"}
+    assert set(data["usage"]["by_stage"]) == {"relevance", "schema", "populate", "reason"}
+
+
+@pytest.mark.parametrize("args, env, code, message", [
+    (["run", "q", "/no/such/folder", "--base-url", "http://127.0.0.1:9/v1"], {}, 2, "no such file or folder"),
+    (["run", "q", "{corpus}"], {}, 2, "set OPENAI_BASE_URL"),
+    (["run", "q", "{corpus}", "--base-url", "http://127.0.0.1:{port}/v1"], {}, 2, "no OpenAI-compatible server answers"),
+    (["run", "q", "{corpus}", "--base-url", "http://x/v1", "--rounds", "-1"], {}, 2, "--rounds must be 0 or more"),
+    (["run", "q", "{corpus}"], {"R3CON_BASE_URL": "http://x/v1", "R3CON_CONCURRENCY": "many"}, 2, "R3CON_CONCURRENCY"),
+    (["run", "q", "{corpus}", "--base-url", "http://x/v1", "--stage-model", "oops"], {}, 2, "STAGE=MODEL"),
+    (["run"], {}, 2, "Missing argument"),
+])
+def test_bad_usage_and_input_exit_2_with_one_line(args, env, code, message, corpus, tmp_path):
+    args = [a.format(corpus=corpus, port=free_port()) for a in args] + ["--out", str(tmp_path)] * (len(args) > 1)
+    proc = r3con_cli(*args, env=env)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    if args[1:]:
+        assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_empty_folder_is_bad_input(tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = r3con_cli("run", "q", str(tmp_path / "empty"), "--base-url", "http://x/v1")
+    assert proc.returncode == 2 and "no readable document" in proc.stderr
+
+
+def test_failed_run_exits_1_and_keeps_its_folder(corpus, tmp_path):
+    # a server that lists a model but answers every completion with HTTP 500
+    from r3con.testing import FakeLLMServer, FaultPlan
+
+    with FakeLLMServer(port=0, faults=FaultPlan.parse("500=1.0,max=1000")) as server:
+        proc = r3con_cli("run", "q", str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stderr
+    assert "failed" in proc.stderr and "Traceback" not in proc.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert (folder / "error.json").is_file() and (folder / "manifest.json").is_file()
+
+
+def test_demo_runs_offline_and_says_the_model_is_scripted(tmp_path):
+    proc = r3con_cli("demo", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "scripted offline model" in proc.stderr
+    assert "Answer (scripted model):" in proc.stdout and "Artifacts:" in proc.stdout
+    assert any(tmp_path.iterdir())
+
+
+def test_fake_llm_prints_its_port_first():
+    proc = subprocess.Popen([sys.executable, "-m", "r3con", "fake-llm", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PORT=") and int(line.strip().split("=")[1]) > 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()

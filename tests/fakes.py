@@ -1,0 +1,83 @@
+"""A scripted LLM that implements the real seam and records what it was sent."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from r3con.llm import LLMStack, Ledger
+from r3con.llm.client import EndpointInfo
+from r3con.llm.layers import Accounted
+from r3con.llm.pricing import PriceTable
+from r3con.llm.types import ChatRequest, Completion, Usage
+
+Handler = Callable[[ChatRequest], str]
+
+
+class ScriptedLLM:
+    """Answers each request with `handler(request)` (or a per-stage handler) and keeps `history`."""
+
+    def __init__(self, handlers: dict[str, Handler] | None = None, default: Handler | None = None):
+        self.handlers = handlers or {}
+        self.default = default
+        self.history: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.history.append(request)
+        handler = self.handlers.get(request.stage, self.default)
+        if handler is None:
+            raise AssertionError(f"no scripted answer for stage {request.stage}")
+        text = handler(request)
+        if isinstance(text, BaseException):
+            raise text
+        tokens = sum(len(m.content) for m in request.messages) // 4
+        return Completion(content=text, finish_reason="stop", model=request.model or "scripted",
+                          usage=Usage(calls=1, prompt_tokens=tokens, completion_tokens=len(text) // 4))
+
+    def calls(self, stage: str) -> list[ChatRequest]:
+        return [r for r in self.history if r.stage == stage]
+
+
+def stack(llm: ScriptedLLM, context_window: int = 32768) -> LLMStack:
+    """The scripted LLM with accounting, shaped like the stack `build_llm` yields."""
+    ledger = Ledger()
+    return LLMStack(top=Accounted(llm, ledger, PriceTable.load()), ledger=ledger,
+                    endpoint=EndpointInfo("scripted://", "scripted", context_window, "config"))
+
+
+def user_text(request: ChatRequest) -> str:
+    return "\n".join(m.content for m in request.messages if m.role == "user")
+
+
+def document_number(request: ChatRequest) -> int:
+    match = re.search(r'<document number="(\d+)"', user_text(request))
+    if not match:
+        raise AssertionError("no document in the request")
+    return int(match.group(1))
+
+
+SIMPLE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "people": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+                "required": ["name"],
+            },
+        }
+    },
+}
+
+
+def schema_reply(schema: dict | None = None) -> str:
+    return "```json\n" + json.dumps(schema or SIMPLE_SCHEMA) + "\n```"
+
+
+def data_dir() -> Path:
+    import os
+
+    return Path(os.environ.get("R3CON_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")

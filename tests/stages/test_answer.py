@@ -1,0 +1,68 @@
+from r3con.stages.answer import AnswerOptions, answer_direct, answer_with_code, data_view, extract_code, final_line
+
+from ..fakes import ScriptedLLM
+
+TABLES = {"people": [{"name": "Ann", "age": 4, "_doc": 1, "_title": "One"},
+                     {"name": "Bob", "age": 7, "_doc": 2, "_title": "Two"}]}
+OPTIONS = AnswerOptions(max_steps=3)
+
+
+def code(text: str) -> str:
+    return f"Let me look.\n```python\n{text}\n```"
+
+
+async def test_agent_runs_code_over_the_bound_data_and_ends_with_final_answer(tmp_path):
+    replies = iter([code("print(len(people), dfs['people'].age.sum(), notes['1'])"),
+                    code("final_answer({'oldest': max(people, key=lambda p: p['age'])['name']})")])
+    llm = ScriptedLLM({"reason": lambda r: next(replies)})
+    result = await answer_with_code(llm, "Who is oldest?", {"1": "Ann is 4"}, "<notes/>", "{}", TABLES,
+                                    AnswerOptions(max_steps=3, scratch_root=tmp_path))
+    assert result.answer == '{"oldest": "Bob"}' and not result.capped
+    assert "2 11 Ann is 4" in result.steps[0].observation
+    assert llm.history[1].messages[-1].content == result.steps[0].observation
+    assert all(r.mode == "code" for r in llm.history)
+
+
+async def test_state_persists_and_errors_are_observations(tmp_path):
+    replies = iter([code("x = 40"), code("1/0"), code("final_answer(x + 2)")])
+    llm = ScriptedLLM({"reason": lambda r: next(replies)})
+    result = await answer_with_code(llm, "t", {}, "", "{}", TABLES, AnswerOptions(max_steps=5, scratch_root=tmp_path))
+    assert result.answer == "42"
+    assert "ZeroDivisionError" in result.steps[1].observation
+
+
+async def test_step_bound_ends_with_one_plain_answer_call(tmp_path):
+    llm = ScriptedLLM({"reason": lambda r: "Answer: Bob" if r.mode == "final" else code("print('thinking')")})
+    result = await answer_with_code(llm, "t", {}, "", "{}", TABLES, AnswerOptions(max_steps=2, scratch_root=tmp_path))
+    assert result.capped and result.answer == "Bob"
+    assert [r.mode for r in llm.history] == ["code", "code", "final"]
+
+
+async def test_reply_without_code_is_told_so(tmp_path):
+    replies = iter(["I think it is Bob.", code("final_answer('Bob')")])
+    llm = ScriptedLLM({"reason": lambda r: next(replies)})
+    result = await answer_with_code(llm, "t", {}, "", "{}", TABLES, AnswerOptions(max_steps=3, scratch_root=tmp_path))
+    assert result.answer == "Bob"
+    assert "No ```python block" in llm.history[1].messages[-1].content
+
+
+async def test_direct_mode_answers_in_one_call_from_notes_and_data():
+    llm = ScriptedLLM({"reason": lambda r: "Bob is 7, Ann is 4.\nAnswer: Bob"})
+    result = await answer_direct(llm, "Who is oldest?", "<notes>n</notes>", "{}", TABLES, OPTIONS)
+    assert result.answer == "Bob" and result.mode == "direct"
+    (request,) = llm.history
+    assert request.mode == "direct" and '"name": "Ann"' in request.messages[0].content
+
+
+def test_data_view_samples_large_data_with_counts():
+    rows = [{"name": f"n{i}", "v": i} for i in range(5000)]
+    view = data_view({"t": rows}, 2000)
+    assert '"records": 5000' in view and "too large" in view and len(view) < 4000
+    assert data_view(TABLES, 10_000).startswith('{"people"')
+
+
+def test_code_and_answer_extraction():
+    assert extract_code("a\n```python\nx=1\n```\n```python\ny=2\n```") == "x=1"
+    assert extract_code("```\nprint(1)\n```") == "print(1)"
+    assert extract_code("no code") is None
+    assert final_line("reasoning\nAnswer: 12 people") == "12 people"

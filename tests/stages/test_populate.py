@@ -1,0 +1,70 @@
+import json
+
+from r3con.corpus import Document, documents_from_texts
+from r3con.stages.populate import PopulateOptions, populate
+from r3con.stages.schema import validate_schema
+
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number
+
+SCHEMA = validate_schema(SIMPLE_SCHEMA)
+DOCS = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7.")])
+
+
+def records(request):
+    n = document_number(request)
+    return json.dumps({"people": [{"name": ["Ann", "Bob"][n - 1], "age": [4, 7][n - 1]}]})
+
+
+async def test_records_are_stamped_with_their_source_and_merged():
+    llm = ScriptedLLM({"populate": records})
+    result = await populate(llm, "ages", SCHEMA, DOCS, "<notes/>")
+    assert list(result.tables["people"]) == [
+        {"name": "Ann", "age": 4, "_doc": 1, "_title": "One"},
+        {"name": "Bob", "age": 7, "_doc": 2, "_title": "Two"},
+    ]
+    assert dict(result.per_doc) == {"1": 1, "2": 1}
+    assert all(r.response_schema == SCHEMA for r in llm.history)
+    assert sorted(r.doc for r in llm.history) == [1, 2]
+
+
+async def test_split_parts_are_stamped_with_their_part():
+    doc = Document(number=5, title="Long", text="Ann is 4.", part=2, parts=3)
+    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+    result = await populate(llm, "ages", SCHEMA, [doc], "")
+    assert result.tables["people"][0]["_doc"] == 5 and result.tables["people"][0]["_part"] == 2
+    assert llm.history[0].part == 2
+
+
+async def test_invalid_output_is_reasked_with_the_error():
+    replies = iter([json.dumps({"people": [{"age": "four"}]}), json.dumps({"people": [{"name": "Ann", "age": 4}]})])
+    llm = ScriptedLLM({"populate": lambda r: next(replies)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert result.tables["people"][0]["name"] == "Ann"
+    assert result.reasked == 1
+    retry = llm.history[1].messages[-1].content
+    assert "does not match the schema" in retry and "name" in retry
+
+
+async def test_broken_json_is_repaired_without_reasking():
+    llm = ScriptedLLM({"populate": lambda r: 'Sure!\n```json\n{"people": [{"name": "Ann", "age": 4},]\n```'})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert result.tables["people"][0]["name"] == "Ann"
+    assert result.repaired == 1 and len(llm.history) == 1
+
+
+async def test_a_document_that_never_validates_is_a_failure_not_a_crash():
+    def reply(request):
+        return records(request) if document_number(request) == 1 else "I cannot help with that."
+
+    llm = ScriptedLLM({"populate": reply})
+    result = await populate(llm, "ages", SCHEMA, DOCS, "", PopulateOptions(attempts=2))
+    assert [r["name"] for r in result.tables["people"]] == ["Ann"]
+    assert [(f.stage, f.doc) for f in result.failures] == [("populate", "2")]
+    assert len(llm.history) == 3
+
+
+async def test_notes_are_background_and_document_is_the_source():
+    llm = ScriptedLLM({"populate": records})
+    await populate(llm, "ages", SCHEMA, DOCS[:1], "<notes>\nBob is Ann's brother\n</notes>")
+    text = llm.history[0].messages[1].content
+    assert text.index("<document") < text.index("<schema>") < text.index("Bob is Ann's brother")

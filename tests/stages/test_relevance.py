@@ -1,0 +1,86 @@
+import re
+
+from r3con.corpus import documents_from_texts
+from r3con.errors import ProviderError
+from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note
+
+from ..fakes import ScriptedLLM, document_number, user_text
+
+DOCS = documents_from_texts([("Alpha report", "Alpha text."), ("Beta letter", "Beta text."), ("Gamma memo", "Gamma text.")])
+
+
+def note_for(request):
+    n = document_number(request)
+    return "NONE" if n == 3 and request.round == 1 else f"note {n} r{request.round}"
+
+
+async def test_round_one_reads_each_document_once_with_the_task():
+    llm = ScriptedLLM({"relevance": note_for})
+    result = await extract_relevance(llm, "Who met whom?", DOCS, RelevanceOptions(rounds=1))
+    assert sorted(r.doc for r in llm.history) == [1, 2, 3]
+    assert all("<task>\nWho met whom?\n</task>" in user_text(r) for r in llm.history)
+    assert all("<notes>" not in user_text(r) for r in llm.history)
+    assert dict(result.final) == {"1": "note 1 r1", "2": "note 2 r1", "3": ""}
+
+
+async def test_round_two_excludes_own_note_and_labels_the_others():
+    llm = ScriptedLLM({"relevance": note_for})
+    result = await extract_relevance(llm, "Who met whom?", DOCS, RelevanceOptions(rounds=2))
+    round2 = [r for r in llm.history if r.round == 2]
+    assert len(round2) == 3
+    for request in round2:
+        text = user_text(request)
+        own = request.doc
+        notes = re.findall(r'<note document="(\d+)" title="([^"]*)">\n(.*?)\n</note>', text)
+        others = {int(n): (title, body) for n, title, body in notes}
+        assert own not in others, "a document must not see its own previous note"
+        # document 3 was irrelevant in round 1 (empty note), so it is not offered to others
+        expected = {1, 2} - {own}
+        assert set(others) == expected
+        for n in expected:
+            assert others[n] == (DOCS[n - 1].title, f"note {n} r1")
+    assert dict(result.final) == {"1": "note 1 r2", "2": "note 2 r2", "3": "note 3 r2"}
+    assert len(result.rounds) == 2
+
+
+async def test_rounds_are_barriers():
+    llm = ScriptedLLM({"relevance": note_for})
+    await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=3))
+    rounds = [r.round for r in llm.history]
+    assert rounds == sorted(rounds), "no round may start before the previous one finished"
+
+
+async def test_zero_rounds_makes_no_call():
+    llm = ScriptedLLM({"relevance": note_for})
+    result = await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=0))
+    assert llm.history == [] and result.rounds == () and dict(result.final) == {}
+
+
+async def test_failing_document_is_recorded_and_round_goes_on():
+    def flaky(request):
+        if document_number(request) == 2:
+            return ProviderError("HTTP 500: boom", status=500)
+        return note_for(request)
+
+    llm = ScriptedLLM({"relevance": flaky})
+    result = await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=2))
+    assert [(f.stage, f.doc) for f in result.failures] == [("relevance", "2"), ("relevance", "2")]
+    assert "boom" in result.failures[0].error
+    assert dict(result.final) == {"1": "note 1 r2", "3": "note 3 r2"}
+
+
+async def test_cache_layout_shares_the_document_prefix_across_rounds():
+    llm = ScriptedLLM({"relevance": note_for})
+    await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=2, layout="cache"))
+    by_doc = {}
+    for r in llm.history:
+        by_doc.setdefault(r.doc, []).append(r.messages[0].content + r.messages[1].content)
+    for texts in by_doc.values():
+        first, second = texts
+        prefix = first.split("</document>")[0]
+        assert second.startswith(prefix)
+
+
+def test_parse_note_recognises_none():
+    assert parse_note("NONE") == "" and parse_note(" none. ") == "" and parse_note("**NONE**") == ""
+    assert parse_note("Nonetheless, X met Y.") == "Nonetheless, X met Y."

@@ -1,0 +1,105 @@
+"""The whole pipeline through real HTTP against the scripted server, and its run folder."""
+
+import json
+
+import pytest
+
+import r3con
+from r3con.errors import RunFailed
+from r3con.pipeline import run
+
+from .fakes import ScriptedLLM, SIMPLE_SCHEMA, document_number, schema_reply, stack
+
+TASK = "Which people are named in the documents, and how old are they?"
+TEXTS = [
+    ("Registry", "Ann Lee is 34 years old. She lives in Oslo."),
+    ("Letter", "Bob Stone, aged 41, wrote to Ann Lee about the harbour."),
+    ("Weather", "It rained all week in the valley."),
+]
+
+
+async def test_end_to_end_over_http_writes_every_artifact(fake_server, tmp_path, clean_env):
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path)
+    result = await run(TASK, r3con.documents_from_texts(TEXTS), settings)
+    assert result.answer
+    assert len(result.notes) == 2 and set(result.notes[-1]) == {"1", "2", "3"}
+    assert result.schema is not None and result.records
+    assert all(r["_doc"] in (1, 2, 3) for rows in result.records.values() for r in rows)
+    folder = result.run_dir
+    for name in ("manifest.json", "notes/round-1.json", "notes/round-2.json", "schema.json", "schema_attempts.json",
+                 "records.json", "transcript.json", "calls.jsonl", "usage.json", "result.json", "answer.txt"):
+        assert (folder / name).is_file(), name
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert [d["title"] for d in manifest["documents"]] == ["Registry", "Letter", "Weather"]
+    assert manifest["settings"]["api_key"] == "***"
+    calls = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
+    stages = [c["stage"] for c in calls]
+    assert stages.count("relevance") == 6 and stages.count("populate") == 3 and "schema" in stages
+    assert "reason" in stages
+    assert all(c["usage"]["prompt_tokens"] > 0 for c in calls)
+    # the server saw the stage and document headers on every call
+    seen = fake_server.calls()
+    assert {c["stage"] for c in seen if c.get("path", "").endswith("/chat/completions")} >= {"relevance", "schema", "populate", "reason"}
+    assert sorted(c["doc"] for c in seen if c["stage"] == "populate") in (["1", "2", "3"], [1, 2, 3])
+    usage = json.loads((folder / "usage.json").read_text())
+    assert usage["calls"] == len(calls) and set(usage["by_stage"]) == {"relevance", "schema", "populate", "reason"}
+    transcript = json.loads((folder / "transcript.json").read_text())
+    assert transcript["steps"] and transcript["steps"][0]["code"]
+    assert result.summary()["usage"]["by_stage"]["relevance"]["calls"] == 6
+
+
+async def test_direct_mode_and_no_structuring(fake_server, tmp_path):
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, out_dir=tmp_path,
+                                      reasoning="direct", structuring=False, rounds=1)
+    result = await run(TASK, r3con.documents_from_texts(TEXTS), settings)
+    assert result.answer and result.schema is None and not result.records
+    assert set(result.by_stage) == {"relevance", "reason"}
+    assert result.by_stage["reason"].calls == 1
+
+
+async def test_too_many_failed_documents_fail_the_run_and_keep_what_was_done(tmp_path):
+    def populate(request):
+        if document_number(request) != 1:
+            return "not json at all"
+        return json.dumps({"people": [{"name": "Ann"}]})
+
+    llm = ScriptedLLM({"relevance": lambda r: "note", "schema": lambda r: schema_reply(SIMPLE_SCHEMA), "populate": populate})
+    settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, populate_attempts=1, max_failed_share=0.5)
+    with pytest.raises(RunFailed, match="2 of 3 documents failed in populate"):
+        await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm))
+    (folder,) = tmp_path.iterdir()
+    assert json.loads((folder / "error.json").read_text())["stage"] == "populate"
+    assert (folder / "notes" / "round-2.json").is_file() and (folder / "schema.json").is_file()
+
+
+async def test_degraded_documents_are_reported_and_shown_to_the_agent(tmp_path):
+    def populate(request):
+        return "garbage" if document_number(request) == 3 else json.dumps({"people": [{"name": "Ann"}]})
+
+    seen = {}
+
+    def reason(request):
+        seen.setdefault("first", request.messages[1].content)
+        return "```python\nfinal_answer(len(people))\n```"
+
+    llm = ScriptedLLM({"relevance": lambda r: "note", "schema": lambda r: schema_reply(), "populate": populate,
+                       "reason": reason})
+    settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, populate_attempts=1)
+    result = await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm))
+    assert result.answer == "2"
+    assert [f.to_dict()["doc"] for f in result.degraded] == ["3"]
+    assert "Document 3" in seen["first"] and "could not be processed" in seen["first"]
+    assert result.summary()["degraded"][0]["stage"] == "populate"
+
+
+async def test_long_documents_are_split_into_parts_that_are_read_separately(tmp_path):
+    text = ("Ann Lee is 34. " * 40 + "\n\n") * 30
+    llm = ScriptedLLM({"relevance": lambda r: f"part {r.part}", "schema": lambda r: schema_reply(),
+                       "populate": lambda r: json.dumps({"people": [{"name": f"p{r.part}"}]}),
+                       "reason": lambda r: "```python\nfinal_answer(sorted({p['_part'] for p in people}))\n```"})
+    settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, part_tokens=1000, rounds=1)
+    result = await run(TASK, r3con.documents_from_texts([("Long", text)]), settings, llm=stack(llm))
+    n = len(result.parts)
+    assert n > 1 and "".join(p.text for p in result.parts) == text
+    assert result.answer == json.dumps(list(range(1, n + 1)))
+    assert sorted(r.part for r in llm.calls("populate")) == list(range(1, n + 1))

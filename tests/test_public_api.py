@@ -1,0 +1,21 @@
+import r3con
+
+
+def test_public_api_is_small_sorted_and_pinned():
+    assert r3con.__all__ == sorted(r3con.__all__)
+    assert set(r3con.__all__) == {
+        "BudgetExceeded", "ConfigError", "Document", "EndpointUnreachable", "Failure", "InputError",
+        "OutputError", "ProviderError", "R3conError", "RunFailed", "RunResult", "SandboxError", "Settings",
+        "__version__", "documents_from_texts", "load_documents", "run", "split_documents",
+    }
+    for name in r3con.__all__:
+        assert hasattr(r3con, name), name
+
+
+def test_every_error_is_an_r3con_error_with_an_exit_code():
+    for name in ("ConfigError", "EndpointUnreachable", "InputError", "OutputError", "ProviderError",
+                 "BudgetExceeded", "SandboxError", "RunFailed"):
+        cls = getattr(r3con, name)
+        assert issubclass(cls, r3con.R3conError)
+        assert cls.exit_code in (1, 2)
+    assert r3con.ConfigError.exit_code == 2 and r3con.InputError.exit_code == 2 and r3con.RunFailed.exit_code == 1
