@@ -23,7 +23,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
 def ensure_env(extras: str) -> None:
     """Create the virtual environment and (re)install the package when pyproject.toml changed."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script is what meets an old Python first
         sys.exit(f"r3con needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not (BIN / "python").exists():
         print(f"creating virtual environment in {VENV}", flush=True)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from r3con.llm import LLMStack, Ledger
+from r3con.llm import Ledger, LLMStack
 from r3con.llm.client import EndpointInfo
 from r3con.llm.layers import Accounted
 from r3con.llm.pricing import PriceTable

@@ -10,8 +10,8 @@ from r3con.tokens import estimate_tokens
 def test_split_keeps_every_character_once_and_respects_the_budget():
     rng = random.Random(3)
     words = ["alpha", "beta", "gamma", "delta.", "epsilon!", "zeta?", "\n\n", "eta,", "\n", "宇宙", "theta"]
-    for trial in range(30):
-        text = " ".join(rng.choice(words) for _ in range(rng.randint(50, 3000)))
+    for _ in range(30):
+        text = " ".join(rng.choice(words) for _w in range(rng.randint(50, 3000)))
         budget = rng.randint(20, 400)
         pieces = split_text(text, budget)
         assert "".join(pieces) == text

@@ -8,7 +8,7 @@ import r3con
 from r3con.errors import RunFailed
 from r3con.pipeline import run
 
-from .fakes import ScriptedLLM, SIMPLE_SCHEMA, document_number, schema_reply, stack
+from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, schema_reply, stack
 
 TASK = "Which people are named in the documents, and how old are they?"
 TEXTS = [

@@ -19,7 +19,7 @@ import os
 import re
 import secrets
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class RunDir:
 
     @classmethod
     def create(cls, out_dir: Path, task: str) -> RunDir:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         path = Path(out_dir) / f"{stamp}-{_slug(task)}-{secrets.token_hex(2)}"
         try:
             path.mkdir(parents=True, exist_ok=False)

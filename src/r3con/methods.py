@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Settings
 from .corpus import Document
@@ -32,7 +33,7 @@ class MethodOutcome:
 MethodFn = Callable[[str, tuple[Document, ...], Settings, Path], Awaitable[MethodOutcome]]
 
 
-def _r3con_variant(**changes: object) -> MethodFn:
+def _r3con_variant(**changes: Any) -> MethodFn:
     async def method(task: str, documents: tuple[Document, ...], settings: Settings, run_dir: Path) -> MethodOutcome:
         from .pipeline import run
 

@@ -1,4 +1,11 @@
-from r3con.stages.answer import AnswerOptions, answer_direct, answer_with_code, data_view, extract_code, final_line
+from r3con.stages.answer import (
+    AnswerOptions,
+    answer_direct,
+    answer_with_code,
+    data_view,
+    extract_code,
+    final_line,
+)
 
 from ..fakes import ScriptedLLM
 
