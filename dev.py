@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(BIN / "r3con"), "demo", *argv[1:]], cwd=ROOT)
     if command == "test":
         ensure_env("test")
-        for check in (["ruff", "check", "src", "tests", "bench", "dev.py"], ["mypy"]):
+        for check in (["ruff", "check", "."], ["mypy"]):
             print("$", " ".join(check), flush=True)
             code = subprocess.call([str(BIN / check[0]), *check[1:]], cwd=ROOT)
             if code != 0:
