@@ -145,7 +145,7 @@ async def answer_with_code(
     variables.update(extra_variables or {})
     steps: list[AgentStep] = []
     sandbox = Sandbox(
-        variables=variables, dataframes={k: list(v) for k, v in tables.items()},
+        variables=variables, dataframes={k: [dict(r) for r in v] for k, v in tables.items()},
         limits=options.sandbox_limits, mode=options.sandbox_mode, scratch_root=options.scratch_root,
     )
     async with sandbox:
