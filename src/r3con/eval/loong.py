@@ -9,8 +9,6 @@ Documents are shuffled as upstream shuffles them (`shuffle_doc`), with a seed fi
 
 from __future__ import annotations
 
-import fnmatch
-import glob
 import json
 import random
 import re
@@ -52,6 +50,7 @@ class _Library:
         self.doc_dir = doc_dir
         self._texts: dict[Path, str] = {}
         self._financial: list[str] | None = None
+        self._resolved: dict[tuple[str, bool], Path | None] = {}
         self._legal: dict[str, Any] | None = None
 
     def legal_available(self) -> bool:
@@ -67,20 +66,23 @@ class _Library:
 
     def financial_file(self, name: str, level: int) -> Path | None:
         """Upstream's glob (`*2024-{name}*.txt`, level 4 `*{name}*.txt`); among several matches, the exact name."""
+        key = (name, level == 4)
+        if key not in self._resolved:
+            self._resolved[key] = self._find_financial(name, level == 4)
+        return self._resolved[key]
+
+    def _find_financial(self, name: str, level4: bool) -> Path | None:
         if self._financial is None:
             folder = self.doc_dir / "financial"
-            self._financial = sorted(p.name for p in folder.glob("*.txt")) if folder.is_dir() else []
-        escaped = glob.escape(name)
-        pattern = f"*{escaped}*.txt" if level == 4 else f"*2024-{escaped}*.txt"
-        matches = [f for f in self._financial if fnmatch.fnmatchcase(f, pattern)]
+            self._financial = sorted(p.stem for p in folder.glob("*.txt")) if folder.is_dir() else []
+        # `*X*.txt` matches exactly the stems that contain X, so a substring test is the glob.
+        needle = name if level4 else f"2024-{name}"
+        matches = [stem for stem in self._financial if needle in stem]
         if not matches:
             return None
-        if level == 4:
-            exact = re.compile(rf"(?:^|-){re.escape(name)}$")
-        else:
-            exact = re.compile(rf"2024-{re.escape(name)}(?:-[^-]*)?$")
-        preferred = [f for f in matches if exact.search(f[: -len(".txt")])]
-        return self.doc_dir / "financial" / (preferred or matches)[0]
+        exact = re.compile(rf"(?:^|-){re.escape(name)}$" if level4 else rf"2024-{re.escape(name)}(?:-[^-]*)?$")
+        preferred = [stem for stem in matches if exact.search(stem)]
+        return self.doc_dir / "financial" / f"{(preferred or matches)[0]}.txt"
 
     def document(self, row: Mapping[str, Any], name: str, index: int) -> tuple[str, str, str] | None:
         """(title, text, source) of the `index`-th document of a task, or None when it is absent."""

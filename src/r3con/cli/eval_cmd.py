@@ -1,0 +1,225 @@
+"""`r3con eval run | report | download`: thin commands over `r3con.eval`."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ..errors import ConfigError, R3conError
+
+eval_app = typer.Typer(
+    name="eval", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+    help="Evaluate methods on benchmarks (Loong, CorpusQA, Dracula) with an LLM judge, and report.",
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line_errors(fn: F) -> F:
+    """r3con errors become one line on stderr and the error's exit code; Ctrl-C says how to resume."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except R3conError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            print("interrupted; finished tasks are saved: run the same command again to resume", file=sys.stderr)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
+    if text is None or text.strip().lower() == "all":
+        return None
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"{option} takes numbers separated by commas, e.g. {option} 2,3,4") from None
+
+
+def _strings(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return tuple(part.strip() for part in text.split(",") if part.strip()) or None
+
+
+def _stage_models(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or []:
+        stage, sep, model = value.partition("=")
+        if not sep or not stage.strip() or not model.strip():
+            raise ConfigError(f"--stage-model {value!r} must look like STAGE=MODEL, e.g. relevance=qwen3.5-4b")
+        out[stage.strip()] = model.strip()
+    return out
+
+
+Benchmark = Annotated[str, typer.Option("--benchmark", "-b", help="loong, corpusqa or dracula")]
+Data = Annotated[Path | None, typer.Option(
+    "--data", help="The benchmark's data: a folder (Loong: loong.jsonl + doc/; Dracula: docs/ + manifest.json) or "
+    "CorpusQA's 1m_4domains.jsonl. Default: $R3CON_DATA/<benchmark>, else ../shared/data/<benchmark> beside the repo.")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables")]
+NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib)")]
+
+
+@eval_app.command()
+@_one_line_errors
+def run(
+    benchmark: Benchmark,
+    data: Data = None,
+    method: Annotated[list[str] | None, typer.Option("--method", "-m", help="Method to evaluate (repeatable; default r3con)")] = None,
+    sets: Annotated[str | None, typer.Option("--sets", help="Loong sets, e.g. 2,3,4 (the paper's, the default) or all")] = None,
+    domains: Annotated[str | None, typer.Option("--domains", help="e.g. financial,paper (Loong) or financial_en (CorpusQA)")] = None,
+    levels: Annotated[str | None, typer.Option("--levels", help="Loong levels, e.g. 1,2")] = None,
+    languages: Annotated[str | None, typer.Option("--languages", help="e.g. en or zh")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most N tasks (first in file order)")] = None,
+    tasks: Annotated[str | None, typer.Option("--tasks", help="Only these task ids, comma-separated")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Tasks run at once")] = 4,
+    out: Annotated[Path | None, typer.Option("--out", help="Evaluation folder (default ./r3con-evals/<benchmark>); rerun to resume")] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Model for the judge (env R3CON_MODEL_JUDGE; default --model)")] = None,
+    judge_prompt: Annotated[Path | None, typer.Option("--judge-prompt", help="Jinja file replacing the judge prompt; it may use {{ task }}, {{ answer }}, {{ gold }}")] = None,
+    score_capped: Annotated[bool, typer.Option("--score-capped", help="Judge step-capped answers instead of scoring them worst")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False,
+    rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False,
+    model: Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (env R3CON_BASE_URL, OPENAI_BASE_URL)")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")] = None,
+    stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight per client (default 8)")] = None,
+    no_plots: NoPlots = False,
+    as_json: Json = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
+) -> None:
+    """Run methods over a benchmark's tasks, judge the answers, and write a report into OUT/report."""
+    from ..config import Settings
+    from ..eval import (
+        build_report,
+        load_benchmark,
+        prompt_from_file,
+        resolve_data_dir,
+        run_eval,
+        write_report,
+    )
+    from ..eval.loong import PAPER_SETS
+    from ..eval.tasks import TaskFilter
+
+    stages = _stage_models(stage_model)
+    if judge_model:
+        stages["judge"] = judge_model
+    settings = Settings.resolve(
+        base_url=base_url, api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
+    )
+    set_filter = _ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None)
+    filters = TaskFilter(
+        sets=set_filter, levels=_ints("--levels", levels), domains=_strings(domains),
+        languages=_strings(languages), task_ids=_strings(tasks), limit=limit,
+    )
+    task_set = load_benchmark(benchmark, resolve_data_dir(benchmark, data), filters)
+    if not task_set.tasks:
+        raise ConfigError(f"no {benchmark} task matches the filters; loosen --sets/--domains/--levels/--tasks")
+    out_dir = out or Path("r3con-evals") / benchmark
+    prompt = prompt_from_file(judge_prompt) if judge_prompt else None
+    methods = method or ["r3con"]
+    total = len(task_set.tasks) * len(methods)
+    done = 0
+
+    def progress(record: Any, action: str) -> None:
+        nonlocal done
+        done += 1
+        if quiet:
+            return
+        verdict = record.verdict
+        outcome = "pending" if verdict is None else ("correct" if verdict.correct else verdict.status)
+        if verdict is not None and verdict.status == "judged" and not verdict.correct:
+            outcome = "wrong"
+        if verdict is not None and verdict.rating is not None:
+            outcome += f" (rating {verdict.rating})"
+        print(f"[{done}/{total}] {record.method} {record.task_id}: {action}, {outcome}", file=sys.stderr, flush=True)
+
+    from ..methods import available_methods
+
+    unknown = [m for m in methods if m not in available_methods()]
+    if unknown:
+        raise ConfigError(f"unknown method {unknown[0]!r}; choose one of {', '.join(available_methods())}")
+    if not quiet:
+        for reason, count in task_set.skipped.items():
+            print(f"skipping {count} {benchmark} tasks: {reason}", file=sys.stderr)
+        print(f"{len(task_set.tasks)} tasks x {len(methods)} method(s) -> {out_dir}", file=sys.stderr)
+    result = asyncio.run(run_eval(
+        task_set, settings, out_dir, methods=methods, workers=workers, judge_prompt=prompt,
+        score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress,
+    ))
+    report_dir = out_dir / "report"
+    files = write_report(build_report([out_dir]), report_dir, plots=not no_plots)
+    if as_json:
+        print(json.dumps({**result.to_dict(), "report": [str(f) for f in files]}, ensure_ascii=False))
+        return
+    _print_result(result)
+    print(f"report: {report_dir / 'report.md'}", file=sys.stderr)
+
+
+def _print_result(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..eval.report import load_reference
+
+    table = Table(title=f"{result.benchmark}: {result.ran} method runs, {result.judged} judged in this call")
+    for column in ("method", "tasks", "accuracy ± SE", "failed", "capped", "pending", "cost (USD)", "judge cost (USD)"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for method, summary in result.summaries.items():
+        table.add_row(
+            method, str(summary.n), str(summary.accuracy), str(summary.outcomes.get("failed", 0)),
+            str(summary.outcomes.get("capped", 0)), str(summary.pending),
+            f"{result.usage[method].cost_usd:.4f}", f"{result.judge_usage[method].cost_usd:.4f}",
+        )
+    for ref in load_reference().get(result.benchmark, ()):
+        se = f" ± {ref.se:.2f}" if ref.se is not None else ""
+        cost = f"{ref.cost_usd:,.0f}" if ref.cost_usd is not None else "n/a"
+        acc = f"{ref.accuracy:.2f}{se}" if ref.accuracy is not None else "n/a"
+        table.add_row(f"paper: {ref.label}", "", acc, "", "", "", cost, "")
+    Console().print(table)
+
+
+@eval_app.command()
+@_one_line_errors
+def report(
+    dirs: Annotated[list[Path], typer.Argument(help="Evaluation folders written by `r3con eval run`")],
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for report.md, CSV and PNG files (default ./r3con-report)")] = None,
+    no_plots: NoPlots = False,
+    as_json: Json = False,
+) -> None:
+    """Tables (Markdown, CSV) and plots (PNG) over evaluation folders, with the paper's numbers beside."""
+    from ..eval import build_report, render_markdown, write_report
+
+    built = build_report(dirs)
+    out_dir = out or Path("r3con-report")
+    files = write_report(built, out_dir, plots=not no_plots)
+    if as_json:
+        print(json.dumps({**built.to_dict(), "files": [str(f) for f in files]}, ensure_ascii=False, default=str))
+        return
+    print(render_markdown(built))
+    print(f"written: {', '.join(str(f) for f in files)}", file=sys.stderr)
+
+
+@eval_app.command()
+@_one_line_errors
+def download(
+    benchmark: Benchmark,
+    to: Annotated[Path, typer.Option("--to", help="Folder to fetch into (then pass it as --data)")],
+) -> None:
+    """Fetch a benchmark's official files (needs internet): Loong's loong.jsonl and doc.zip."""
+    from ..eval import download as fetch
+
+    folder = fetch(benchmark, to)
+    print(f"{benchmark} is in {folder}; run: r3con eval run --benchmark {benchmark} --data {folder}")

@@ -1,0 +1,308 @@
+"""Run methods over a benchmark's tasks, judge the answers, and keep every step on disk so a run resumes.
+
+A task's record is written when its method finishes and again when its answer is judged, so an
+interrupted evaluation picks up where it stopped: a judged task costs nothing again, an answered one
+is only judged, and only tasks without a record run their method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings
+from ..corpus import Document
+from ..errors import ConfigError, R3conError
+from ..llm.types import LLM, ChatRequest, Completion, Usage
+from .judges import CAPPED as CAPPED_VERDICT
+from .judges import EMPTY, JUDGE_ERROR, JudgePrompt, JudgeSpec, Verdict, judge_answer, judge_spec
+from .judges import FAILED as FAILED_VERDICT
+from .records import (
+    ANSWERED,
+    CAPPED,
+    FAILED,
+    MANIFEST,
+    TaskRecord,
+    read_json,
+    read_record,
+    record_path,
+    write_json,
+    write_record,
+)
+from .scoring import Summary, summarize_records
+from .tasks import EvalTask, TaskSet, safe_name
+
+if TYPE_CHECKING:
+    from ..methods import MethodOutcome
+
+MethodRunner = Callable[[str, str, tuple[Document, ...], Settings, Path], Awaitable["MethodOutcome"]]
+"""Same signature as `r3con.methods.run_method(name, task, documents, settings, run_dir)`."""
+
+RecordCallback = Callable[[TaskRecord, str], None]
+"""Called as each task finishes, with what this run did for it: "ran", "judged" or "kept"."""
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What `run_eval` did and the scores of the tasks it was given, per method."""
+
+    out_dir: Path
+    benchmark: str
+    summaries: Mapping[str, Summary]
+    records: Mapping[str, tuple[TaskRecord, ...]]
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    ran: int = 0  # method runs this call made
+    judged: int = 0  # tasks this call judged (with judge calls)
+    usage: Mapping[str, Usage] = field(default_factory=dict)  # per method, over all its records
+    judge_usage: Mapping[str, Usage] = field(default_factory=dict)  # per method, over all its verdicts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out_dir": str(self.out_dir),
+            "benchmark": self.benchmark,
+            "skipped": dict(self.skipped),
+            "ran": self.ran,
+            "judged": self.judged,
+            "methods": {
+                method: {
+                    **summary.to_dict(),
+                    "usage": self.usage[method].to_dict(),
+                    "judge_usage": self.judge_usage[method].to_dict(),
+                }
+                for method, summary in self.summaries.items()
+            },
+        }
+
+
+class _LazyJudge:
+    """The judge's client, opened (with `build_llm`) only when a task actually needs judging."""
+
+    def __init__(self, settings: Settings, calls_log: Path, given: LLM | None):
+        self._settings = settings
+        self._calls_log = calls_log
+        self._llm = given
+        self._lock = asyncio.Lock()
+        self._stack = contextlib.AsyncExitStack()
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        if self._llm is None:
+            async with self._lock:
+                if self._llm is None:
+                    from ..llm import build_llm
+
+                    self._llm = await self._stack.enter_async_context(build_llm(self._settings, self._calls_log))
+        return await self._llm.complete(request)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+
+
+def _default_runner(methods: Sequence[str]) -> MethodRunner:
+    from ..methods import available_methods, run_method
+
+    known = available_methods()
+    for method in methods:
+        if method not in known:
+            raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(known)}")
+    return run_method
+
+
+def _update_manifest(
+    out_dir: Path, task_set: TaskSet, methods: Sequence[str], settings: Settings, spec: JudgeSpec, rejudge: bool
+) -> None:
+    path = out_dir / MANIFEST
+    old: dict[str, Any] = read_json(path) if path.exists() else {}
+    if old and old.get("benchmark") != task_set.benchmark:
+        raise ConfigError(
+            f"{out_dir} holds a {old.get('benchmark')} evaluation; pass another --out for {task_set.benchmark}"
+        )
+    old_prompt = old.get("judge", {}).get("prompt_hash")
+    if old_prompt and old_prompt != spec.prompt.hash and not rejudge:
+        raise ConfigError(
+            f"{out_dir} was judged with another judge prompt ({old['judge'].get('prompt_name')}); "
+            "pass the same --judge-prompt, --rejudge to judge every answer again, or another --out"
+        )
+    task_ids = list(old.get("task_ids", []))
+    seen = set(task_ids)
+    task_ids += [t.id for t in task_set.tasks if t.id not in seen]
+    write_json(
+        path,
+        {
+            "version": MANIFEST_VERSION,
+            "benchmark": task_set.benchmark,
+            "methods": sorted(set(old.get("methods", [])) | set(methods)),
+            "task_ids": task_ids,
+            "skipped": dict(task_set.skipped),
+            "data_dir": str(task_set.data_dir),
+            "filters": task_set.filters.describe(),
+            "settings": settings.public(),
+            "judge": {
+                "prompt_name": spec.prompt.name,
+                "prompt_hash": spec.prompt.hash,
+                "model": settings.model_for("judge"),
+            },
+            "created": old.get("created") or _now(),
+            "updated": _now(),
+        },
+    )
+
+
+def _first_error(group: BaseExceptionGroup) -> BaseException:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _first_error(exc)
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return group
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _failure_dicts(items: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    return tuple(f.to_dict() if hasattr(f, "to_dict") else {"error": str(f)} for f in items)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+async def run_eval(
+    task_set: TaskSet,
+    settings: Settings,
+    out_dir: Path,
+    *,
+    methods: Sequence[str] = ("r3con",),
+    workers: int = 4,
+    judge_prompt: JudgePrompt | None = None,
+    score_capped: bool = False,
+    retry_failed: bool = False,
+    rejudge: bool = False,
+    method_fn: MethodRunner | None = None,
+    judge_llm: LLM | None = None,
+    on_record: RecordCallback | None = None,
+) -> EvalResult:
+    """Run each method on each task (at most `workers` tasks at once), judge the answers, and score them.
+
+    Records go to `out_dir/METHOD/TASK_ID.json`, the methods' run folders to `out_dir/METHOD/runs/TASK_ID`.
+    Tasks already recorded there are not run again; answered ones are only judged. A step-capped task
+    counts at the worst score unless `score_capped`; a failed one always does (`retry_failed` runs it
+    again). `method_fn` replaces `r3con.methods.run_method` and `judge_llm` the judge's client (built
+    from `settings`, stage "judge", when needed); both are for tests and library callers.
+    """
+    if workers < 1:
+        raise ConfigError("--workers must be at least 1")
+    if not methods:
+        raise ConfigError("no method to evaluate; pass --method NAME")
+    runner = method_fn if method_fn is not None else _default_runner(methods)
+    spec = judge_spec(task_set.benchmark, judge_prompt)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _update_manifest(out_dir, task_set, methods, settings, spec, rejudge)
+
+    judge = _LazyJudge(settings, out_dir / "judge-calls.jsonl", judge_llm)
+    semaphore = asyncio.Semaphore(workers)
+    counts = {"ran": 0, "judged": 0}
+
+    async def run_method(method: str, task: EvalTask) -> TaskRecord:
+        run_dir = out_dir / safe_name(method) / "runs" / safe_name(task.id)
+        base = TaskRecord(
+            task_id=task.id, benchmark=task.benchmark, method=method, model=settings.model, status=ANSWERED,
+            meta=task.meta, task=task.task_text, gold=task.gold, gold_lenient=task.gold_lenient,
+            run_dir=_relative(run_dir, out_dir),
+        )
+        started = time.monotonic()
+        try:
+            outcome = await runner(method, task.task_text, task.documents, settings, run_dir)
+        except ConfigError:
+            raise  # every other task would fail the same way: stop and say what to fix
+        except R3conError as exc:
+            return replace(base, status=FAILED, error=f"{type(exc).__name__}: {exc}", method_s=time.monotonic() - started)
+        return replace(
+            base,
+            status=CAPPED if outcome.capped else ANSWERED,
+            answer=outcome.answer,
+            usage=outcome.usage,
+            by_stage=dict(outcome.by_stage),
+            degraded=_failure_dicts(outcome.degraded),
+            method_s=time.monotonic() - started,
+            run_dir=_relative(outcome.run_dir, out_dir),
+        )
+
+    async def verdict_for(record: TaskRecord, task: EvalTask) -> tuple[Verdict, bool]:
+        """The verdict, and whether the judge was asked for it."""
+        lenient = False if task.gold_lenient is not None else None
+        if record.status == FAILED:
+            return Verdict(status=FAILED_VERDICT, error=record.error, lenient_correct=lenient), False
+        if record.status == CAPPED and not score_capped:
+            return Verdict(status=CAPPED_VERDICT, lenient_correct=lenient), False
+        verdict = await judge_answer(spec, task, record.answer, judge)
+        return verdict, verdict.status != EMPTY
+
+    def needs_judging(record: TaskRecord) -> bool:
+        verdict = record.verdict
+        if verdict is None or verdict.status == JUDGE_ERROR:
+            return True
+        return rejudge and verdict.prompt_hash != spec.prompt.hash and verdict.status not in (FAILED_VERDICT, CAPPED_VERDICT)
+
+    async def one(method: str, task: EvalTask) -> None:
+        async with semaphore:
+            path = record_path(out_dir, method, task.id)
+            record = read_record(path) if path.exists() else None
+            action = "kept"
+            if record is None or (retry_failed and record.status == FAILED):
+                record = await run_method(method, task)
+                counts["ran"] += 1
+                action = "ran"
+                write_record(out_dir, record)
+            if needs_judging(record):
+                started = time.monotonic()
+                verdict, asked = await verdict_for(record, task)
+                record = replace(record, verdict=verdict, judge_s=time.monotonic() - started)
+                if asked:
+                    counts["judged"] += 1
+                    action = "judged" if action == "kept" else action
+                write_record(out_dir, record)
+            if on_record is not None:
+                on_record(record, action)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for task in task_set.tasks:
+                for method in methods:
+                    group.create_task(one(method, task))
+    except BaseExceptionGroup as group_error:
+        # One task's error stopped the rest; raise it as it is (an R3conError becomes a one-line message).
+        raise _first_error(group_error) from None
+    finally:
+        await judge.aclose()
+
+    records: dict[str, tuple[TaskRecord, ...]] = {}
+    for method in methods:
+        records[method] = tuple(
+            read_record(p) for t in task_set.tasks if (p := record_path(out_dir, method, t.id)).exists()
+        )
+    return EvalResult(
+        out_dir=out_dir,
+        benchmark=task_set.benchmark,
+        summaries={m: summarize_records(rs, task_set.benchmark) for m, rs in records.items()},
+        records=records,
+        skipped=dict(task_set.skipped),
+        ran=counts["ran"],
+        judged=counts["judged"],
+        usage={m: sum((r.usage for r in rs), Usage()) for m, rs in records.items()},
+        judge_usage={
+            m: sum((r.verdict.usage for r in rs if r.verdict is not None), Usage()) for m, rs in records.items()
+        },
+    )

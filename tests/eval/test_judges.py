@@ -1,0 +1,151 @@
+import json
+
+import pytest
+
+from r3con.errors import ConfigError, EndpointUnreachable, ProviderError
+from r3con.eval.judges import (
+    EMPTY,
+    JUDGE_ERROR,
+    JUDGE_FAILED,
+    JUDGED,
+    builtin_prompt,
+    judge_answer,
+    judge_spec,
+    prompt_from_file,
+)
+
+from ._fakes import JUDGE_USAGE, ScriptedLLM, make_task
+
+LOONG = make_task("t1", "What is the EPS of Acme?", "-$0.04")
+
+
+async def test_a_valid_reply_gives_the_rating_and_100_is_correct():
+    llm = ScriptedLLM('{"rationale": "matches", "score": 100}')
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "EPS was -$0.04.", llm)
+    assert verdict.status == JUDGED and verdict.correct and verdict.rating == 100
+    assert verdict.usage == JUDGE_USAGE and verdict.judge_model == "judge-model"
+    (request,) = llm.requests
+    assert request.stage == "judge" and request.temperature == 0
+    assert request.response_schema is not None and request.response_schema["properties"]["score"]["maximum"] == 100
+    prompt = request.messages[0].content
+    assert "<task>\nWhat is the EPS of Acme?\n</task>" in prompt
+    assert "<answer>\nEPS was -$0.04.\n</answer>" in prompt and "<gold>\n-$0.04\n</gold>" in prompt
+    assert request.prompt_name == "loong_judge" and request.prompt_hash == builtin_prompt("loong_judge").hash
+
+
+async def test_a_rating_below_100_is_not_correct_but_is_kept():
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "about -0.04", ScriptedLLM('{"rationale": "", "score": 85}'))
+    assert verdict.status == JUDGED and not verdict.correct and verdict.rating == 85
+
+
+async def test_fenced_and_prose_json_is_accepted():
+    reply = 'Here is my verdict:\n```json\n{"rationale": "same value", "equivalent": true}\n```\nDone.'
+    task = make_task("c1", "How many?", "215", benchmark="corpusqa")
+    verdict = await judge_answer(judge_spec("corpusqa"), task, "Sum... The answer is: 215", ScriptedLLM(reply))
+    assert verdict.status == JUDGED and verdict.correct and verdict.rationale == "same value"
+
+
+async def test_slightly_broken_json_is_repaired():
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM("{'rationale': 'ok', 'score': 100,}"))
+    assert verdict.status == JUDGED and verdict.rating == 100
+
+
+async def test_an_invalid_reply_is_re_asked_once_with_the_reason():
+    llm = ScriptedLLM('{"rationale": "too good", "score": 150}', '{"rationale": "fixed", "score": 90}')
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", llm)
+    assert verdict.status == JUDGED and verdict.rating == 90
+    assert verdict.usage.calls == 2
+    retry = llm.requests[1]
+    assert [m.role for m in retry.messages] == ["user", "assistant", "user"]
+    assert "score: 150 is greater than the maximum of 100" in retry.messages[-1].content
+    assert retry.prompt_name == "loong_judge+judge_retry"
+
+
+async def test_a_judge_that_stays_unusable_fails_the_verdict_at_worst():
+    llm = ScriptedLLM("I think it is fine.", "Still no JSON.")
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", llm)
+    assert verdict.status == JUDGE_FAILED and not verdict.correct and verdict.rating is None
+    assert "no JSON object" in verdict.error and len(llm.requests) == 2
+
+
+async def test_an_endpoint_error_gives_a_judge_error_and_a_config_error_stops():
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM(ProviderError("503 busy", status=503)))
+    assert verdict.status == JUDGE_ERROR and "503 busy" in verdict.error
+    with pytest.raises(EndpointUnreachable):
+        await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM(EndpointUnreachable("down")))
+
+
+async def test_an_empty_answer_scores_worst_without_a_judge_call():
+    llm = ScriptedLLM()
+    task = make_task("c1", "How many?", "215", benchmark="corpusqa")
+    for answer in ("", "   ", "Reasoning only. The answer is:  "):
+        verdict = await judge_answer(judge_spec("corpusqa"), task, answer, llm)
+        assert verdict.status == EMPTY and not verdict.correct
+    assert llm.requests == []
+
+
+async def test_corpusqa_judges_only_the_final_answer():
+    llm = ScriptedLLM('{"rationale": "r", "equivalent": false}')
+    task = make_task("c1", "How many?", "215", benchmark="corpusqa")
+    verdict = await judge_answer(judge_spec("corpusqa"), task, "long reasoning 999\nThe answer is: 214", llm)
+    assert not verdict.correct
+    prompt = llm.requests[0].messages[0].content
+    assert "<answer>\n214\n</answer>" in prompt and "999" not in prompt
+
+
+async def test_upstream_reply_formats_are_understood():
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM("Evidence: fine.\nRating: [[100]]"))
+    assert verdict.rating == 100 and verdict.correct
+    task = make_task("c1", "q", "1", benchmark="corpusqa")
+    verdict = await judge_answer(judge_spec("corpusqa"), task, "1", ScriptedLLM("Same. [[YES]]"))
+    assert verdict.correct
+
+
+async def test_dracula_needs_count_and_victims_and_judges_the_lenient_gold_apart():
+    task = make_task("death_toll", "How many?", "13: ...", benchmark="dracula")
+    task = type(task)(**{**task.__dict__, "gold_lenient": "12: without Mr. Swales"})
+
+    def reply(count, victims):
+        return json.dumps({"rationale": "r", "count_correct": count, "victims_correct": victims})
+
+    llm = ScriptedLLM(reply(False, True), reply(True, True))  # strict: wrong count; lenient: right
+    verdict = await judge_answer(judge_spec("dracula"), task, "12 people", llm)
+    assert verdict.status == JUDGED and not verdict.correct and verdict.lenient_correct is True
+    assert "<gold>\n13: ...\n</gold>" in llm.requests[0].messages[0].content
+    assert "<gold>\n12: without Mr. Swales\n</gold>" in llm.requests[1].messages[0].content
+    assert verdict.usage.calls == 2
+
+    llm = ScriptedLLM(reply(True, True), reply(False, False))
+    verdict = await judge_answer(judge_spec("dracula"), task, "13 people", llm)
+    assert verdict.correct and verdict.lenient_correct is True  # right on the strict gold is right leniently
+
+    llm = ScriptedLLM(reply(True, False), reply(True, False))
+    verdict = await judge_answer(judge_spec("dracula"), task, "13, wrong names", llm)
+    assert not verdict.correct and verdict.lenient_correct is False
+
+
+async def test_a_judge_prompt_from_a_file_replaces_the_builtin(tmp_path):
+    path = tmp_path / "judge.j2"
+    path.write_text("Q: <task>{{ task }}</task> A: <answer>{{ answer }}</answer> G: <gold>{{ gold }}</gold>")
+    spec = judge_spec("loong", prompt_from_file(path))
+    llm = ScriptedLLM('{"rationale": "", "score": 100}')
+    verdict = await judge_answer(spec, LOONG, "x", llm)
+    assert llm.requests[0].messages[0].content == "Q: <task>What is the EPS of Acme?</task> A: <answer>x</answer> G: <gold>-$0.04</gold>"
+    assert verdict.prompt_name == "file:judge.j2"
+
+
+async def test_a_prompt_with_an_unknown_variable_fails_strictly(tmp_path):
+    path = tmp_path / "judge.j2"
+    path.write_text("{{ task }} {{ reference }}")
+    spec = judge_spec("loong", prompt_from_file(path))
+    with pytest.raises(ConfigError, match="'reference' is undefined.*task, answer, gold"):
+        await judge_answer(spec, LOONG, "x", ScriptedLLM())
+    path.write_text("{% if %}")
+    with pytest.raises(ConfigError, match="not a valid Jinja template"):
+        prompt_from_file(path)
+
+
+def test_every_builtin_prompt_carries_the_protocol_tags():
+    for benchmark in ("loong", "corpusqa", "dracula"):
+        text = judge_spec(benchmark).prompt.render(task="T", answer="A", gold="G")
+        assert "<task>\nT\n</task>" in text and "<answer>\nA\n</answer>" in text and "<gold>\nG\n</gold>" in text

@@ -1,0 +1,77 @@
+import csv
+
+import pytest
+
+from r3con.config import Settings
+from r3con.errors import InputError
+from r3con.eval.report import build_report, load_reference, render_markdown, write_report
+from r3con.eval.runner import run_eval
+from r3con.eval.tasks import TaskSet
+
+from ._fakes import FakeMethod, ScriptedLLM, make_task
+
+RIGHT = '{"rationale": "ok", "score": 100}'
+WRONG = '{"rationale": "no", "score": 40}'
+
+
+async def loong_folder(path, model="m1"):
+    tasks = TaskSet(
+        benchmark="loong",
+        tasks=tuple(make_task(f"t{i}", f"Q{i}?", "g", level=1 + i % 2, set=2, domain="paper", language="en")
+                    for i in range(4)),
+        skipped={"legal documents absent (doc/legal/legal.json)": 350},
+    )
+    judge = ScriptedLLM(RIGHT, WRONG, RIGHT, WRONG)
+    await run_eval(tasks, Settings(model=model), path, method_fn=FakeMethod(), judge_llm=judge, workers=1)
+    return path
+
+
+def test_reference_holds_the_papers_numbers():
+    ref = load_reference()
+    r3con = next(r for r in ref["corpusqa"] if r.method == "r3con")
+    assert (r3con.accuracy, r3con.se, r3con.cost_usd, r3con.model) == (70.64, 2.52, 439, "Qwen3.5-35B-A3B")
+    loong = {r.method: r for r in ref["loong"]}
+    assert (loong["r3con"].accuracy, loong["r3con"].se, loong["r3con"].cost_usd) == (37.43, 1.35, 281)
+    assert loong["codeagent"].accuracy == 29.01 and loong["codeagent"].cost_usd is None
+    assert next(r for r in ref["corpusqa"] if r.method == "structrag").accuracy == 50.76
+    assert r3con.category("level", "1") == "n/a"  # per-category tables are not available yet
+
+
+async def test_report_files_show_the_run_beside_the_paper(tmp_path):
+    folder = await loong_folder(tmp_path / "eval")
+    report = build_report([folder])
+    (row,) = report.rows
+    assert (row.summary.accuracy.correct, row.summary.n) == (2, 4) and row.model == "m1"
+    files = write_report(report, tmp_path / "report")
+    names = {f.name for f in files}
+    assert {"report.md", "summary.csv", "categories.csv", "report.json", "loong_pareto.png",
+            "loong_categories.png"} <= names
+    for f in files:
+        assert f.stat().st_size > 0
+        if f.suffix == ".png":
+            assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| run | r3con | m1 | 4 | 50.00 | 25.00 |" in md  # accuracy 2/4, SE sqrt(.25/4)
+    assert "37.43" in md and "1.35" in md and "281.00" in md and "29.01" in md
+    assert "Skipped 350 tasks: legal documents absent" in md
+    assert "### By level" in md and "100.00 ± 0.00 (2)" in md and "0.00 ± 0.00 (2)" in md
+    rows = list(csv.DictReader((tmp_path / "report" / "summary.csv").read_text().splitlines()))
+    assert [r["source"] for r in rows] == ["run", "paper", "paper"]
+    assert rows[0]["accuracy"] == "50.0" and rows[0]["judge_calls"] == "4" and rows[0]["judge_cost_usd"] == "0.004"
+    assert rows[0]["cost_usd"] == "0.04" and rows[1]["accuracy"] == "37.43"
+    cats = list(csv.DictReader((tmp_path / "report" / "categories.csv").read_text().splitlines()))
+    assert {(r["category"], r["value"]) for r in cats} >= {("level", "1"), ("level", "2"), ("set", "2")}
+
+
+async def test_folders_with_other_models_become_rows_of_one_report(tmp_path):
+    a = await loong_folder(tmp_path / "a", model="small")
+    b = await loong_folder(tmp_path / "b", model="large")
+    report = build_report([a, b])
+    assert sorted(r.model for r in report.rows) == ["large", "small"]
+    assert "| run | r3con | small |" in render_markdown(report)
+    assert len(write_report(report, tmp_path / "r", plots=False)) == 4
+
+
+def test_a_folder_without_an_evaluation_is_refused(tmp_path):
+    with pytest.raises(InputError, match="holds no evaluation"):
+        build_report([tmp_path])
