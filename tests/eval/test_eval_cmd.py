@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from r3con.cli.eval_cmd import eval_app
 from r3con.llm.types import Usage
+from r3con.testing import FakeLLMServer
 
 from ._fakes import TINY_CORPUSQA, FakeOutcome, shared_data
 
@@ -90,12 +91,9 @@ def test_legal_only_is_refused_clearly(no_llm_env):
 
 
 def test_end_to_end_over_the_scripted_server(tmp_path, no_llm_env):
-    """Needs r3con.testing.FakeLLMServer and a working r3con pipeline (skipped until both exist)."""
-    testing = pytest.importorskip("r3con.testing")
-    if not hasattr(testing, "FakeLLMServer"):
-        pytest.skip("r3con.testing.FakeLLMServer is not written yet")
+    """The whole harness over HTTP: R3CON runs every task, the scripted server's judge rates each answer."""
     out = tmp_path / "eval"
-    with testing.FakeLLMServer(port=0) as server:
+    with FakeLLMServer(port=0) as server:
         result = runner.invoke(eval_app, [
             "run", "--benchmark", "corpusqa", "--data", str(TINY_CORPUSQA), "--out", str(out),
             "--base-url", server.base_url, "--json", "--quiet",
