@@ -1,0 +1,139 @@
+"""A content-addressed cache of LLM calls in SQLite, so a rerun (or a resumed run) never pays twice.
+
+The key is the SHA-256 of the canonical request (model, messages, parameters, response schema, sample
+index) and the endpoint's identity. Only usable replies are stored: a call that failed, was cut at
+max_tokens, came back empty or refused, or (for a structured request) holds no JSON that validates
+against the request's schema is never cached, so a rerun asks for it again.
+
+Each reply is committed the moment it arrives (WAL mode, one short transaction), so a run killed with
+SIGKILL loses no call that had returned. Several processes may share one cache file: SQLite's locking
+serialises the writes and `busy_timeout` makes them wait instead of failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import jsonschema
+
+from ..errors import ConfigError
+from .types import LLM, ChatRequest, Completion, Usage
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,
+    endpoint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    content TEXT NOT NULL,
+    reasoning TEXT,
+    finish_reason TEXT,
+    usage TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def cache_key(endpoint: str, request: ChatRequest) -> str:
+    """The cache key of `request` sent to `endpoint` (its base URL); includes the sample index."""
+    blob = json.dumps({"endpoint": endpoint.rstrip("/"), "request": request.canonical()},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class CallCache:
+    """The SQLite file: `get(key)` and `put(key, ...)`; safe across threads and processes."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
+            self._db.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the LLM cache {self.path}: {exc}; pass --cache PATH or --no-cache") from exc
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Completion | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT content, reasoning, finish_reason, usage, model FROM calls WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        content, reasoning, finish_reason, usage, model = row
+        return Completion(content=content, reasoning=reasoning, finish_reason=finish_reason,
+                          usage=Usage(**json.loads(usage)), model=model, from_cache=True)
+
+    def put(self, key: str, endpoint: str, stage: str, completion: Completion) -> None:
+        usage = completion.usage.to_dict()
+        usage.pop("events", None)  # events belong to the run that saw them, not to the reply
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, endpoint, completion.model, stage, completion.content, completion.reasoning,
+                 completion.finish_reason, json.dumps(usage), time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def usable(request: ChatRequest, completion: Completion) -> bool:
+    """Whether a reply may be cached: complete, not empty, not refused, and valid JSON where a schema asks."""
+    if completion.finish_reason in ("length", "content_filter") or completion.refusal:
+        return False
+    text = completion.content.strip() or (completion.reasoning or "").strip()
+    if not text:
+        return False
+    if request.response_schema is None:
+        return True
+    from ..stages._json import NoJSON, extract_json  # the very extraction the stages apply
+
+    try:
+        value, _ = extract_json(_without_thinking(text))
+    except NoJSON:
+        return False
+    try:
+        return bool(jsonschema.Draft202012Validator(dict(request.response_schema)).is_valid(value))
+    except jsonschema.SchemaError:
+        return False
+
+
+def _without_thinking(text: str) -> str:
+    end = text.rfind("</think>")
+    return text[end + len("</think>"):] if end >= 0 else text
+
+
+class Cached:
+    """Serves a request from the cache when it was answered before; stores usable new replies at once."""
+
+    def __init__(self, inner: LLM, cache: CallCache, endpoint: str):
+        self.inner = inner
+        self.cache = cache
+        self.endpoint = endpoint
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        key = cache_key(self.endpoint, request)
+        hit = await asyncio.to_thread(self.cache.get, key)
+        if hit is not None:
+            return hit
+        completion = await self.inner.complete(request)
+        if usable(request, completion):
+            await asyncio.to_thread(self.cache.put, key, self.endpoint, request.stage, completion)
+        return completion
+

@@ -1,0 +1,101 @@
+"""Retries of transient transport failures, with exponential backoff, full jitter and Retry-After.
+
+Retried: HTTP 408, 409, 429 and 5xx, timeouts and dropped connections (ProviderError without a status).
+Not retried: other 4xx (the request itself is wrong), a too-long context, configuration errors. A
+run shares one `RetryBudget`; when it is spent, or one call used its own attempts, the call fails with
+a message naming the endpoint and the last error. Broken *output* (empty, cut, refused) is handled
+above this layer by `OutputChecked`, which spends the same budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from ..errors import ContextTooLong, ProviderError
+from .types import LLM, ChatRequest, Completion, Usage
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Per call: up to `retries` attempts after the first; waits `base_s * 2**n` at most (full jitter)."""
+
+    retries: int = 6
+    base_s: float = 0.5
+    max_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry number `attempt` (0-based): Retry-After if given, else jittered backoff."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_s)
+        return rng.uniform(0, min(self.max_s, self.base_s * 2**attempt))
+
+
+class RetryBudget:
+    """Retries a whole run may spend, shared by every call and every layer that retries."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.spent = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """Spend one retry; False when none is left."""
+        with self._lock:
+            if self.spent >= self.total:
+                return False
+            self.spent += 1
+            return True
+
+
+def retryable(exc: ProviderError) -> bool:
+    if isinstance(exc, ContextTooLong):
+        return False
+    return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
+
+
+class Retrying:
+    """Retries transient endpoint failures; the completion's usage counts the retries it took."""
+
+    def __init__(self, inner: LLM, policy: RetryPolicy, budget: RetryBudget, endpoint: str, *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, seed: int | None = None):
+        self.inner = inner
+        self.policy = policy
+        self.budget = budget
+        self.endpoint = endpoint
+        self._sleep = sleep
+        self._rng = random.Random(seed)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        attempt = 0
+        while True:
+            try:
+                completion = await self.inner.complete(request)
+            except ProviderError as exc:
+                if not retryable(exc):
+                    raise
+                if attempt >= self.policy.retries:
+                    raise _gave_up(exc, self.endpoint, f"after {attempt + 1} attempts", attempt) from exc
+                if not self.budget.take():
+                    raise _gave_up(exc, self.endpoint, f"the run's retry budget of {self.budget.total} is spent",
+                                   attempt) from exc
+                await self._sleep(self.policy.delay(attempt, exc.retry_after, self._rng))
+                attempt += 1
+                continue
+            if attempt:
+                completion = replace(completion, usage=completion.usage.with_event("retries", attempt))
+            return completion
+
+
+def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int) -> ProviderError:
+    error = ProviderError(
+        f"{endpoint or exc.endpoint}: giving up {why}; last error: {exc}; check the endpoint or raise --retries",
+        status=exc.status, body=exc.body, endpoint=exc.endpoint or endpoint,
+    )
+    error.usage = Usage(events={"retries": retries}) if retries else None
+    return error

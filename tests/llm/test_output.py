@@ -1,0 +1,86 @@
+"""Reply checks: cut replies get a larger budget, empty ones are asked again, refusals fail, all counted."""
+
+import pytest
+
+from r3con.errors import OutputError, ProviderError
+from r3con.llm.output import OutputChecked
+from r3con.llm.retry import RetryBudget
+from r3con.llm.types import ChatRequest, Completion, Message, Usage
+
+REQUEST = ChatRequest(messages=(Message("user", "hi"),), stage="populate", model="m", max_tokens=1000)
+
+
+class Script:
+    """Answers with the given completions in turn and keeps the requests."""
+
+    def __init__(self, *replies: Completion | Exception):
+        self.replies = list(replies)
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def c(content="ok", finish="stop", **kw) -> Completion:
+    return Completion(content=content, finish_reason=finish, model="m",
+                      usage=Usage(calls=1, prompt_tokens=10, completion_tokens=5), **kw)
+
+
+def checked(inner, budget=10, cap=3000):
+    return OutputChecked(inner, RetryBudget(budget), max_tokens_cap=cap)
+
+
+async def test_a_cut_reply_is_asked_again_with_twice_the_budget_and_both_calls_are_billed():
+    inner = Script(c("half a rep", "length"), c("the whole reply"))
+    completion = await checked(inner).complete(REQUEST)
+    assert completion.content == "the whole reply"
+    assert [r.max_tokens for r in inner.requests] == [1000, 2000]
+    assert completion.usage.calls == 2 and completion.usage.prompt_tokens == 20
+    assert completion.usage.events == {"length": 1}
+
+
+async def test_a_reply_still_cut_at_the_cap_fails_with_its_usage():
+    inner = Script(*[c("cut", "length") for _ in range(6)])
+    with pytest.raises(OutputError, match="cut at max_tokens=3000") as info:
+        await checked(inner, cap=3000).complete(REQUEST)
+    assert [r.max_tokens for r in inner.requests] == [1000, 2000, 3000, 3000, 3000]
+    assert info.value.usage.calls == 5 and info.value.usage.events == {"length": 5}
+
+
+async def test_empty_replies_are_asked_again_then_fail():
+    inner = Script(c(""), c("<think>only thinking</think>"), c("an answer"))
+    completion = await checked(inner).complete(REQUEST)
+    assert completion.content == "an answer" and completion.usage.events == {"empty": 2}
+    with pytest.raises(OutputError, match="empty after 3 attempts"):
+        await checked(Script(c(""), c(""), c(""))).complete(REQUEST)
+
+
+async def test_content_only_in_reasoning_is_passed_on_and_counted():
+    completion = await checked(Script(c("", reasoning='{"rows": []}'))).complete(REQUEST)
+    assert completion.reasoning == '{"rows": []}' and completion.usage.events == {"reasoning_only": 1}
+
+
+@pytest.mark.parametrize("reply", [c("", refusal="I cannot help with that."), c("", "content_filter")])
+async def test_refusals_fail_at_once(reply):
+    inner = Script(reply, c("never asked"))
+    with pytest.raises(OutputError, match="refused") as info:
+        await checked(inner).complete(REQUEST)
+    assert len(inner.requests) == 1 and info.value.usage.events == {"refusals": 1}
+
+
+async def test_re_asks_spend_the_runs_retry_budget():
+    inner = Script(c(""), c(""), c("fine"))
+    with pytest.raises(OutputError):
+        await checked(inner, budget=1).complete(REQUEST)
+    assert len(inner.requests) == 2
+
+
+async def test_errors_below_carry_the_usage_of_earlier_attempts():
+    inner = Script(c("cut", "length"), ProviderError("HTTP 500", status=500))
+    with pytest.raises(ProviderError) as info:
+        await checked(inner).complete(REQUEST)
+    assert info.value.usage.calls == 1 and info.value.usage.events == {"length": 1}

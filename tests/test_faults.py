@@ -1,0 +1,118 @@
+"""Runs against the scripted server in fault-injecting modes finish with the answer of a fault-free run."""
+
+import json
+from collections import Counter
+
+import pytest
+
+import r3con
+from r3con.demo import corpus_dir, question
+from r3con.errors import RunFailed
+from r3con.stages._json import extract_json
+from r3con.testing import FakeLLMServer, FaultPlan
+from r3con.testing._faults import KINDS, break_json
+
+from .conftest import r3con_cli
+
+EVERY_FAULT = ("429=0.1,500=0.1,hang=0.05,drop=0.1,truncate=0.1,malformed=0.2,empty=0.1,reasoning=0.1,"
+               "hang_s=1.5,seed=3")
+
+
+def test_fault_specs_parse_and_faults_per_request_are_bounded():
+    plan = FaultPlan.parse(EVERY_FAULT + ",max=3,only=populate+schema")
+    assert plan.rate_hang == 0.05 and plan.max_faults_per_request == 3 and plan.hang_s == 1.5
+    assert FaultPlan.parse(plan.spec()) == plan
+    always = FaultPlan.parse("500=1.0,max=2")
+    assert [always.decide("h", n) for n in range(4)] == ["500", "500", None, None]
+    assert plan.decide("h", 0, stage="relevance") is None  # only the listed stages get faults
+    for bad in ("teapot=0.1", "500=lots", "500=0.7,429=0.7"):
+        with pytest.raises(ValueError):
+            FaultPlan.parse(bad)
+
+
+@pytest.mark.parametrize("text", [
+    '{"people": [{"name": "Ann", "age": 34}, {"name": "Bob", "age": null}]}',
+    '```json\n{"people": [{"name": "Ann", "note": "a, b}"}]}\n```',
+])
+def test_broken_json_is_recovered_to_the_same_value(text):
+    value, _ = extract_json(text)
+    for request_hash in ("00000000", "00000001", "00000002"):  # the three ways of breaking it
+        broken = break_json(text, request_hash)
+        assert broken is not None and broken != text
+        assert extract_json(broken)[0] == value
+    assert break_json("a plain note", "00000000") is None
+
+
+def _run(server, tmp_path, name, **kw):
+    settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path / name, cache=False,
+                                      request_timeout_s=0.5, retry_base_s=0.01, **kw)
+    import asyncio
+
+    return asyncio.run(r3con.run(question(), r3con.load_documents([corpus_dir()]), settings))
+
+
+def test_a_run_through_every_fault_gives_the_answer_and_records_of_a_fault_free_run(tmp_path):
+    with FakeLLMServer() as server:
+        clean = _run(server, tmp_path, "clean")
+    with FakeLLMServer(faults=FaultPlan.parse(EVERY_FAULT)) as server:
+        faulty = _run(server, tmp_path, "faulty")
+        seen = Counter(c["fault"] for c in server.calls())
+    assert set(KINDS) <= set(seen), seen  # every kind of fault happened at least once
+    assert faulty.answer == clean.answer
+    assert faulty.records == clean.records and faulty.notes == clean.notes and faulty.schema == clean.schema
+    assert faulty.degraded == ()
+    for name in ("records.json", "answer.txt", "schema.json", "notes/round-2.json"):
+        assert (faulty.run_dir / name).read_text() == (clean.run_dir / name).read_text()
+    events = faulty.usage.events
+    assert events["retries"] >= seen["429"] + seen["500"] + seen["hang"] + seen["drop"]
+    assert events["empty"] == seen["empty"] and events["length"] >= seen["truncate"]
+    assert events["reasoning_only"] == seen["reasoning"]
+    assert clean.usage.events.get("retries", 0) == 0
+    usage = json.loads((faulty.run_dir / "usage.json").read_text())
+    assert usage["events"]["retries"] == events["retries"]
+
+
+def test_documents_that_fail_for_good_are_degraded_and_the_run_goes_on(tmp_path):
+    with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=populate")) as server:
+        result = _run(server, tmp_path, "run", retries=1, max_failed_share=1.0)
+    assert result.answer and result.records and all(len(rows) == 0 for rows in result.records.values())
+    assert {f.stage for f in result.degraded} == {"populate"}
+    assert sorted(f.doc for f in result.degraded) == [str(n) for n in range(1, 7)]
+    assert "HTTP 500" in result.degraded[0].error and "giving up" in result.degraded[0].error
+    saved = json.loads((result.run_dir / "result.json").read_text())
+    assert len(saved["degraded"]) == 6
+    transcript = json.loads((result.run_dir / "transcript.json").read_text())
+    assert transcript["steps"]  # the agent ran, and was told (see test_pipeline) which documents are missing
+
+
+def test_a_failed_schema_proposal_fails_the_run(tmp_path):
+    with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=schema")) as server:
+        with pytest.raises(r3con.OutputError, match="schema proposal failed"):
+            _run(server, tmp_path, "run", retries=1)
+    with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=populate")) as server:
+        with pytest.raises(RunFailed, match="6 of 6 documents failed in populate"):
+            _run(server, tmp_path, "run2", retries=0)
+
+
+def test_the_cli_finishes_against_a_faulty_server_and_shows_the_events(tmp_path):
+    with FakeLLMServer(faults=FaultPlan.parse(EVERY_FAULT.replace("hang=0.05,", ""))) as server:
+        proc = r3con_cli("run", question(), str(corpus_dir()), "--base-url", server.base_url, "--json",
+                         "--out", str(tmp_path / "runs"), "--no-cache", env={"R3CON_RETRY_BASE_S": "0.01"})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["degraded"] == []
+    assert data["usage"]["events"]["retries"] > 0 and data["usage"]["events"]["empty"] > 0
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("usage:")]
+    assert "retries" in line and "empty" in line  # the end-of-run usage line names the events
+
+
+def test_an_endpoint_without_constrained_decoding_is_asked_without_it_once_it_refuses(tmp_path):
+    with FakeLLMServer() as server:
+        clean = _run(server, tmp_path, "clean")
+    with FakeLLMServer(faults=FaultPlan.parse("json_schema=0")) as server:
+        result = _run(server, tmp_path, "plain")
+        refused = [c for c in server.calls() if c["status"] == 400]
+    # only the calls already in flight when the first was refused asked with json_schema
+    assert 1 <= len(refused) <= 6 and {c["stage"] for c in refused} == {"populate"}
+    assert result.records == clean.records and result.answer == clean.answer and result.degraded == ()
+    assert result.usage.events["constrained_fallback"] == len(refused)
