@@ -1,0 +1,311 @@
+"""What every baseline shares: the run folder and client, one-call helpers, chunking, fair truncation.
+
+A baseline runs inside `method_run(...)`, which opens the same LLM stack as R3CON (limits,
+accounting, call log) on the run folder, and `finish(...)` writes answer.txt, usage.json,
+transcript.json and result.json and returns the `MethodOutcome` the eval harness records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from .. import __version__
+from .._prompts import Rendered
+from ..artifacts import RunDir
+from ..config import Settings
+from ..corpus import Document
+from ..errors import ConfigError, InputError, R3conError, RunFailed
+from ..llm import LLMStack, build_llm
+from ..llm.layers import CallLog
+from ..llm.types import ChatRequest, Message
+from ..methods import MethodOutcome
+from ..results import Failure
+from ..stages._common import reply_text
+from ..tokens import estimate_tokens
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+PROMPT_OVERHEAD = 600
+"""Tokens reserved for a prompt's instructions, tags and the task, beside the text it carries."""
+
+
+@dataclass
+class MethodRun:
+    """One baseline's run: its client (`llm`), folder (`dir`) and transcript (`log`, written at the end)."""
+
+    method: str
+    task: str
+    settings: Settings
+    llm: LLMStack
+    dir: RunDir
+    log: dict[str, Any] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def window(self) -> int:
+        return self.llm.endpoint.context_window
+
+    @property
+    def calls_log(self) -> CallLog:
+        return CallLog(self.dir.calls_path)
+
+    async def ask(self, stage: str, prompt: Rendered, *, max_tokens: int, system: str | None = None,
+                  doc: int | None = None, part: int | None = None, round: int | None = None,
+                  mode: str | None = None) -> str:
+        """One completion for `prompt` (a user message, after `system` if given); the reply's text."""
+        messages = ((Message("system", system),) if system else ()) + (Message("user", prompt.text),)
+        completion = await self.llm.complete(ChatRequest(
+            messages=messages, stage=stage, doc=doc, part=part, round=round, mode=mode, max_tokens=max_tokens,
+            temperature=self.settings.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
+        ))
+        return reply_text(completion)
+
+    async def each(self, stage: str, items: Sequence[T], fn: Callable[[T], Awaitable[R]],
+                   label: Callable[[T], str]) -> list[R | None]:
+        """Run `fn` on every item at once (the client bounds concurrency); a failing item becomes a
+        Failure record and None, and the run goes on without it."""
+
+        async def one(item: T) -> R | None:
+            try:
+                return await fn(item)
+            except R3conError as exc:
+                self.failures.append(Failure(stage=stage, doc=label(item), error=f"{type(exc).__name__}: {exc}"))
+                return None
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+    def check_failures(self, stage: str, total: int) -> None:
+        """Raise RunFailed when more than --max-failed-share of `total` items failed in `stage`."""
+        failed = sum(1 for f in self.failures if f.stage == stage)
+        if total and failed / total > self.settings.max_failed_share:
+            raise RunFailed(
+                f"{failed} of {total} items failed in {stage} (more than --max-failed-share "
+                f"{self.settings.max_failed_share:.0%}); see calls.jsonl in {self.dir.path}, fix the endpoint and rerun"
+            )
+
+    def finish(self, answer: str, *, capped: bool = False) -> MethodOutcome:
+        """Write the answer, usage and transcript; the outcome the harness records."""
+        by_stage = self.llm.ledger.by_stage()
+        total = self.llm.ledger.total()
+        self.dir.write_text("answer.txt", answer + "\n")
+        self.dir.write_json("transcript.json", {"method": self.method, "capped": capped, **self.log})
+        _write_usage(self)
+        usage = total.to_dict()
+        usage["by_stage"] = {k: v.to_dict() for k, v in by_stage.items()}
+        self.dir.write_json("result.json", {
+            "answer": answer, "method": self.method, "run_dir": str(self.dir.path), "capped": capped,
+            "degraded": [f.to_dict() for f in self.failures], "usage": usage,
+        })
+        return MethodOutcome(answer=answer, usage=total, by_stage=MappingProxyType(by_stage), capped=capped,
+                             degraded=tuple(self.failures), run_dir=self.dir.path)
+
+
+def _write_usage(run: MethodRun) -> None:
+    total = run.llm.ledger.total().to_dict()
+    total["by_stage"] = {k: v.to_dict() for k, v in run.llm.ledger.by_stage().items()}
+    run.dir.write_json("usage.json", total)
+
+
+def check_options(options: Any) -> None:
+    """Raise ConfigError for a numeric option that is not positive (every size and bound must be)."""
+    for f in fields(options):
+        value = getattr(options, f.name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+            raise ConfigError(f"{type(options).__module__.rsplit('.', 1)[-1]}.Options.{f.name} must be positive, "
+                              f"not {value!r}")
+
+
+def _options_json(options: Any) -> Any:
+    return asdict(options) if is_dataclass(options) and not isinstance(options, type) else options
+
+
+@asynccontextmanager
+async def method_run(method: str, task: str, documents: Sequence[Document], settings: Settings, run_dir: Path,
+                     options: Any) -> AsyncIterator[MethodRun]:
+    """Open the run folder (under `run_dir`) and the LLM stack; on an r3con error, record it and re-raise."""
+    if not task.strip():
+        raise InputError("the question is empty; pass the question as the first argument")
+    if not documents:
+        raise InputError("no documents given; pass files, folders or globs")
+    folder = RunDir.create(run_dir, task)
+    async with build_llm(settings, calls_log=folder.calls_path) as stack:
+        run = MethodRun(method=method, task=task, settings=settings, llm=stack, dir=folder)
+        folder.write_json("manifest.json", {
+            "task": task, "method": method, "options": _options_json(options), "r3con_version": __version__,
+            "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
+                         "context_window": stack.endpoint.context_window},
+            "settings": settings.public(),
+            "documents": [{"doc": d.number, "title": d.title, "chars": len(d.text),
+                           "tokens_estimate": estimate_tokens(d.text)} for d in documents],
+        })
+        try:
+            yield run
+        except R3conError as exc:
+            folder.write_json("error.json", {"method": method, "error": f"{type(exc).__name__}: {exc}",
+                                             "transcript": run.log})
+            _write_usage(run)
+            raise
+
+
+# ---- text budgets ---------------------------------------------------------------------------------------
+
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?。！？])\s+"), re.compile(r"\s+"))
+_MIN_TOKENS_PER_CHAR = 0.275  # the estimate's floor: 1.1 / 4 for Latin script (CJK is 1.1)
+
+
+def _prefix_within(text: str, max_tokens: int) -> int:
+    """Largest n with estimate_tokens(text[:n]) <= max_tokens (binary search on a window that can hold it)."""
+    hi = min(len(text), int(max_tokens / _MIN_TOKENS_PER_CHAR) + 1)
+    if estimate_tokens(text[:hi]) <= max_tokens:
+        return hi
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def head(text: str, max_tokens: int) -> str:
+    """The start of `text` within `max_tokens`, cut at a paragraph, sentence or word break where possible."""
+    if max_tokens <= 0:
+        return ""
+    n = _prefix_within(text, max_tokens)
+    if n >= len(text):
+        return text
+    return text[:_cut(text, n)]
+
+
+def _cut(text: str, limit: int) -> int:
+    """Where to cut `text` at or before `limit`: the last paragraph or sentence break in the final fifth,
+    else the last space in the second half, else at `limit` (so a cut keeps most of its budget)."""
+    window = text[:limit + 1]
+    for pattern, floor in zip(_BREAKS, (0.8, 0.8, 0.5), strict=True):
+        points = [m.end() for m in pattern.finditer(window) if 0 < m.end() <= limit]
+        if points and points[-1] > limit * floor:
+            return points[-1]
+    return max(1, limit)
+
+
+def pieces(text: str, max_tokens: int) -> list[str]:
+    """`text` cut into consecutive pieces of at most `max_tokens` each, at breaks where possible."""
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be positive")
+    out: list[str] = []
+    rest = text
+    while rest:
+        n = _prefix_within(rest, max_tokens)
+        if n >= len(rest):
+            out.append(rest)
+            break
+        cut = _cut(rest, n)
+        out.append(rest[:cut])
+        rest = rest[cut:]
+    return [p for p in out if p.strip()] or [text]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of one document: its document's number and title, its index in the collection, its text."""
+
+    index: int
+    doc: int
+    title: str
+    text: str
+    tokens: int
+
+
+def chunk_documents(documents: Sequence[Document], max_tokens: int) -> list[Chunk]:
+    """Every document cut into chunks of at most `max_tokens`, in corpus order."""
+    chunks: list[Chunk] = []
+    for doc in documents:
+        for text in pieces(doc.text, max_tokens):
+            chunks.append(Chunk(index=len(chunks), doc=doc.number, title=doc.title, text=text,
+                                tokens=estimate_tokens(text)))
+    return chunks
+
+
+def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
+    """Per-item caps that fit `budget` in total: items below the common cap keep their size, the
+    longer ones are all cut to the same cap (water-filling)."""
+    if sum(sizes) <= budget:
+        return list(sizes)
+    caps = [0] * len(sizes)
+    remaining = max(0, budget)
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for position, i in enumerate(order):
+        share = remaining // (len(order) - position)
+        caps[i] = min(sizes[i], share)
+        remaining -= caps[i]
+    return caps
+
+
+def fit_documents(documents: Sequence[Document], budget: int, policy: str) -> tuple[list[Document], list[dict[str, Any]]]:
+    """The documents cut to fit `budget` tokens in total, and what was kept of each.
+
+    `fair`: every document keeps its start, the shorter ones whole, the longer ones cut to a common
+    cap (water-filling). `head`: documents in corpus order while they fit; the first that does not is
+    cut, the rest are dropped.
+    """
+    sizes = [estimate_tokens(d.text) for d in documents]
+    if policy == "fair":
+        caps = fair_shares(sizes, budget)
+    elif policy == "head":
+        caps, left = [], budget
+        for size in sizes:
+            caps.append(max(0, min(size, left)))
+            left -= caps[-1]
+    else:
+        raise ValueError(f"unknown truncation policy {policy!r}")
+    kept: list[Document] = []
+    report = []
+    for doc, size, cap in zip(documents, sizes, caps, strict=True):
+        text = doc.text if cap >= size else head(doc.text, cap)
+        if text.strip():
+            kept.append(Document(number=doc.number, title=doc.title, text=text, source=doc.source,
+                                 part=doc.part, parts=doc.parts))
+        report.append({"doc": doc.number, "tokens": size, "kept_tokens": estimate_tokens(text) if text else 0,
+                       "truncated": cap < size})
+    return kept, report
+
+
+def budget_for(window: int, *reserved: int) -> int:
+    """Tokens left in `window` for text after the reserved output and prompt tokens (at least 256)."""
+    return max(256, window - sum(reserved) - PROMPT_OVERHEAD)
+
+
+def final_answer_line(text: str) -> str:
+    """The text after the last 'Answer:' marker, or the whole text when there is none."""
+    idx = text.rfind("Answer:")
+    return text[idx + len("Answer:"):].strip() if idx >= 0 else text.strip()
+
+
+def describe(documents: Sequence[Document]) -> list[Mapping[str, Any]]:
+    """The documents as the JSON-compatible dicts bound in a sandbox: number, title, text."""
+    return [{"number": d.number, "title": d.title, "text": d.text} for d in documents]
+
+
+def split_to_parts(documents: Sequence[Document], max_tokens: int) -> list[Document]:
+    """Every document longer than `max_tokens` as numbered parts (same number, part 1..n)."""
+    out: list[Document] = []
+    for doc in documents:
+        texts = pieces(doc.text, max_tokens)
+        if len(texts) == 1:
+            out.append(doc)
+            continue
+        out.extend(Document(number=doc.number, title=doc.title, text=text, source=doc.source, part=i, parts=len(texts))
+                   for i, text in enumerate(texts, start=1))
+    return out

@@ -1,0 +1,46 @@
+import math
+
+from r3con.retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, tokenize, within_budget
+
+
+def test_tokenize_lowercases_words_and_splits_cjk_characters():
+    assert tokenize("Zinc, 412 tonnes; Antwerp-bound") == ["zinc", "412", "tonnes", "antwerp", "bound"]
+    assert tokenize("英力特的公允价值 2023年") == ["英", "力", "特", "的", "公", "允", "价", "值", "2023", "年"]
+    assert tokenize("abc中文") == ["abc", "中", "文"]
+
+
+def test_bm25_ranks_rare_matching_terms_first():
+    texts = ["the cat sat on the mat", "a dog barked at the cat", "zinc shipments from antwerp", "the the the"]
+    bm25 = BM25(texts)
+    scores = bm25.scores("zinc from Antwerp")
+    assert scores[2] > 0 and all(s == 0 for i, s in enumerate(scores) if i != 2)
+    assert bm25.top_k("cat", 2) == [0, 1]  # the shorter text with the term ranks first
+    assert bm25.top_k("nothing matches", 3) == [0, 1, 2]  # ties keep text order
+    assert len(bm25) == 4
+
+
+def test_bm25_term_frequency_saturates_and_length_normalises():
+    bm25 = BM25(["apple " * 1 + "pear " * 9, "apple " * 5 + "pear " * 5, "apple " * 10])
+    s = bm25.scores("apple")
+    assert s[0] < s[1] < s[2]
+    assert s[2] < 3 * s[0]  # saturation: ten times the term is far from ten times the score
+
+
+def test_bm25_works_on_chinese():
+    bm25 = BM25(["公司的营业收入增长", "天气很好", "公允价值变动收益"])
+    assert bm25.top_k("公允价值变动", 1) == [2]
+
+
+def test_cosine_ranking_and_fusion():
+    scores = cosine_scores([1.0, 0.0], [[0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 0.0]])
+    assert scores[2] == 1.0 and math.isclose(scores[1], 1 / math.sqrt(2)) and scores[0] == 0 and scores[3] == 0
+    assert ranking(scores) == [2, 1, 0, 3]
+    assert reciprocal_rank_fusion([[0, 1, 2], [2, 1, 0]]) == [0, 2, 1]  # 0 and 2 tie above 1; ties by index
+    assert reciprocal_rank_fusion([[1, 0, 2], [1, 2, 0]])[0] == 1
+
+
+def test_within_budget_skips_what_does_not_fit_and_keeps_order():
+    costs = [500, 300, 900, 100, 200]
+    assert within_budget([2, 0, 1, 3, 4], costs, 1000) == [2, 3]
+    assert within_budget([0, 1, 2, 3, 4], costs, 1000) == [0, 1, 3]
+    assert within_budget([0, 1, 2, 3, 4], costs, 10_000, limit=2) == [0, 1]
