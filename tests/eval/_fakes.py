@@ -78,6 +78,7 @@ class FakeMethod:
     capped: set[str] = field(default_factory=set)
     errors: Mapping[str, R3conError] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    usage: Usage = Usage(calls=3, prompt_tokens=1000, completion_tokens=100, cost_usd=0.01)
 
     async def __call__(self, name: str, task: str, documents: tuple[Document, ...], settings: object,
                        run_dir: Path) -> FakeOutcome:
@@ -85,7 +86,7 @@ class FakeMethod:
         if task in self.errors:
             raise self.errors[task]
         run_dir.mkdir(parents=True, exist_ok=True)
-        usage = Usage(calls=3, prompt_tokens=1000, completion_tokens=100, cost_usd=0.01)
+        usage = self.usage
         return FakeOutcome(
             answer=self.answers.get(task, self.default), usage=usage, by_stage={"reason": usage},
             capped=task in self.capped, degraded=(), run_dir=run_dir,

@@ -4,9 +4,10 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import InputError
-from r3con.eval.report import build_report, load_reference, render_markdown, write_report
+from r3con.eval.report import build_report, load_reference, render_markdown, summary_rows, write_report
 from r3con.eval.runner import run_eval
 from r3con.eval.tasks import TaskSet
+from r3con.llm.types import Usage
 
 from ._fakes import FakeMethod, ScriptedLLM, make_task
 
@@ -61,6 +62,15 @@ async def test_report_files_show_the_run_beside_the_paper(tmp_path):
     assert rows[0]["cost_usd"] == "0.04" and rows[1]["accuracy"] == "37.43"
     cats = list(csv.DictReader((tmp_path / "report" / "categories.csv").read_text().splitlines()))
     assert {(r["category"], r["value"]) for r in cats} >= {("level", "1"), ("level", "2"), ("set", "2")}
+
+
+async def test_cost_counts_calls_served_from_the_cache_and_paid_shows_the_bill(tmp_path):
+    tasks = TaskSet(benchmark="loong", tasks=(make_task("t0", "Q0?", "g", level=1, set=2, domain="paper"),))
+    cached = Usage(calls=1, prompt_tokens=100, completion_tokens=10, cost_usd=0.01, cache_hits=2, saved_usd=0.03)
+    await run_eval(tasks, Settings(model="m1"), tmp_path / "eval", method_fn=FakeMethod(usage=cached),
+                   judge_llm=ScriptedLLM(RIGHT), workers=1)
+    (row,) = [r for r in summary_rows(build_report([tmp_path / "eval"]), "loong") if r["source"] == "run"]
+    assert (row["cost_usd"], row["paid_usd"], row["cache_hits"], row["calls"]) == (0.04, 0.01, 2, 1)
 
 
 async def test_folders_with_other_models_become_rows_of_one_report(tmp_path):

@@ -34,11 +34,13 @@ def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def plot_pareto(report: Report, benchmark: str, path: Path) -> Path:
     """Accuracy against the method's cost in USD, one point per method and model; the paper's results beside."""
+    from .report import method_cost
+
     figure = _figure(7.5, 5)
     ax = figure.add_subplot()
     points: list[tuple[float, float]] = []
     for row in report.rows_for(benchmark):
-        cost, acc = row.usage.cost_usd, row.summary.accuracy
+        cost, acc = method_cost(row.usage), row.summary.accuracy
         ax.errorbar([cost], [acc.percent], yerr=[acc.se_percent], fmt="o", capsize=3, label=f"{row.label}, n={acc.n}")
         points.append((cost, acc.percent))
     for ref in report.reference.get(benchmark, ()):

@@ -201,9 +201,18 @@ def _cell(acc: Accuracy | None) -> str:
 
 _SUMMARY_COLUMNS = (
     "source", "method", "model", "tasks", "accuracy", "se", "mean_rating", "lenient_accuracy", "failed", "capped",
-    "empty", "judge_failed", "degraded", "pending", "not_run", "cost_usd", "prompt_tokens", "completion_tokens",
-    "calls", "judge_cost_usd", "judge_calls", "judge_model",
+    "empty", "judge_failed", "degraded", "pending", "not_run", "cost_usd", "paid_usd", "prompt_tokens",
+    "completion_tokens", "calls", "cache_hits", "judge_cost_usd", "judge_calls", "judge_model",
 )
+
+
+def method_cost(usage: Usage) -> float:
+    """What a method's calls cost at the price table, whether the endpoint billed them or r3con's cache served them.
+
+    Methods are compared on this, so that one method's calls served from a cache another method (or an
+    earlier run) filled do not make it look cheaper than it is; `paid_usd` is what this evaluation billed.
+    """
+    return usage.cost_usd + usage.saved_usd
 
 
 def summary_rows(report: Report, benchmark: str) -> list[dict[str, Any]]:
@@ -219,8 +228,9 @@ def summary_rows(report: Report, benchmark: str) -> list[dict[str, Any]]:
             "failed": s.outcomes.get(FAILED, 0), "capped": s.outcomes.get(CAPPED, 0), "empty": s.outcomes.get(EMPTY, 0),
             "judge_failed": s.outcomes.get(JUDGE_FAILED, 0) + s.outcomes.get(JUDGE_ERROR, 0),
             "degraded": s.degraded, "pending": s.pending, "not_run": row.not_run,
-            "cost_usd": round(row.usage.cost_usd, 4), "prompt_tokens": row.usage.prompt_tokens,
-            "completion_tokens": row.usage.completion_tokens, "calls": row.usage.calls,
+            "cost_usd": round(method_cost(row.usage), 4), "paid_usd": round(row.usage.cost_usd, 4),
+            "prompt_tokens": row.usage.prompt_tokens, "completion_tokens": row.usage.completion_tokens,
+            "calls": row.usage.calls, "cache_hits": row.usage.cache_hits,
             "judge_cost_usd": round(row.judge_usage.cost_usd, 4), "judge_calls": row.judge_usage.calls,
             "judge_model": ", ".join(row.judge_models) or None,
         })
@@ -273,7 +283,8 @@ def render_markdown(report: Report) -> str:
         parts.append(f"## {title}")
         notes = [f"Metric: {reference_metric(benchmark)}. Accuracy and SE in percent (SE = sqrt(p(1-p)/n)); "
                  "failed, step-capped and empty answers and judge failures count at the worst score. "
-                 "Cost is the method's; the judge's is shown apart."]
+                 "Cost is the method's at the price table, calls served from r3con's cache included (paid is "
+                 "what this evaluation was billed; tokens and calls are the billed ones); the judge's is shown apart."]
         for reason, count in report.skipped.get(benchmark, {}).items():
             notes.append(f"Skipped {count} tasks: {reason}.")
         parts.append("\n\n".join(notes))
@@ -286,7 +297,8 @@ def render_markdown(report: Report) -> str:
             extra.append(("lenient accuracy", "lenient_accuracy"))
         tail = [("failed", "failed"), ("capped", "capped"), ("empty", "empty"), ("judge failed", "judge_failed"),
                 ("degraded", "degraded"), ("pending", "pending"), ("not run", "not_run"), ("cost (USD)", "cost_usd"),
-                ("prompt tokens", "prompt_tokens"), ("completion tokens", "completion_tokens"), ("calls", "calls"),
+                ("paid (USD)", "paid_usd"), ("prompt tokens", "prompt_tokens"),
+                ("completion tokens", "completion_tokens"), ("calls", "calls"), ("cache hits", "cache_hits"),
                 ("judge cost (USD)", "judge_cost_usd"), ("judge calls", "judge_calls")]
         keys = ["source", "method", "model", "tasks", "accuracy", "se"] + [k for _, k in extra + tail]
         header += [h for h, _ in extra + tail]
@@ -297,7 +309,7 @@ def render_markdown(report: Report) -> str:
                 v = r[k]
                 if k in ("accuracy", "se", "mean_rating", "lenient_accuracy") and v is not None:
                     v = f"{v:.2f}"
-                elif k in ("cost_usd", "judge_cost_usd") and v is not None:
+                elif k in ("cost_usd", "paid_usd", "judge_cost_usd") and v is not None:
                     v = f"{v:,.2f}" if r["source"] == "paper" else f"{v:,.4f}"
                 elif isinstance(v, int) and k not in ("tasks",):
                     v = f"{v:,}"
