@@ -12,6 +12,12 @@ from r3con.testing import FakeLLMServer
 from .fakes import data_dir
 
 
+@pytest.fixture(autouse=True)
+def _private_llm_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and every `r3con` it starts) gets its own LLM cache, never the developer's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 @pytest.fixture
 def fake_server() -> Iterator[FakeLLMServer]:
     """The scripted OpenAI-compatible server, in this process, on a free port."""

@@ -42,11 +42,28 @@ class Settings:
     part_tokens: int | None = None
     max_failed_share: float = 0.5
     layout: Literal["cache", "paper"] = "cache"
+    cache_breakpoints: Literal["auto", "on", "off"] = "auto"
+    notes_budget_tokens: int | None = None
+    notes_ranking: Literal["auto", "bm25", "embeddings"] = "auto"  # auto: embeddings if --embedding-model is set
+    max_cost_usd: float | None = None
+    cost_cap: object | None = field(default=None, compare=False, repr=False)  # a shared llm.budget.CostCap
+    batch: bool = False
+    batch_poll_s: float = 30.0
+    cache: bool = True  # content-addressed cache of LLM calls; off with --no-cache
+    cache_path: Path | None = None  # resolve(): $XDG_CACHE_HOME/r3con/llm.sqlite; None (and no resolve): no cache
+    retries: int = 6  # attempts after the first, per call, on 429, 5xx, timeouts and dropped connections
+    retry_budget: int = 200  # retries a whole run may spend before calls fail for good
+    retry_base_s: float = 0.5  # first backoff (full jitter, doubling) when the endpoint sends no Retry-After
+    retry_max_s: float = 60.0  # longest single wait, Retry-After included
+    rpm: int | None = None  # requests per minute to the endpoint (None: unlimited)
+    tpm: int | None = None  # estimated tokens per minute to the endpoint (None: unlimited)
+    max_tokens_cap: int = 16_384  # a reply cut at max_tokens is asked again with twice the budget, up to this
     out_dir: Path = Path("r3con-runs")
     prices_file: Path | None = None
     sandbox_mode: Literal["best", "strict"] = "best"
     sandbox_timeout_s: float = 60.0
     sandbox_memory_mb: int = 4096
+    embedding_model: str | None = None  # /v1/embeddings model for dense retrieval (rag, raptor); None: BM25 only
 
     def model_for(self, stage: str) -> str | None:
         """The model for `stage`: a per-stage choice if set, else the default model."""
@@ -57,6 +74,8 @@ class Settings:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name == "cost_cap":
+                continue
             if f.name == "api_key":
                 value = "***" if value else None
             elif isinstance(value, Path):
@@ -73,7 +92,7 @@ class Settings:
         hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            if f.name == "stage_models":
+            if f.name in ("stage_models", "cost_cap"):
                 continue
             raw = env.get(f"R3CON_{f.name.upper()}")
             if raw is not None and raw != "":
@@ -90,6 +109,8 @@ class Settings:
             if value is not None:
                 values[name] = _parse(name, value, hints[name], f"--{name.replace('_', '-')}") if isinstance(value, str) else value
         values["stage_models"] = stage_models
+        if values.get("cache_path") is None:
+            values["cache_path"] = default_cache_path(env)
         settings = cls(**values)
         settings.check()
         return settings
@@ -106,8 +127,18 @@ class Settings:
             raise ConfigError("--reasoning must be 'code' or 'direct'")
         if self.layout not in ("cache", "paper"):
             raise ConfigError("--layout must be 'cache' or 'paper'")
+        if self.cache_breakpoints not in ("auto", "on", "off"):
+            raise ConfigError("--cache-breakpoints must be 'auto', 'on' or 'off'")
+        if self.notes_budget_tokens is not None and self.notes_budget_tokens < 0:
+            raise ConfigError("--notes-budget must be 0 (every note in full, as the paper) or a number of tokens")
+        if self.max_cost_usd is not None and self.max_cost_usd <= 0:
+            raise ConfigError("--max-cost must be a positive amount in USD")
         if self.context_window is not None and self.context_window < 2048:
             raise ConfigError("--context-window must be at least 2048 tokens")
+        if self.retries < 0 or self.retry_budget < 0:
+            raise ConfigError("--retries and the retry budget must be 0 or more")
+        if (self.rpm is not None and self.rpm < 1) or (self.tpm is not None and self.tpm < 1):
+            raise ConfigError("--rpm and --tpm must be at least 1 (leave them unset for no limit)")
         if not 0.0 <= self.max_failed_share <= 1.0:
             raise ConfigError("--max-failed-share must be between 0 and 1")
         for stage in self.stage_models:
@@ -118,6 +149,15 @@ class Settings:
         if not self.base_url:
             raise ConfigError("no endpoint configured: set OPENAI_BASE_URL or R3CON_BASE_URL, or pass --base-url")
         return self.base_url
+
+
+def default_cache_path(env: Mapping[str, str]) -> Path | None:
+    """$XDG_CACHE_HOME/r3con/llm.sqlite, else ~/.cache/r3con/llm.sqlite; None when `env` names no home."""
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "r3con" / "llm.sqlite"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "r3con" / "llm.sqlite"
+    return None
 
 
 def _parse(name: str, raw: Any, hint: Any, source: str) -> Any:

@@ -5,6 +5,7 @@
     │   └── EndpointUnreachable  no server answers at the base URL                   exit 2
     ├── InputError             the documents, paths or data files are unusable         exit 2
     ├── ProviderError          the LLM endpoint answered with an error (status, body)  exit 1
+    │   └── ContextTooLong       the request did not fit the model's context window
     ├── OutputError            the model's output stayed unusable after re-asking      exit 1
     ├── BudgetExceeded         the run would spend more than --max-cost allows         exit 1
     ├── SandboxError           the code sandbox could not be started as required       exit 1
@@ -21,6 +22,7 @@ class R3conError(Exception):
     """Base of every error r3con raises on purpose."""
 
     exit_code = 1
+    usage: object = None  # the Usage of calls made before the error (set by the LLM layers), if any
 
 
 class ConfigError(R3conError):
@@ -42,11 +44,17 @@ class InputError(R3conError):
 class ProviderError(R3conError):
     """The endpoint answered a request with an error."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "", endpoint: str = ""):
+    def __init__(self, message: str, *, status: int | None = None, body: str = "", endpoint: str = "",
+                 retry_after: float | None = None):
         super().__init__(message)
         self.status = status
         self.body = body
         self.endpoint = endpoint
+        self.retry_after = retry_after  # seconds the endpoint asked us to wait (Retry-After), if it said
+
+
+class ContextTooLong(ProviderError):
+    """The endpoint refused a request as longer than the model's context window (HTTP 400)."""
 
 
 class OutputError(R3conError):

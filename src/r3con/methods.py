@@ -1,4 +1,4 @@
-"""Methods that answer a task over documents, by name: R3CON and (later) the baselines and ablations.
+"""Methods that answer a task over documents, by name: R3CON, its ablations and the baselines (r3con.baselines).
 
 The eval harness runs any of them the same way, with the same client, accounting and artifacts.
 """
@@ -54,13 +54,39 @@ _METHODS: dict[str, MethodFn] = {
 }
 
 
-def register(name: str, fn: MethodFn) -> None:
+_DESCRIPTIONS: dict[str, str] = {
+    "r3con": "R3CON: relevance rounds (2), schema, per-document population, coding agent over the records",
+    "r3con-rounds0": "R3CON ablation: no relevance notes (schema from the task alone), then population and the agent",
+    "r3con-rounds1": "R3CON ablation: one relevance round (no cross-document re-reading)",
+    "r3con-rounds3": "R3CON ablation: three relevance rounds",
+    "r3con-nostruct": "R3CON ablation: no structuring; the coding agent works from the notes alone",
+    "r3con-direct": "R3CON ablation: direct reasoning over notes and records in one call instead of the coding agent",
+}
+
+
+def register(name: str, fn: MethodFn, description: str = "") -> None:
     """Make a method available to `run_method` and `r3con eval run --method NAME`."""
     _METHODS[name] = fn
+    if description:
+        _DESCRIPTIONS[name] = description
+
+
+def _all_methods() -> dict[str, MethodFn]:
+    from .baselines import BASELINES  # imported here: the baselines import this module
+
+    return {**BASELINES, **_METHODS}
 
 
 def available_methods() -> list[str]:
-    return sorted(_METHODS)
+    return sorted(_all_methods())
+
+
+def describe_methods() -> dict[str, str]:
+    """Every method's name and one line on what it does, sorted by name."""
+    from .baselines import DESCRIPTIONS
+
+    described = {**DESCRIPTIONS, **_DESCRIPTIONS}
+    return {name: described.get(name, "") for name in available_methods()}
 
 
 async def run_method(
@@ -68,7 +94,7 @@ async def run_method(
 ) -> MethodOutcome:
     """Run the method `name`; raises ConfigError for an unknown name."""
     try:
-        fn = _METHODS[name]
+        fn = _all_methods()[name]
     except KeyError:
         raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(available_methods())}") from None
     return await fn(task, documents, settings, run_dir)

@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from . import __version__
 from .artifacts import RunDir
 from .config import Settings
 from .corpus import Document, split_documents
-from .errors import InputError, R3conError, RunFailed
+from .errors import ConfigError, ContextTooLong, InputError, R3conError, RunFailed
 from .llm import LLMStack, build_llm
+from .llm.embeddings import open_embedder
+from .llm.layers import CallLog
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
 from .sandbox import SandboxLimits
-from .stages._common import format_notes, note_refs
+from .stages._common import note_refs
 from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
+from .stages.notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
 from .tokens import estimate_tokens
 
+T = TypeVar("T")
 _PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 
 
@@ -72,6 +76,28 @@ def part_budget(settings: Settings, context_window: int) -> int:
     return max(256, free // 2)
 
 
+def notes_budget(settings: Settings, context_window: int, part_tokens: int) -> int | None:
+    """Tokens the other documents' notes may take in one call; None: no budget (every note in full).
+
+    `--notes-budget 0` turns selection off (the paper's behaviour even if the window overflows); unset,
+    it is what the window leaves after the largest document part, the output and the instructions.
+    """
+    if settings.notes_budget_tokens == 0:
+        return None
+    if settings.notes_budget_tokens:
+        return settings.notes_budget_tokens
+    output = max(settings.note_max_tokens, settings.populate_max_tokens)
+    return max(512, context_window - part_tokens - output - _PROMPT_OVERHEAD - 1000)
+
+
+def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
+    """Anthropic-style cache breakpoints: on, off, or (auto) when the endpoint or model looks like Anthropic's."""
+    if settings.cache_breakpoints != "auto":
+        return settings.cache_breakpoints == "on"
+    names = f"{stack.endpoint.base_url} {stack.endpoint.model} {settings.model or ''}".lower()
+    return "anthropic" in names or "claude" in names
+
+
 def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
               stack: LLMStack, budget: int) -> dict[str, Any]:
     return {
@@ -104,26 +130,54 @@ def _check_failures(stage: str, failures: Sequence[Failure], total: int, setting
 
 async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
-    progress: Progress | None = None, llm: LLMStack | None = None,
+    progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
 ) -> RunResult:
-    """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`."""
+    """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
+
+    `run_folder`: an existing run folder to continue in (`--resume`); with the LLM cache, every call that
+    had succeeded there costs nothing again.
+    """
     if not task.strip():
         raise InputError("the question is empty; pass the question as the first argument")
     if not documents:
         raise InputError("no documents given; pass files, folders or globs")
-    run_dir = RunDir.create(settings.out_dir, task)
+    run_dir = RunDir(run_folder) if run_folder is not None else RunDir.create(settings.out_dir, task)
     if llm is not None:
         return await _run(task, tuple(documents), settings, llm, run_dir, progress or NoProgress())
     async with build_llm(settings, calls_log=run_dir.calls_path) as stack:
-        return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress())
+        if notes_ranking(settings) != "embeddings":
+            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress())
+        async with open_embedder(settings, stage="relevance", ledger=stack.ledger,
+                                 log=CallLog(run_dir.calls_path)) as embedder:
+            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(),
+                              embed=embedder.embed if embedder is not None else None)
+
+
+def notes_ranking(settings: Settings) -> str:
+    """How notes are ranked when they exceed the budget: bm25, or embeddings (needs --embedding-model)."""
+    if settings.notes_ranking == "embeddings" and not settings.embedding_model:
+        raise ConfigError("--notes-ranking embeddings needs an embeddings model: pass --embedding-model")
+    if settings.notes_ranking == "auto":
+        return "embeddings" if settings.embedding_model else "bm25"
+    return settings.notes_ranking
 
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
-               run_dir: RunDir, progress: Progress) -> RunResult:
+               run_dir: RunDir, progress: Progress, embed: Embed | None = None) -> RunResult:
     started = time.perf_counter()
     budget = part_budget(settings, llm.endpoint.context_window)
     parts = split_documents(docs, budget)
-    run_dir.write_json("manifest.json", _manifest(task, docs, parts, settings, llm, budget))
+    manifest = _manifest(task, docs, parts, settings, llm, budget)
+    notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
+    breakpoints = use_breakpoints(settings, llm)
+    stats = SelectionStats()
+    manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
+    manifest["notes_selection"] = {
+        "budget_tokens": notes_tokens,
+        "budget_source": "off" if notes_tokens is None else ("config" if settings.notes_budget_tokens else "window"),
+        "ranking": "embeddings" if embed is not None else "bm25", "query": "the task, and in relevance rounds the document's own last note",
+    }
+    run_dir.write_json("manifest.json", manifest)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     failures: list[Failure] = []
     stage = "relevance"
@@ -133,7 +187,8 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             progress.stage("relevance", len(parts) * settings.rounds)
             relevance = await extract_relevance(llm, task, parts, RelevanceOptions(
                 rounds=settings.rounds, layout=settings.layout, max_tokens=settings.note_max_tokens,
-                temperature=settings.temperature, on_done=progress.advance,
+                temperature=settings.temperature, on_done=progress.advance, breakpoints=breakpoints,
+                notes_budget=notes_tokens, stats=stats, embed=embed,
             ))
             rounds = relevance.rounds
             failures += relevance.failures
@@ -141,7 +196,13 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
             _check_failures("relevance", failures, len(parts), settings)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
-        notes_text = format_notes(note_refs(parts, final_notes))
+        selector = NotesSelector(note_refs(parts, final_notes), notes_tokens, embed=embed)
+        final_choice = await selector.select(task)
+        notes_text = final_choice.text
+        manifest["notes_selection"]["final"] = {
+            "notes": len(selector.refs), "shown": final_choice.shown, "indexed": final_choice.indexed,
+            "omitted": final_choice.omitted, "tokens": final_choice.tokens, "full_tokens": selector.full_tokens(),
+        }
 
         schema: Mapping[str, Any] | None = None
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
@@ -149,12 +210,13 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             stage = "schema"
             progress.stage("schema", 1)
             try:
-                proposal = await propose_schema(llm, task, notes_text, max_attempts=settings.schema_attempts,
-                                                temperature=settings.temperature)
+                proposal = await _fitting(selector, task, final_choice, "schema", lambda notes: propose_schema(
+                    llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
             finally:
                 progress.advance("schema")
             run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
             schema = proposal.schema
+            llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
             run_dir.write_json("schema.json", schema)
 
             stage = "populate"
@@ -162,8 +224,10 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             filled = await populate(llm, task, schema, parts, notes_text, PopulateOptions(
                 layout=settings.layout, max_tokens=settings.populate_max_tokens,
                 attempts=settings.populate_attempts, temperature=settings.temperature, on_done=progress.advance,
+                breakpoints=breakpoints, selector=selector,
             ))
             failures += filled.failures
+            llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
             tables = filled.tables
             run_dir.write_json("records.json", {k: list(v) for k, v in tables.items()})
             for name, rows in tables.items():
@@ -181,18 +245,23 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         )
         schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
         if settings.reasoning == "direct":
-            answer = await answer_direct(llm, task, notes_text, schema_json, tables, options, missing)
+            answer = await _fitting(selector, task, final_choice, "reason", lambda notes: answer_direct(
+                llm, task, notes, schema_json, tables, options, missing))
         else:
-            answer = await answer_with_code(llm, task, dict(final_notes), notes_text, schema_json, tables,
-                                            options, missing)
+            answer = await _fitting(selector, task, final_choice, "reason", lambda notes: answer_with_code(
+                llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
         progress.advance("reason")
+        if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
+            manifest["sandbox"] = {"mode": settings.sandbox_mode, **answer.isolation}
         run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
                                                 "isolation": answer.isolation,
                                                 "steps": [s.to_dict() for s in answer.steps]})
     except R3conError as exc:
         run_dir.write_json("error.json", {"stage": stage, "error": f"{type(exc).__name__}: {exc}"})
         _write_usage(run_dir, llm)
+        _finish_manifest(run_dir, manifest, stats)
         raise
+    _finish_manifest(run_dir, manifest, stats)
 
     result = RunResult(
         answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
@@ -204,6 +273,27 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     run_dir.write_text("answer.txt", result.answer + "\n")
     run_dir.write_json("result.json", result.summary())
     return result
+
+
+async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice, stage: str,
+                   call: Callable[[str], Awaitable[T]]) -> T:
+    """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""
+    budget: int | None = None
+    while True:
+        try:
+            return await call(choice.text)
+        except R3conError as exc:
+            too_long = isinstance(exc, ContextTooLong) or isinstance(exc.__cause__, ContextTooLong)
+            if not too_long or budget == 0:
+                raise
+            budget = shrink(budget, choice)
+            choice = await selector.select(task, budget=budget, stage=stage)
+
+
+def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], stats: SelectionStats) -> None:
+    """The manifest again, with how many calls had their notes selected, per stage."""
+    manifest["notes_selection"]["calls"] = stats.to_dict()
+    run_dir.write_json("manifest.json", manifest)
 
 
 def _key_order(key: str) -> tuple[int, ...]:

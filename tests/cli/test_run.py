@@ -69,7 +69,8 @@ def test_failed_run_exits_1_and_keeps_its_folder(corpus, tmp_path):
     from r3con.testing import FakeLLMServer, FaultPlan
 
     with FakeLLMServer(port=0, faults=FaultPlan.parse("500=1.0,max=1000")) as server:
-        proc = r3con_cli("run", "q", str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"))
+        proc = r3con_cli("run", "q", str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
+                         env={"R3CON_RETRY_BASE_S": "0.001"})  # every call is retried: quickly
     assert proc.returncode == 1, proc.stderr
     assert "failed" in proc.stderr and "Traceback" not in proc.stderr
     (folder,) = (tmp_path / "runs").iterdir()

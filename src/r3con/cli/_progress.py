@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import TextIO
 
 from rich.console import Console
@@ -14,8 +15,19 @@ from ..llm.types import Usage
 
 def usage_line(usage: Usage) -> str:
     cached = f" ({usage.cached_tokens / usage.prompt_tokens:.0%} cached)" if usage.prompt_tokens else ""
-    return (f"{usage.calls} calls, {usage.prompt_tokens:,} prompt tokens{cached}, "
+    line = (f"{usage.calls} calls, {usage.prompt_tokens:,} prompt tokens{cached}, "
             f"{usage.completion_tokens:,} completion tokens, ${usage.cost_usd:.4f}")
+    if usage.cache_hits:
+        line += f"; {usage.cache_hits} from cache (saved {usage.saved_tokens:,} tokens, ${usage.saved_usd:.4f})"
+    events = ", ".join(f"{name} {n}" for name, n in sorted(usage.events.items()) if n)
+    return f"{line}; {events}" if events else line
+
+
+def cached_line(by_stage: Mapping[str, Usage]) -> str:
+    """Share of each stage's prompt tokens the endpoint served from its prefix cache."""
+    parts = [f"{stage} {u.cached_tokens / u.prompt_tokens:.0%} of {u.prompt_tokens:,}"
+             for stage, u in by_stage.items() if u.prompt_tokens]
+    return ", ".join(parts) or "no prompt tokens"
 
 
 class PlainProgress:

@@ -12,8 +12,8 @@ import typer
 
 from ..config import Settings
 from ..corpus import load_documents
-from ..errors import ConfigError
-from ._progress import make_progress, usage_line
+from ..errors import ConfigError, InputError
+from ._progress import cached_line, make_progress, usage_line
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -24,6 +24,11 @@ BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatib
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
 Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")]
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
+NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens the other documents' notes may take in a call; beyond it the most relevant go in full, the rest as an index (0: all in full, as the paper; default: what the window leaves)")]
+CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
+MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the spend (USD, from the price table) would pass this; rerun to resume")]
+Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
+Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
 
 
 def parse_stage_models(values: list[str] | None) -> dict[str, str]:
@@ -45,8 +50,8 @@ def print_result(summary: dict[str, Any], as_json: bool) -> None:
 
 @app.command()
 def run(
-    question: Annotated[str, typer.Argument(help="The question to answer.")],
-    paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf")],
+    question: Annotated[str | None, typer.Argument(help="The question to answer.", show_default=False)] = None,
+    paths: Annotated[list[str] | None, typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
@@ -57,30 +62,56 @@ def run(
     context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens; default: from /v1/models")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default 8)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (document first, default) or paper")] = None,
+    notes_budget: NotesBudget = None,
+    cache_breakpoints: CacheBreakpoints = None,
+    max_cost: MaxCost = None,
+    batch: Batch = None,
+    prices: Prices = None,
     sandbox: Annotated[str | None, typer.Option("--sandbox", help="best (default) or strict: refuse to run without every isolation layer")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders (default ./r3con-runs)")] = None,
+    cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache")] = None,
+    retries: Annotated[int | None, typer.Option("--retries", help="Retries per call on 429, 5xx, timeouts, dropped connections (default 6)")] = None,
+    rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
+    tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one request may take (default 600)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
 ) -> None:
-    """Answer QUESTION from the documents under PATHS."""
+    """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     from ..pipeline import run as run_pipeline
 
-    settings = Settings.resolve(
+    flags: dict[str, Any] = dict(
         base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
         concurrency=concurrency, layout=layout, sandbox_mode=sandbox, out_dir=out,
+        cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
+        request_timeout_s=timeout,
+        notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
+        prices_file=prices,
     )
+    if resume is not None:
+        from ..resume import read_resume
+
+        plan = read_resume(resume)
+        question, paths = question or plan.task, paths or list(plan.sources)
+        flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
+    if not question or not paths:
+        raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
+    settings = Settings.resolve(**flags)
     settings.require_endpoint()
     documents = load_documents(paths)
     progress = make_progress(quiet)
     try:
-        result = asyncio.run(run_pipeline(question, documents, settings, progress=progress))
+        result = asyncio.run(run_pipeline(question, documents, settings, progress=progress, run_folder=resume))
     finally:
         if progress is not None:
             progress.close()
     print_result(result.summary(), as_json)
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
+        print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
 
 
@@ -96,10 +127,70 @@ def demo(
     run_demo(out_dir=out, as_json=as_json, quiet=quiet)
 
 
+@app.command()
+def estimate(
+    question: Annotated[str, typer.Argument(help="The question the run would answer.")],
+    paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or globs")],
+    model: Annotated[str | None, typer.Option("--model", help="Model to price the run with (env R3CON_MODEL)")] = None,
+    stage_model: StageModel = None,
+    rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (default 2)")] = None,
+    reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (default) or direct")] = None,
+    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default 32768; no endpoint is asked)")] = None,
+    layout: Annotated[str | None, typer.Option("--layout", help="cache (default) or paper")] = None,
+    notes_budget: NotesBudget = None,
+    batch: Batch = None,
+    prices: Prices = None,
+    note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
+    agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
+    tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
+    tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table")] = False,
+) -> None:
+    """Predict calls, tokens and USD per stage of a run, without calling the model."""
+    from ..estimate import Assumptions, estimate_run
+    from ..tokens import make_counter
+
+    settings = Settings.resolve(
+        base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
+        rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
+        notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
+    )
+    if tokenize and not (settings.base_url and settings.model):
+        raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
+    documents = load_documents(paths)
+    counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
+                           model=settings.model, api_key=settings.api_key)
+    result = asyncio.run(estimate_run(question, documents, settings, counter=counter,
+                                      assumptions=Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)))
+    if as_json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    print_estimate(result)
+
+
+def print_estimate(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"estimate: {result.documents} documents ({result.parts} parts), model {result.model}")
+    for column in ("stage", "calls", "input tokens", "of which cached", "output tokens", "USD"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for s in (*result.stages, result.total):
+        cost = "n/a" if s.cost_usd is None else f"{s.cost_usd:.4f}"
+        table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
+    console = Console()
+    console.print(table)
+    console.print("Assumptions:")
+    for line in result.assumptions:
+        console.print(f"- {line}", markup=False)
+
+
 @app.command("fake-llm")
 def fake_llm(
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one)")] = 0,
-    faults: Annotated[str | None, typer.Option("--faults", help="Fault spec, e.g. 429=0.2,500=0.1,seed=7")] = None,
+    faults: Annotated[str | None, typer.Option("--faults", help="Fault spec: NAME=RATE for 429 500 hang drop truncate malformed empty reasoning, and seed= max= retry_after= hang_s= delay= only=STAGE+STAGE; e.g. 429=0.2,500=0.1,malformed=0.2,seed=7")] = None,
     max_model_len: Annotated[int, typer.Option("--max-model-len", help="Context window it reports")] = 32768,
     model: Annotated[str, typer.Option("--model", help="Model id it serves")] = "r3con-scripted",
     log: Annotated[Path | None, typer.Option("--log", help="Append every call as a JSON line to this file")] = None,
@@ -111,9 +202,6 @@ def fake_llm(
     serve(port=port, faults=plan, max_model_len=max_model_len, model=model, log_path=log)
 
 
-try:
-    from .eval_cmd import eval_app
-except ImportError:  # the eval harness is optional while it is being built
-    pass
-else:
-    app.add_typer(eval_app, name="eval")
+from .eval_cmd import eval_app  # noqa: E402 - the group is mounted after the top-level commands
+
+app.add_typer(eval_app, name="eval")

@@ -54,6 +54,19 @@ def _strings(text: str | None) -> tuple[str, ...] | None:
     return tuple(part.strip() for part in text.split(",") if part.strip()) or None
 
 
+def _method_names(values: list[str] | None) -> list[str]:
+    """--method values: repeated or comma-separated names, 'all' for every registered method; r3con by default."""
+    from ..methods import available_methods
+
+    names: list[str] = []
+    for value in values or ["r3con"]:
+        for name in (part.strip() for part in value.split(",")):
+            for expanded in (available_methods() if name == "all" else [name] if name else []):
+                if expanded not in names:
+                    names.append(expanded)
+    return names
+
+
 def _stage_models(values: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for value in values or []:
@@ -77,7 +90,7 @@ NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (t
 def run(
     benchmark: Benchmark,
     data: Data = None,
-    method: Annotated[list[str] | None, typer.Option("--method", "-m", help="Method to evaluate (repeatable; default r3con)")] = None,
+    method: Annotated[list[str] | None, typer.Option("--method", "-m", help="Method to evaluate: repeatable or comma-separated, 'all' for every method (default r3con; list: r3con eval methods)")] = None,
     sets: Annotated[str | None, typer.Option("--sets", help="Loong sets, e.g. 2,3,4 (the paper's, the default) or all")] = None,
     domains: Annotated[str | None, typer.Option("--domains", help="e.g. financial,paper (Loong) or financial_en (CorpusQA)")] = None,
     levels: Annotated[str | None, typer.Option("--levels", help="Loong levels, e.g. 1,2")] = None,
@@ -96,6 +109,11 @@ def run(
     api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")] = None,
     stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight per client (default 8)")] = None,
+    embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="Model of the endpoint's /v1/embeddings for dense retrieval in rag and raptor (env R3CON_EMBEDDING_MODEL; default: BM25 only)")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the whole evaluation's spend (USD) would pass this; rerun to resume")] = None,
+    batch: Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API")] = None,
+    cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
     no_plots: NoPlots = False,
     as_json: Json = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
@@ -116,8 +134,12 @@ def run(
     stages = _stage_models(stage_model)
     if judge_model:
         stages["judge"] = judge_model
+    from ..llm.budget import CostCap
+
     settings = Settings.resolve(
         base_url=base_url, api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
+        embedding_model=embedding_model, cache_path=cache, cache=False if no_cache else None,
+        max_cost_usd=max_cost, batch=batch, cost_cap=CostCap(max_cost) if max_cost else None,
     )
     set_filter = _ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None)
     filters = TaskFilter(
@@ -129,7 +151,7 @@ def run(
         raise ConfigError(f"no {benchmark} task matches the filters; loosen --sets/--domains/--levels/--tasks")
     out_dir = out or Path("r3con-evals") / benchmark
     prompt = prompt_from_file(judge_prompt) if judge_prompt else None
-    methods = method or ["r3con"]
+    methods = _method_names(method)
     total = len(task_set.tasks) * len(methods)
     done = 0
 
@@ -210,6 +232,21 @@ def report(
         return
     print(render_markdown(built))
     print(f"written: {', '.join(str(f) for f in files)}", file=sys.stderr)
+
+
+@eval_app.command("methods")
+@_one_line_errors
+def list_methods(as_json: Json = False) -> None:
+    """The methods `--method` accepts: R3CON, its ablations and the baselines, one line each."""
+    from ..methods import describe_methods
+
+    described = describe_methods()
+    if as_json:
+        print(json.dumps(described, ensure_ascii=False))
+        return
+    width = max(len(name) for name in described)
+    for name, line in described.items():
+        print(f"{name:<{width}}  {line}")
 
 
 @eval_app.command()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..corpus import Document
-from ..errors import ConfigError, R3conError
+from ..errors import BudgetExceeded, ConfigError, R3conError
 from ..llm.types import LLM, ChatRequest, Completion, Usage
 from .judges import CAPPED as CAPPED_VERDICT
 from .judges import EMPTY, JUDGE_ERROR, JudgePrompt, JudgeSpec, Verdict, judge_answer, judge_spec
@@ -225,8 +225,8 @@ async def run_eval(
         started = time.monotonic()
         try:
             outcome = await runner(method, task.task_text, task.documents, settings, run_dir)
-        except ConfigError:
-            raise  # every other task would fail the same way: stop and say what to fix
+        except (ConfigError, BudgetExceeded):
+            raise  # every other task would fail the same way (or --max-cost is reached): stop, say what to do
         except R3conError as exc:
             return replace(base, status=FAILED, error=f"{type(exc).__name__}: {exc}", method_s=time.monotonic() - started)
         return replace(

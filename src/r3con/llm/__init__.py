@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Settings
+from .batch import Batched
+from .budget import BudgetGuard, CostCap
+from .cache import Cached, CallCache
 from .client import EndpointInfo, OpenAIChat, request_headers
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
+from .output import OutputChecked
 from .pricing import Price, PriceTable
+from .ratelimit import RateLimited
+from .retry import RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
 
 __all__ = [
@@ -33,16 +39,37 @@ class LLMStack:
 
 @asynccontextmanager
 async def build_llm(settings: Settings, calls_log: Path | None = None) -> AsyncIterator[LLMStack]:
-    """Open the endpoint, learn its model and window, and stack the layers: log, accounting, limits."""
+    """Open the endpoint, learn its model and window, and stack the layers.
+
+    Top to bottom: stage models, call log, accounting, cache, output checks, retries, rate and
+    concurrency limits, the HTTP client.
+    """
     base = OpenAIChat(settings)
+    closing = ExitStack()
     try:
         endpoint = await base.describe(settings)
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
-        stack: LLM = ConcurrencyLimited(base, settings.concurrency)
+        # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back
+        stack: LLM = (Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
+                              concurrency=settings.concurrency)
+                      if settings.batch else ConcurrencyLimited(base, settings.concurrency))
+        stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
+        budget = RetryBudget(settings.retry_budget)
+        stack = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
+                         budget, base.base_url)
+        if settings.max_cost_usd is not None:
+            cap = settings.cost_cap if isinstance(settings.cost_cap, CostCap) else CostCap(settings.max_cost_usd)
+            stack = BudgetGuard(stack, cap, prices, batch=settings.batch)
+        stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
+        if settings.cache and settings.cache_path is not None:
+            cache = CallCache(settings.cache_path)
+            closing.callback(cache.close)
+            stack = Cached(stack, cache, base.base_url)
         stack = Accounted(stack, ledger, prices)
         stack = Recorded(stack, CallLog(calls_log))
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint)
     finally:
+        closing.close()
         await base.aclose()

@@ -5,14 +5,17 @@ Every third-party exception of the openai SDK is translated into an r3con error 
 
 from __future__ import annotations
 
+import email.utils
+import re
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import openai
 
 from ..config import DEFAULT_CONTEXT_WINDOW, Settings
-from ..errors import ConfigError, EndpointUnreachable, ProviderError
+from ..errors import ConfigError, ContextTooLong, EndpointUnreachable, ProviderError
 from .types import ChatRequest, Completion, Usage
 
 
@@ -52,6 +55,7 @@ class OpenAIChat:
             max_retries=0,
             timeout=settings.request_timeout_s,
         )
+        self._constrained = True  # send response_format json_schema until the endpoint rejects it
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -99,7 +103,7 @@ class OpenAIChat:
             kwargs["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
-        if request.response_schema is not None:
+        if request.response_schema is not None and self._constrained:
             kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": request.schema_name, "schema": dict(request.response_schema), "strict": False},
@@ -109,19 +113,59 @@ class OpenAIChat:
         started = time.perf_counter()
         try:
             response = await self._client.chat.completions.create(**kwargs)
+        except openai.BadRequestError as exc:
+            if "response_format" in kwargs and _NO_SCHEMA.search(_error_message(exc)) \
+                    and not _TOO_LONG.search(_error_message(exc)):
+                # the endpoint has no constrained decoding (or not for this schema): ask without it from now on
+                self._constrained = False
+                completion = await self.complete(request)
+                return replace(completion, usage=completion.usage.with_event("constrained_fallback"))
+            raise self._status_error(exc) from exc
         except openai.APIConnectionError as exc:
             kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
             raise ProviderError(f"{self.base_url}: request {kind} ({exc})", endpoint=self.base_url) from exc
         except openai.AuthenticationError as exc:
             raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
         except openai.APIStatusError as exc:
-            body = exc.response.text[:2000] if exc.response is not None else ""
-            raise ProviderError(
-                f"{self.base_url} answered HTTP {exc.status_code}: {_error_message(exc)}",
-                status=exc.status_code, body=body, endpoint=self.base_url,
-            ) from exc
+            raise self._status_error(exc) from exc
         latency = time.perf_counter() - started
         return _to_completion(response.model_dump(), model, latency)
+
+    def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
+        body = exc.response.text[:2000] if exc.response is not None else ""
+        if exc.status_code == 400 and _TOO_LONG.search(_error_message(exc) + " " + body):
+            return ContextTooLong(
+                f"{self.base_url}: the request is longer than the model's context window ({_error_message(exc)})",
+                status=400, body=body, endpoint=self.base_url,
+            )
+        return ProviderError(
+            f"{self.base_url} answered HTTP {exc.status_code}: {_error_message(exc)}",
+            status=exc.status_code, body=body, endpoint=self.base_url,
+            retry_after=retry_after_s(exc.response.headers) if exc.response is not None else None,
+        )
+
+
+_NO_SCHEMA = re.compile(r"response_format|json_schema|guided|grammar|structured output", re.IGNORECASE)
+_TOO_LONG = re.compile(r"context length|context window|context_length_exceeded|maximum context|prompt is too long|too many tokens",
+                       re.IGNORECASE)
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or an HTTP date); None if absent."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        if lowered.get("retry-after-ms"):
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+        value = lowered.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 def _error_message(exc: openai.APIStatusError) -> str:
@@ -165,6 +209,7 @@ def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completi
         ),
         model=data.get("model") or model,
         reasoning=reasoning if isinstance(reasoning, str) else None,
+        refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else None,
         latency_s=latency,
         raw=data,
     )

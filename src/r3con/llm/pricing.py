@@ -34,9 +34,13 @@ def _normalise(model: str) -> str:
 
 @dataclass(frozen=True)
 class PriceTable:
-    """Looks up a model's price: exact id first, then the longest known name contained in the id."""
+    """Looks up a model's price: exact id first, then the longest known name contained in the id.
+
+    `batch_discount` scales the cost of calls sent through a Batch API (half price on OpenAI).
+    """
 
     prices: Mapping[str, Price]
+    batch_discount: float = 0.5
 
     @classmethod
     def load(cls, path: Path | None = None) -> PriceTable:
@@ -64,13 +68,14 @@ class PriceTable:
         matches = [key for key in self.prices if key in name]
         return self.prices[max(matches, key=len)] if matches else None
 
-    def cost(self, model: str, usage: Usage) -> float:
+    def cost(self, model: str, usage: Usage, batch: bool = False) -> float:
         price = self.find(model)
         if price is None:
             return 0.0
+        scale = self.batch_discount if batch else 1.0
         cached = min(usage.cached_tokens, usage.prompt_tokens)
         cached_price = price.input if price.cached_input is None else price.cached_input
-        return (
+        return scale * (
             (usage.prompt_tokens - cached) * price.input
             + cached * cached_price
             + usage.completion_tokens * price.output

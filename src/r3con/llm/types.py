@@ -20,6 +20,9 @@ class Message:
     cache_breakpoint: bool = False
 
     def to_openai(self) -> dict[str, Any]:
+        if self.cache_breakpoint:  # Anthropic-style: a text part marked as the end of a cacheable prefix
+            part = {"type": "text", "text": self.content, "cache_control": {"type": "ephemeral"}}
+            return {"role": self.role, "content": [part]}
         return {"role": self.role, "content": self.content}
 
 
@@ -56,6 +59,7 @@ class ChatRequest:
             "response_schema": self.response_schema,
             "schema_name": self.schema_name if self.response_schema is not None else None,
             "extra_body": dict(self.extra_body),
+            "sample": self.sample,
         }
 
     def fingerprint(self) -> str:
@@ -63,24 +67,50 @@ class ChatRequest:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
+EVENTS = (
+    "retries", "length", "empty", "reasoning_only", "refusals", "json_repaired", "reasks", "constrained_fallback",
+)
+"""What `Usage.events` counts: transport retries; replies cut at max_tokens, empty, only in reasoning_content,
+refused; structured replies that needed repair, re-asks after a validation error; endpoints without json_schema."""
+
+
 @dataclass(frozen=True)
 class Usage:
-    """Token counts of one or more calls, and their cost in USD."""
+    """Token counts of one or more calls and their cost in USD; cache hits and events the layers saw.
+
+    `calls` counts requests the endpoint answered (billed); `cache_hits` counts calls served from the
+    r3con cache instead, with the tokens and USD they would have cost in `saved_tokens` and `saved_usd`.
+    """
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float = 0.0
+    cache_hits: int = 0
+    saved_tokens: int = 0
+    saved_usd: float = 0.0
+    events: Mapping[str, int] = field(default_factory=dict)
 
     def __add__(self, other: Usage) -> Usage:
+        events = dict(self.events)
+        for name, n in other.events.items():
+            events[name] = events.get(name, 0) + n
         return Usage(
             calls=self.calls + other.calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            cache_hits=self.cache_hits + other.cache_hits,
+            saved_tokens=self.saved_tokens + other.saved_tokens,
+            saved_usd=self.saved_usd + other.saved_usd,
+            events=events,
         )
+
+    def with_event(self, name: str, n: int = 1) -> Usage:
+        """This usage with `n` more of event `name`."""
+        return self + Usage(events={name: n}) if n else self
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +119,10 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
             "cost_usd": round(self.cost_usd, 6),
+            "cache_hits": self.cache_hits,
+            "saved_tokens": self.saved_tokens,
+            "saved_usd": round(self.saved_usd, 6),
+            "events": {name: n for name, n in sorted(self.events.items()) if n},
         }
 
 
@@ -103,6 +137,7 @@ class Completion:
     reasoning: str | None = None
     latency_s: float = 0.0
     from_cache: bool = False
+    refusal: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -20,22 +20,24 @@ class NoteRef:
     text: str
 
 
-def document_messages(doc: Document, instructions: Rendered, layout: str) -> tuple[Message, ...]:
+def document_messages(doc: Document, instructions: Rendered, layout: str,
+                      breakpoints: bool = False) -> tuple[Message, ...]:
     """Messages for a per-document call.
 
     `cache` layout: shared system message, then the document, then the stage's instructions, so every
     call for one document starts with the same bytes and endpoints can reuse the cached prefix.
-    `paper` layout: instructions first, then the document.
+    With `breakpoints` (Anthropic-style caches), the document is its own user message marked as the
+    end of the cacheable prefix. `paper` layout: instructions first, then the document.
     """
     system = render("reader_system").text
     body = render("document", doc=doc).text
     if layout == "paper":
         user = f"{instructions.text}\n\n{body}"
         return (Message("system", system), Message("user", user))
-    return (
-        Message("system", system),
-        Message("user", f"{body}\n\n{instructions.text}", cache_breakpoint=False),
-    )
+    if breakpoints:
+        return (Message("system", system), Message("user", body, cache_breakpoint=True),
+                Message("user", instructions.text))
+    return (Message("system", system), Message("user", f"{body}\n\n{instructions.text}"))
 
 
 def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str | None = None) -> list[NoteRef]:

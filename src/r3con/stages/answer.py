@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .._prompts import render
-from ..errors import OutputError, R3conError
+from .._prompts import Rendered, render
+from ..errors import BudgetExceeded, OutputError, R3conError
 from ..llm.types import LLM, ChatRequest, Message
 from ..sandbox import Sandbox, SandboxLimits
 from ._common import reply_text
@@ -46,7 +46,7 @@ class AnswerResult:
     mode: str
     steps: tuple[AgentStep, ...] = ()
     capped: bool = False
-    isolation: Mapping[str, str] | None = None
+    isolation: Mapping[str, Any] | None = None  # the sandbox's IsolationReport.to_dict()
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,8 @@ async def answer_direct(
             messages=(Message("user", prompt.text),), stage=STAGE, mode="direct", max_tokens=options.max_tokens,
             temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
         ))
+    except BudgetExceeded:
+        raise  # --max-cost stops the run, not just this document
     except R3conError as exc:
         raise OutputError(f"direct reasoning failed: {exc}") from exc
     return AnswerResult(answer=final_line(reply_text(completion)), mode="direct")
@@ -137,20 +139,28 @@ async def answer_with_code(
     system = render("agent_system", max_steps=options.max_steps)
     first = render("agent_task", task=task, notes=notes_text, schema=schema,
                    data=data_view(tables, options.data_view_chars), missing=_missing_text(missing))
-    messages: list[Message] = [Message("system", system.text), Message("user", first.text)]
     variables: dict[str, Any] = {"records": {k: list(v) for k, v in tables.items()}, "notes": dict(notes)}
     for name, rows in tables.items():
         if name.isidentifier() and name not in variables:
             variables[name] = list(rows)
     variables.update(extra_variables or {})
-    steps: list[AgentStep] = []
     sandbox = Sandbox(
         variables=variables, dataframes={k: [dict(r) for r in v] for k, v in tables.items()},
         limits=options.sandbox_limits, mode=options.sandbox_mode, scratch_root=options.scratch_root,
     )
+    return await run_agent(llm, system, first, sandbox, options)
+
+
+async def run_agent(
+    llm: LLM, system: Rendered, first: Rendered, sandbox: Sandbox, options: AnswerOptions, *, stage: str = STAGE,
+) -> AnswerResult:
+    """The agent loop over an unstarted `sandbox`: each reply's code runs there until `final_answer`
+    or `options.max_steps`, then one last plain answer. Calls carry `stage`; the baselines reuse it."""
+    messages: list[Message] = [Message("system", system.text), Message("user", first.text)]
+    steps: list[AgentStep] = []
     async with sandbox:
         for index in range(1, options.max_steps + 1):
-            reply = await _ask(llm, messages, "code", options, first)
+            reply = await _ask(llm, messages, "code", options, first, stage)
             code = extract_code(reply)
             messages.append(Message("assistant", reply))
             if code is None:
@@ -168,18 +178,21 @@ async def answer_with_code(
             messages.append(Message("user", observation))
         final = render("agent_final")
         messages.append(Message("user", final.text))
-        reply = await _ask(llm, messages, "final", options, final)
+        reply = await _ask(llm, messages, "final", options, final, stage)
         steps.append(AgentStep(options.max_steps + 1, reply, None, None))
         return AnswerResult(answer=final_line(reply), mode="code", steps=tuple(steps), capped=True,
                             isolation=sandbox.isolation.to_dict())
 
 
-async def _ask(llm: LLM, messages: list[Message], mode: str, options: AnswerOptions, prompt: Any) -> str:
+async def _ask(llm: LLM, messages: list[Message], mode: str, options: AnswerOptions, prompt: Any,
+               stage: str = STAGE) -> str:
     try:
         completion = await llm.complete(ChatRequest(
-            messages=tuple(messages), stage=STAGE, mode=mode, max_tokens=options.max_tokens,
+            messages=tuple(messages), stage=stage, mode=mode, max_tokens=options.max_tokens,
             temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
         ))
+    except BudgetExceeded:
+        raise  # --max-cost stops the run, not just this document
     except R3conError as exc:
         raise OutputError(f"the coding agent's call failed: {exc}") from exc
     return reply_text(completion)

@@ -3,6 +3,8 @@
 Replies are requested with `response_format` json_schema, validated with a real JSON Schema validator,
 repaired when slightly broken, and re-asked with the validation error. Records are stamped with their
 source document (`_doc`, and `_part` for split documents, `_title`) and merged into one data set.
+A request refused as too long for the window is sent again with half the notes (when a notes
+selector is given), never cut silently.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import jsonschema
 
 from .._prompts import render
 from ..corpus import Document
-from ..errors import OutputError, R3conError
+from ..errors import BudgetExceeded, ContextTooLong, OutputError, R3conError
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
+from ..tokens import estimate_tokens
 from ._common import document_messages, reply_text
 from ._json import NoJSON, extract_json
+from .notes_select import NotesSelector
 from .schema import schema_text
 
 STAGE = "populate"
@@ -48,6 +52,8 @@ class PopulateOptions:
     max_tokens: int = 4096
     attempts: int = 3
     temperature: float | None = None
+    breakpoints: bool = False
+    selector: NotesSelector | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -67,9 +73,25 @@ async def populate_document(
     llm: LLM, task: str, schema: Mapping[str, Any], doc: Document, notes: str, options: PopulateOptions
 ) -> _DocRecords:
     """Records of one document, validated against `schema`; raises OutputError after the last attempt."""
+    budget: int | None = None
+    while True:
+        try:
+            return await _populate_once(llm, task, schema, doc, notes, options)
+        except ContextTooLong as exc:
+            if options.selector is None or budget == 0:
+                raise ContextTooLong(f"document {doc.key} with its notes does not fit the context window; "
+                                     "pass a smaller --part-tokens or --notes-budget",
+                                     status=exc.status, body=exc.body) from exc
+            budget = estimate_tokens(notes) // 2 if budget is None else budget // 2
+            notes = (await options.selector.select(task, budget=budget, stage=STAGE)).text
+
+
+async def _populate_once(
+    llm: LLM, task: str, schema: Mapping[str, Any], doc: Document, notes: str, options: PopulateOptions
+) -> _DocRecords:
     validator = jsonschema.Draft202012Validator(schema)
     instructions = render("populate", task=task, schema=schema_text(schema), notes=notes)
-    messages = list(document_messages(doc, instructions, options.layout))
+    messages = list(document_messages(doc, instructions, options.layout, options.breakpoints))
     repaired_any = False
     problem = "no attempt"
     for attempt in range(options.attempts):
@@ -118,6 +140,8 @@ async def populate(
     async def one(doc: Document) -> tuple[Document, _DocRecords | None, Failure | None]:
         try:
             return doc, await populate_document(llm, task, schema, doc, notes, options), None
+        except BudgetExceeded:
+            raise  # --max-cost stops the run, not just this document
         except R3conError as exc:
             return doc, None, Failure(STAGE, doc.key, str(exc))
         finally:

@@ -1,7 +1,9 @@
 """Stage 1, relevance extraction: N rounds of task-focused notes, one call per document per round.
 
 From round 2 on, each document is re-read with the previous round's notes of all OTHER documents
-(never its own), labelled with their document numbers and titles. Rounds are barriers.
+(never its own), labelled with their document numbers and titles. Rounds are barriers. When those
+notes exceed the notes budget, the most relevant go in full and the rest as an index (notes_select);
+a request refused as too long for the window is retried with half the notes, never cut silently.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from types import MappingProxyType
 
 from .._prompts import render
 from ..corpus import Document
-from ..errors import R3conError
+from ..errors import BudgetExceeded, ContextTooLong, R3conError
 from ..llm.types import LLM, ChatRequest
 from ..results import Failure
-from ._common import document_messages, format_notes, note_refs, reply_text
+from ._common import document_messages, note_refs, reply_text
+from .notes_select import Embed, NotesSelector, SelectionStats, shrink
 
 STAGE = "relevance"
 
@@ -39,6 +42,10 @@ class RelevanceOptions:
     layout: str = "cache"
     max_tokens: int = 1024
     temperature: float | None = None
+    breakpoints: bool = False
+    notes_budget: int | None = None
+    embed: Embed | None = field(default=None, compare=False)
+    stats: SelectionStats | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -56,7 +63,7 @@ async def read_document(
     """One relevance call: the note of `doc` for `task`, in light of `others` (formatted notes) if given."""
     instructions = render("relevance", task=task, others=others or "", max_words=max(50, options.max_tokens // 2))
     request = ChatRequest(
-        messages=document_messages(doc, instructions, options.layout),
+        messages=document_messages(doc, instructions, options.layout, options.breakpoints),
         stage=STAGE,
         doc=doc.number,
         part=doc.part if doc.parts > 1 else None,
@@ -70,6 +77,26 @@ async def read_document(
     return parse_note(reply_text(completion))
 
 
+async def _read_with_notes(
+    llm: LLM, task: str, doc: Document, previous: Mapping[str, str] | None, selector: NotesSelector | None,
+    round_no: int, options: RelevanceOptions,
+) -> str:
+    """One relevance call; when it is too long for the window, again with half the notes, down to none."""
+    if selector is None or previous is None:
+        return await read_document(llm, task, doc, None, round_no, options)
+    query = f"{task}\n{previous.get(doc.key, '')}"
+    budget: int | None = None
+    while True:
+        choice = await selector.select(query, exclude=doc.key, budget=budget, stage=STAGE)
+        try:
+            return await read_document(llm, task, doc, choice.text, round_no, options)
+        except ContextTooLong as exc:
+            if budget == 0:
+                raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
+                                     "pass a smaller --part-tokens", status=exc.status, body=exc.body) from exc
+            budget = shrink(budget, choice)
+
+
 async def extract_relevance(
     llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None
 ) -> RelevanceResult:
@@ -79,13 +106,17 @@ async def extract_relevance(
     failures: list[Failure] = []
     previous: Mapping[str, str] | None = None
     for round_no in range(1, options.rounds + 1):
+        selector = None
+        if previous is not None:
+            selector = NotesSelector(note_refs(docs, previous), options.notes_budget, embed=options.embed,
+                                     stats=options.stats)
 
-        async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous):
-            others = None
-            if previous is not None:
-                others = format_notes(note_refs(docs, previous, exclude=doc.key))
+        async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous,
+                      selector: NotesSelector | None = selector):
             try:
-                note = await read_document(llm, task, doc, others, round_no, options)
+                note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options)
+            except BudgetExceeded:
+                raise  # --max-cost stops the run, not just this document
             except R3conError as exc:
                 return doc, None, Failure(STAGE, doc.key, f"round {round_no}: {exc}")
             finally:

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 
 from .._prompts import render
-from ..errors import OutputError, R3conError
+from ..errors import BudgetExceeded, OutputError, R3conError
 from ..llm.types import LLM, ChatRequest, Message
 from ._common import reply_text
 from ._json import NoJSON, extract_json
@@ -90,6 +90,8 @@ async def propose_schema(
                 ChatRequest(messages=tuple(messages), stage=STAGE, temperature=temperature,
                             prompt_name=prompt.name, prompt_hash=prompt.hash)
             )
+        except BudgetExceeded:
+            raise  # --max-cost stops the run, not just this document
         except R3conError as exc:
             raise OutputError(f"schema proposal failed: {exc}") from exc
         reply = reply_text(completion)

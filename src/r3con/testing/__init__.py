@@ -6,9 +6,9 @@ import signal
 import sys
 from typing import Any
 
-from ._server import FakeLLMServer, FaultPlan
+from ._server import FakeLLMServer, FaultPlan, LatencyModel
 
-__all__ = ["FakeLLMServer", "FaultPlan", "serve"]
+__all__ = ["FakeLLMServer", "FaultPlan", "LatencyModel", "serve"]
 
 
 def serve(port: int = 0, **kwargs: Any) -> None:

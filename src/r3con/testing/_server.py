@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import threading
 import time
 from collections import OrderedDict
@@ -13,43 +12,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from . import _baseline_responders as baselines
+from . import _embeddings
 from . import _responders as respond
 from . import _text as t
+from ._batch import BatchStore
+from ._faults import FaultPlan, message_for
 
 
 @dataclass(frozen=True)
-class FaultPlan:
-    """Per-request fault rates; a request (by body hash) gets at most `max_faults_per_request` faults."""
+class LatencyModel:
+    """Simulated model latency: a fixed cost per call, per uncached and cached prompt token, per completion token."""
 
-    rate_429: float = 0.0
-    rate_500: float = 0.0
-    rate_empty: float = 0.0
-    retry_after_s: float = 0.05
-    seed: int = 0
-    max_faults_per_request: int = 2
+    per_call_ms: float = 0.0
+    per_prompt_token_ms: float = 0.0
+    per_cached_token_ms: float = 0.0
+    per_completion_token_ms: float = 0.0
 
-    @classmethod
-    def parse(cls, spec: str) -> FaultPlan:
-        """E.g. '429=0.2,500=0.1,empty=0.05,seed=7,max=2'."""
-        names = {"429": "rate_429", "500": "rate_500", "empty": "rate_empty", "seed": "seed",
-                 "max": "max_faults_per_request", "retry_after": "retry_after_s"}
-        values: dict[str, Any] = {}
-        for item in filter(None, (p.strip() for p in spec.split(","))):
-            key, _, raw = item.partition("=")
-            if key not in names:
-                raise ValueError(f"unknown fault {key!r}; known: {', '.join(names)}")
-            values[names[key]] = int(raw) if key in ("seed", "max") else float(raw)
-        return cls(**values)
-
-    def decide(self, request_hash: str, attempt: int) -> str | None:
-        if attempt >= self.max_faults_per_request:
-            return None
-        roll = random.Random(f"{self.seed}:{request_hash}:{attempt}").random()
-        for kind, rate in (("429", self.rate_429), ("500", self.rate_500), ("empty", self.rate_empty)):
-            if roll < rate:
-                return kind
-            roll -= rate
-        return None
+    def seconds(self, prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> float:
+        ms = (self.per_call_ms + (prompt_tokens - cached_tokens) * self.per_prompt_token_ms
+              + cached_tokens * self.per_cached_token_ms + completion_tokens * self.per_completion_token_ms)
+        return ms / 1000.0
 
 
 @dataclass
@@ -58,6 +41,8 @@ class _State:
     max_model_len: int
     faults: FaultPlan | None
     log_path: Path | None
+    latency: LatencyModel | None = None
+    cache_blocks: int = 200_000  # prefix-cache capacity in 64-character blocks (LRU), like a KV cache's
     calls: list[dict[str, Any]] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     prefixes: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -77,7 +62,7 @@ class _State:
                 else:
                     hit = False
                     self.prefixes[key] = None
-            while len(self.prefixes) > 200_000:
+            while len(self.prefixes) > self.cache_blocks:
                 self.prefixes.popitem(last=False)
         return t.tokens(prompt[:cached]) if cached else 0
 
@@ -92,6 +77,7 @@ class _State:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: _State
+    batches: BatchStore
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -106,6 +92,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_raw(self, status: int, content_type: str, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, {"object": "error", "error": {"message": message, "type": "error", "code": status}}, headers)
 
@@ -117,12 +110,25 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_calls":
             with self.state.lock:
                 self._send(200, {"calls": list(self.state.calls)})
+        elif self.path.startswith(("/v1/files", "/v1/batches")):
+            self._send_raw(*self.batches.handle("GET", self.path, self.headers, b""))
         else:
             self._error(404, f"no route {self.path}")
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        if self.path.startswith(("/v1/files", "/v1/batches")):
+            self._send_raw(*self.batches.handle("POST", self.path, self.headers, raw))
+            return
+        if self.path.rstrip("/") == "/v1/embeddings":
+            self._embeddings(raw)
+            return
+        if self.path.rstrip("/") == "/tokenize":  # vLLM's route, beside /v1
+            prompt = str((json.loads(raw or b"{}") or {}).get("prompt") or "")
+            count = t.tokens(prompt) if prompt else 0
+            self._send(200, {"count": count, "max_model_len": self.state.max_model_len, "tokens": list(range(count))})
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(404, f"no route {self.path}")
             return
@@ -133,11 +139,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._chat(body, hashlib.sha256(raw).hexdigest())
 
+    def _embeddings(self, raw: bytes) -> None:
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._error(400, "body is not JSON")
+            return
+        reply = _embeddings.response(body, self.state.model)
+        self.state.log({"time": time.time(), "path": self.path, "stage": self.headers.get("X-R3con-Stage", ""),
+                        "mode": "", "model": body.get("model"), "inputs": len(reply["data"]), "status": 200,
+                        "prompt_tokens": reply["usage"]["prompt_tokens"], "completion_tokens": 0})
+        self._send(200, reply)
+
     def _chat(self, body: dict[str, Any], request_hash: str) -> None:
         h = self.headers
         stage = h.get("X-R3con-Stage", "")
         mode = h.get("X-R3con-Mode", "")
-        messages = body.get("messages") or []
+        messages = [_plain(m) for m in body.get("messages") or []]
         prompt = "".join(f"{m.get('role')}:{m.get('content')}\n" for m in messages)
         record: dict[str, Any] = {"time": time.time(), "path": self.path, "stage": stage, "mode": mode,
                                   "doc": h.get("X-R3con-Doc"), "part": h.get("X-R3con-Part"),
@@ -150,12 +168,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, f"This model's maximum context length is {self.state.max_model_len} tokens. "
                              f"However, you requested {prompt_tokens} tokens in the messages.")
             return
+        fmt = body.get("response_format") or {}
+        if self.state.faults is not None and not self.state.faults.json_schema and fmt.get("type") == "json_schema":
+            record.update(status=400, fault="no-json-schema")
+            self.state.log(record)
+            self._error(400, "response_format type 'json_schema' is not supported by this server")
+            return
         fault = None
         if self.state.faults is not None:
             with self.state.lock:
                 attempt = self.state.attempts.get(request_hash, 0)
                 self.state.attempts[request_hash] = attempt + 1
-            fault = self.state.faults.decide(request_hash, attempt)
+            fault = self.state.faults.decide(request_hash, attempt, stage)
         record["fault"] = fault or "ok"
         if fault in ("429", "500"):
             record["status"] = int(fault)
@@ -164,7 +188,13 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"Retry-After": str(max(1, round(wait))), "retry-after-ms": str(int(wait * 1000))} if fault == "429" else {}
             self._error(int(fault), "rate limited" if fault == "429" else "internal error", headers)
             return
-        fmt = body.get("response_format") or {}
+        if fault in ("hang", "drop"):  # no response at all: the client times out, or sees the connection close
+            record["status"] = 0
+            self.state.log(record)
+            if fault == "hang" and self.state.faults is not None:
+                time.sleep(self.state.faults.hang_s)
+            self.close_connection = True
+            return
         schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
         round_no = int(h.get("X-R3con-Round") or 1)
         if stage == "relevance":
@@ -173,6 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = respond.schema(messages)
         elif stage == "populate":
             content = respond.records(messages, schema)
+        elif stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
+            content = baselines.respond(stage, mode, messages, schema)
         elif stage == "judge":
             content = respond.judge(messages, schema)
         elif mode == "code":
@@ -181,34 +213,47 @@ class _Handler(BaseHTTPRequestHandler):
             content = respond.records(messages, schema)
         else:
             content = respond.prose(messages)
-        if fault == "empty":
-            content = ""
-        finish = "stop"
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        if limit and t.tokens(content) > limit:
-            content, finish = content[: int(limit) * 4], "length"
-        completion_tokens = t.tokens(content)
+        message, finish = message_for(fault, content, request_hash)
+        if limit and t.tokens(message.get("content") or "") > limit:
+            message, finish = {"role": "assistant", "content": (message.get("content") or "")[: int(limit) * 4]}, "length"
+        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or ""))
         cached = self.state.cached_tokens(prompt)
         record.update(status=200, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
         self.state.log(record)
+        if self.state.latency is not None:
+            time.sleep(self.state.latency.seconds(prompt_tokens, cached, completion_tokens))
+        if self.state.faults is not None and self.state.faults.delay_s:
+            time.sleep(self.state.faults.delay_s)
         self._send(200, {
             "id": f"chatcmpl-{request_hash[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model") or self.state.model,
-            "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": content}}],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {"cached_tokens": cached}},
         })
 
 
+def _plain(message: dict[str, Any]) -> dict[str, Any]:
+    """A message whose content is a list of parts (Anthropic-style cache breakpoints) as plain text."""
+    content = message.get("content")
+    if isinstance(content, list):
+        text = "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+        return {**message, "content": text}
+    return message
+
+
 class FakeLLMServer:
     """The scripted server in a background thread: `with FakeLLMServer() as s: s.base_url`."""
 
     def __init__(self, port: int = 0, *, model: str = "r3con-scripted", max_model_len: int = 32768,
-                 faults: FaultPlan | None = None, log_path: Path | None = None):
+                 faults: FaultPlan | None = None, log_path: Path | None = None,
+                 latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000):
         state = _State(model=model, max_model_len=max_model_len, faults=faults,
-                       log_path=Path(log_path) if log_path else None)
-        handler = type("Handler", (_Handler,), {"state": state})
+                       log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks)
+        self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=batch_delay_s)
+        handler = type("Handler", (_Handler,), {"state": state, "batches": self.batches})
         self._state = state
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._httpd.daemon_threads = True

@@ -1,0 +1,289 @@
+"""How r3con scales: calls, prompt tokens, prefix-cache share, harness CPU and memory, D = 10 to 1,000.
+
+    .venv/bin/python bench/bench_scale.py [--sizes 10,46,200,1000] [--rounds 2] [--rounds-large 2]
+                                          [--budget 4000] [--budgets-200 4000,2000,1000] [--full-at-1000] [--json]
+
+Every configuration runs in its own process (so that peak memory is its own) against the scripted
+server in another process (so that harness CPU excludes the server), with the server's latency model
+on: a fixed cost per call, per uncached and cached prompt token, per completion token; the server's
+prefix cache holds 2M blocks of 64 characters (128 MB of prompt text), enough not to evict. Corpora
+are real documents from ../shared/data: D = 10 and 46 are Dracula's first documents (46: all of them,
+whole); D = 200 and 1,000 take Dracula's 46 and add Loong's English papers (then its financial
+reports, some in Chinese), every document cut to its first `--chars` characters (16,000; at D = 1,000
+`--chars-large`, 6,000, to stay within minutes).
+
+Configurations per D: layout `cache` or `paper`, and selective notes `on` (`--budget` tokens; at
+D = 200 the cache layout tries each of `--budgets-200`) or `off` (every note in full, as the paper).
+The paper layout without selection at D = 1,000 sends every note with every call (about 100k tokens
+a call); it runs only with --full-at-1000.
+
+Printed per configuration: wall time, calls, prompt tokens (all stages and relevance + populate),
+the share of prompt tokens served from the prefix cache, the share of the documents' own tokens
+served from it, harness CPU per call (this process's CPU time over calls: the pipeline and the
+openai SDK, not the server nor the sandbox worker), peak RSS; and, for reference, the CPU per call of
+the bare openai SDK against the same server. Then the issue's targets, each PASS or FAIL:
+  1. D = 200: relevance + populate prompt tokens of `cache`+`on` at most a third of `paper`+`off`
+     (counted as uncached prompt tokens, the part an endpoint must prefill; total tokens printed too);
+  2. D = 46 (Dracula): at least 60% of the document tokens of relevance and populate prompts served
+     from cache (`cache`: each document prefilled once, not three times); the share of all their
+     prompt tokens (notes and instructions too) is printed beside;
+  3. D = 1,000: under 1 GiB resident memory and under 2 ms of harness CPU per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("R3CON_DATA") or ROOT.parent / "shared" / "data")
+TASK = "Who travelled to Whitby or wrote about it, when, and what did they report there?"
+LATENCY = {"per_call_ms": 5.0, "per_prompt_token_ms": 0.0002, "per_cached_token_ms": 0.00002,
+           "per_completion_token_ms": 0.005}
+SERVER = """
+import sys
+from r3con.testing import LatencyModel, serve
+serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks=2_000_000)
+"""
+
+
+def corpus(size: int, chars: int) -> list[tuple[str, str]]:
+    """`size` (title, text) pairs: Dracula's documents first, then Loong's, cut to `chars` when beyond Dracula."""
+    from r3con.corpus import load_documents
+
+    dracula = load_documents([DATA / "dracula" / "docs"])
+    docs = [(d.title, d.text if size <= len(dracula) else d.text[:chars]) for d in dracula][:size]
+    if len(docs) < size:
+        pool = sorted((DATA / "loong" / "doc" / "paper").glob("*")) + sorted((DATA / "loong" / "doc" / "financial").glob("*"))
+        random.Random(7).shuffle(pool)
+        for path in pool:
+            if len(docs) >= size:
+                break
+            text = path.read_text(encoding="utf-8", errors="replace")[:chars].strip()
+            if text:
+                docs.append((path.stem[:80], text))
+    return docs
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-c", SERVER.format(latency=LATENCY)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("PORT="):
+        proc.kill()
+        raise SystemExit(f"the scripted server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{line.split('=', 1)[1]}/v1"
+
+
+def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int) -> dict[str, Any]:
+    """Run one configuration in this process; the measurements as a dict."""
+    import r3con
+    from r3con.pipeline import run
+
+    docs = r3con.documents_from_texts(corpus(size, chars))
+    server, base_url = start_server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = r3con.Settings.resolve(
+                env={}, base_url=base_url, api_key="bench", out_dir=Path(tmp), cache=False, layout=layout,
+                notes_budget_tokens=budget if notes == "on" else 0, rounds=rounds, concurrency=16,
+                context_window=32_768, max_steps=4, sandbox_timeout_s=120,
+            )
+            cpu, wall = time.process_time(), time.perf_counter()
+            result = asyncio.run(run(TASK, docs, settings))
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            selection = json.loads((result.run_dir / "manifest.json").read_text())["notes_selection"]
+            doc_tokens, doc_cached = document_cache(result.run_dir / "calls.jsonl")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    per_doc = [result.by_stage[s] for s in ("relevance", "populate") if s in result.by_stage]
+    doc_prompt = sum(u.prompt_tokens for u in per_doc)
+    doc_cached = sum(u.cached_tokens for u in per_doc)
+    total = result.usage
+    return {
+        "D": size, "layout": layout, "notes": notes, "budget": budget if notes == "on" else None, "rounds": rounds,
+        "parts": len(result.parts),
+        "wall_s": round(wall, 2), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
+        "cached_share": round(total.cached_tokens / max(1, total.prompt_tokens), 3),
+        "doc_prompt_tokens": doc_prompt, "doc_uncached_tokens": doc_prompt - doc_cached,
+        "doc_cached_share": round(doc_cached / max(1, doc_prompt), 3),
+        "cpu_ms_per_call": round(1000 * cpu / max(1, total.calls), 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "doc_part_tokens": doc_tokens, "doc_part_cached_share": round(doc_cached / max(1, doc_tokens), 3),
+        "selected_calls": sum(v.get("selected", 0) for v in selection.get("calls", {}).values()),
+        "degraded": len(result.degraded),
+    }
+
+
+def document_cache(calls_log: Path) -> tuple[int, int]:
+    """Tokens of the document part of relevance and populate prompts, and how many of them were cached.
+
+    The prompt is rebuilt as the scripted server sees it, the document located in it, and its tokens
+    counted with the server's rule; a call's cached tokens cover the document as far as they reach.
+    """
+    from r3con.testing._text import tokens
+
+    total = cached = 0
+    for line in calls_log.read_text(encoding="utf-8").splitlines():
+        call = json.loads(line)
+        if call.get("stage") not in ("relevance", "populate") or "usage" not in call:
+            continue
+        prompt = "".join(f"{m['role']}:{_text(m['content'])}\n" for m in call["request"]["messages"])
+        start = prompt.find("<document number=")
+        end = prompt.find("\n</document>", start)
+        if start < 0 or end < 0:
+            continue
+        end += len("\n</document>")
+        before, upto = tokens(prompt[:start]), tokens(prompt[:end])
+        total += upto - before
+        cached += max(0, min(call["usage"]["cached_tokens"], upto) - before)
+    return total, cached
+
+
+def _text(content: Any) -> str:
+    return "".join(p.get("text", "") for p in content) if isinstance(content, list) else str(content)
+
+
+def sdk_baseline(calls: int = 300, words: int = 4000) -> dict[str, Any]:
+    """CPU per call of the bare openai SDK (no r3con) sending prompts of `words` words: the floor under r3con's."""
+    import openai
+
+    server, base_url = start_server()
+    body = "word " * words
+
+    async def go() -> float:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
+        limit = asyncio.Semaphore(16)
+
+        async def call(i: int) -> None:
+            async with limit:
+                await client.chat.completions.create(model="m", max_tokens=100, messages=[
+                    {"role": "system", "content": "sys"}, {"role": "user", "content": f"{body}{i}"}])
+
+        await call(-1)
+        cpu = time.process_time()
+        await asyncio.gather(*(call(i) for i in range(calls)))
+        cpu = time.process_time() - cpu
+        await client.close()
+        return cpu
+
+    try:
+        cpu = asyncio.run(go())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return {"calls": calls, "prompt_chars": len(body), "cpu_ms_per_call": round(1000 * cpu / calls, 3)}
+
+
+def spawn(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int) -> dict[str, Any]:
+    args = [sys.executable, __file__, "--one", f"{size},{layout},{notes},{rounds},{budget},{chars}"]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"D": size, "layout": layout, "notes": notes, "error": done.stderr.strip().splitlines()[-1:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+COLUMNS = ("D", "layout", "notes", "budget", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
+           "doc_prompt_tokens", "doc_uncached_tokens", "doc_cached_share", "doc_part_cached_share",
+           "cpu_ms_per_call", "peak_rss_mib", "selected_calls")
+
+
+def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
+    def find(d: int, layout: str, notes: str) -> dict[str, Any] | None:
+        return next((r for r in rows if r["D"] == d and r["layout"] == layout and r["notes"] == notes
+                     and "error" not in r), None)
+
+    out: list[tuple[str, bool | None, str]] = []
+    paper = find(200, "paper", "off")
+    ours_rows = [r for r in rows if r["D"] == 200 and r["layout"] == "cache" and r["notes"] == "on" and "error" not in r]
+    for ours in ours_rows if paper else []:
+        assert paper is not None
+        ratio = ours["doc_uncached_tokens"] / max(1, paper["doc_uncached_tokens"])
+        total = ours["doc_prompt_tokens"] / max(1, paper["doc_prompt_tokens"])
+        out.append((f"D=200 relevance+populate input tokens (cache layout, notes budget {ours['budget']}) <= 1/3 of "
+                    "the paper layout's without selection", ratio <= 1 / 3,
+                    f"uncached {ratio:.3f}x (total prompt tokens {total:.3f}x)"))
+    if not ours_rows or not paper:
+        out.append(("D=200 relevance+populate input tokens <= 1/3 of paper without selection", None, "not run"))
+    for notes in ("off", "on"):
+        dracula = find(46, "cache", notes)
+        if dracula is None:
+            out.append((f"D=46 (Dracula) >= 60% of per-document prompt tokens cached (notes {notes})", None, "not run"))
+            continue
+        share, part = dracula["doc_cached_share"], dracula["doc_part_cached_share"]
+        out.append((f"D=46 (Dracula) >= 60% of the documents' prompt tokens cached (cache layout, notes {notes})",
+                    part >= 0.6, f"{part:.1%} of document tokens; {share:.1%} of all relevance+populate tokens"))
+    large = [r for r in rows if r["D"] == 1000 and "error" not in r]
+    if large:
+        rss, cpu = max(r["peak_rss_mib"] for r in large), max(r["cpu_ms_per_call"] for r in large)
+        out.append(("D=1000 peak RSS < 1 GiB", rss < 1024, f"{rss:.0f} MiB (worst configuration)"))
+        out.append(("D=1000 harness CPU < 2 ms per call", cpu < 2.0, f"{cpu:.2f} ms (worst configuration)"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,46,200,1000")
+    parser.add_argument("--rounds", type=int, default=2, help="relevance rounds up to D = 200")
+    parser.add_argument("--rounds-large", type=int, default=2, help="relevance rounds at D = 1,000")
+    parser.add_argument("--budget", default="4000", help="notes budgets (tokens, comma-separated) when selection is on")
+    parser.add_argument("--budgets-200", default="4000,2000,1000", help="the budgets tried at D = 200 (cache layout)")
+    parser.add_argument("--chars", type=int, default=16_000, help="characters kept of each document beyond Dracula")
+    parser.add_argument("--chars-large", type=int, default=6_000, help="the same at D = 1,000")
+    parser.add_argument("--full-at-1000", action="store_true", help="also run the paper layout without selection at D = 1,000")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one == "sdk":
+        print(json.dumps(sdk_baseline()))
+        return
+    if args.one:
+        size, layout, notes, rounds, budget, chars = args.one.split(",")
+        print(json.dumps(one(int(size), layout, notes, int(rounds), int(budget), int(chars))))
+        return
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        large = size >= 1000
+        for layout in ("cache", "paper"):
+            for notes in ("on", "off"):
+                if large and notes == "off" and not args.full_at_1000:
+                    continue
+                sweep = args.budgets_200 if size == 200 and layout == "cache" else args.budget
+                for budget in [int(b) for b in sweep.split(",")] if notes == "on" else [0]:
+                    row = spawn(size, layout, notes, args.rounds_large if large else args.rounds, budget,
+                                args.chars_large if large else args.chars)
+                    rows.append(row)
+                    if not args.json:
+                        print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "wall_s",
+                                                                     "calls", "error") if k in row),
+                              file=sys.stderr, flush=True)
+    baseline = subprocess.run([sys.executable, __file__, "--one", "sdk"], capture_output=True, text=True)
+    sdk = json.loads(baseline.stdout.strip().splitlines()[-1]) if baseline.returncode == 0 else {"error": baseline.stderr[-300:]}
+    checks = targets(rows)
+    if args.json:
+        print(json.dumps({"latency_model": LATENCY, "rows": rows, "sdk_alone": sdk,
+                          "targets": [{"target": t, "pass": p, "measured": m} for t, p, m in checks]}))
+        return
+    print(f"latency model: {LATENCY}")
+    print(" | ".join(COLUMNS))
+    for row in rows:
+        print(" | ".join(str(row.get(c, row.get("error", ""))) for c in COLUMNS))
+    print(f"reference, the openai SDK alone (no r3con), same server: {sdk}")
+    for target, ok, measured in checks:
+        verdict = "n/a " if ok is None else ("PASS" if ok else "FAIL")
+        print(f"{verdict} {target}: {measured}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""`r3con estimate`: predict a run's calls, tokens and cost per stage without calling the model.
+
+The prediction renders the real prompts around the real documents (split as the run would split
+them) and counts their tokens (with the endpoint's /tokenize, a tokenizer file, or the estimate);
+what only the model can know is assumed and stated: the size of a note, of the schema, of a
+document's records, the agent's steps. Under the `cache` layout, a call's prompt prefix that an
+earlier call of the run already sent (the system message and the document) is counted as cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._prompts import render
+from .config import DEFAULT_CONTEXT_WINDOW, Settings
+from .corpus import Document, split_documents
+from .llm.pricing import PriceTable
+from .llm.types import Usage
+from .pipeline import notes_budget, part_budget
+from .tokens import EstimateCounter, TokenCounter
+
+PER_MESSAGE = 4  # chat-template tokens around each message
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the estimate cannot know before the model answers; each can be set from the CLI."""
+
+    note_tokens: int = 150  # a relevance note, for every document (irrelevant ones cost less: their NONE)
+    schema_tokens: int = 600  # the schema as JSON, in the populate and agent prompts, and the schema reply
+    records_tokens: int = 300  # one document's records (a populate reply)
+    agent_steps: int = 4  # steps of the coding agent until final_answer
+    step_tokens: int = 400  # one agent reply, and one REPL observation
+
+    def lines(self) -> list[str]:
+        return [
+            f"every document gets a note of {self.note_tokens} tokens in each relevance round",
+            f"the schema is {self.schema_tokens} tokens; each document's records are {self.records_tokens} tokens; "
+            "no populate call is re-asked",
+            f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
+            f"{self.step_tokens} of REPL output each",
+        ]
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    stage: str
+    calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "calls": self.calls, "input_tokens": self.input_tokens,
+                "cached_tokens": self.cached_tokens, "output_tokens": self.output_tokens,
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Predicted calls, tokens and USD per stage, with the assumptions they rest on."""
+
+    model: str
+    documents: int
+    parts: int
+    stages: tuple[StageEstimate, ...]
+    assumptions: tuple[str, ...] = field(default=())
+
+    @property
+    def total(self) -> StageEstimate:
+        costs = [s.cost_usd for s in self.stages]
+        return StageEstimate(
+            "total", sum(s.calls for s in self.stages), sum(s.input_tokens for s in self.stages),
+            sum(s.cached_tokens for s in self.stages), sum(s.output_tokens for s in self.stages),
+            None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "documents": self.documents, "parts": self.parts,
+                "stages": [s.to_dict() for s in self.stages], "total": self.total.to_dict(),
+                "assumptions": list(self.assumptions)}
+
+
+@dataclass
+class _Stage:
+    name: str
+    calls: int = 0
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+
+    def call(self, prompt: int, cached: int, output: int, times: int = 1) -> None:
+        self.calls += times
+        self.input += prompt * times
+        self.cached += min(cached, prompt) * times
+        self.output += output * times
+
+
+async def estimate_run(
+    task: str, documents: Sequence[Document], settings: Settings, *, counter: TokenCounter | None = None,
+    assumptions: Assumptions | None = None, prices: PriceTable | None = None, model: str | None = None,
+) -> Estimate:
+    """Predict the run `r3con run` would make with `settings` over `documents` (no model call)."""
+    counter = counter or EstimateCounter()
+    a = assumptions or Assumptions()
+    prices = prices or PriceTable.load(settings.prices_file)
+    model = model or settings.model or "unknown"
+    window = settings.context_window or DEFAULT_CONTEXT_WINDOW
+    parts = split_documents(documents, part_budget(settings, window))
+    budget = notes_budget(settings, window, part_budget(settings, window))
+    n = len(parts)
+    wrapped_note = a.note_tokens + 20  # the note's tags, number and title
+
+    def notes_size(count: int) -> int:
+        full = count * wrapped_note + 10
+        return full if budget is None else min(full, budget)
+
+    system = render("reader_system").text
+    rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
+    pop_instr = render("populate", task=task, schema="", notes="").text
+    bodies = [render("document", doc=p).text for p in parts]
+    counted = await counter.count([system, rel_instr, pop_instr, task, *bodies])
+    sys_t, rel_t, pop_t, task_t = (c + PER_MESSAGE for c in counted[:4])
+    doc_t = [c + PER_MESSAGE for c in counted[4:]]
+    cache = settings.layout == "cache"
+
+    relevance = _Stage("relevance")
+    for r in range(1, settings.rounds + 1):
+        others = 0 if r == 1 else notes_size(n - 1)
+        for i, d in enumerate(doc_t):
+            prompt = sys_t + d + rel_t + others
+            if cache:  # the system message after the first call; the document after its first reading
+                cached = sys_t + d if r > 1 else (sys_t if i > 0 else 0)
+            else:  # instructions first: they repeat from call to call, and in later rounds the notes
+                cached = sys_t + rel_t + others // 2 if i > 0 else 0  # up to this document's own note
+            relevance.call(prompt, cached, a.note_tokens)
+    stages = [relevance] if settings.rounds else []
+    all_notes = notes_size(n) if settings.rounds else 20
+
+    if settings.structuring:
+        schema = _Stage("schema")
+        schema.call(task_t + 250 + all_notes, 0, a.schema_tokens)
+        populate = _Stage("populate")
+        for i, d in enumerate(doc_t):
+            prompt = sys_t + d + pop_t + a.schema_tokens + all_notes
+            if cache:
+                cached = sys_t + d if settings.rounds else (sys_t if i > 0 else 0)
+            else:
+                cached = sys_t + pop_t + a.schema_tokens + all_notes if i > 0 else 0
+            populate.call(prompt, cached, a.records_tokens)
+        stages += [schema, populate]
+
+    reason = _Stage("reason")
+    data = min(settings.data_view_chars // 4, n * a.records_tokens)
+    first = 450 + task_t + all_notes + a.schema_tokens + data
+    if settings.reasoning == "direct":
+        reason.call(first, 0, a.step_tokens)
+    else:
+        for step in range(a.agent_steps):  # each step's prompt is the last one plus a reply and an observation
+            prompt = first + step * 2 * a.step_tokens
+            reason.call(prompt, prompt - 2 * a.step_tokens if step else 0, a.step_tokens)
+    stages.append(reason)
+
+    batched = {"relevance", "populate"} if settings.batch else set()
+    out = []
+    for s in stages:
+        stage_model = settings.model_for(s.name) or model
+        price = prices.find(stage_model)
+        cost = None
+        if price is not None:
+            usage = Usage(calls=s.calls, prompt_tokens=s.input, completion_tokens=s.output, cached_tokens=s.cached)
+            cost = prices.cost(stage_model, usage, batch=s.name in batched)
+        out.append(StageEstimate(s.name, s.calls, s.input, s.cached, s.output, cost))
+
+    notes_line = ("all notes in full (no notes budget)" if budget is None
+                  else f"other documents' notes take at most {budget:,} tokens a call (selective notes)")
+    cache_line = ("cache layout: a call's system message and document are served from the prefix cache once an "
+                  "earlier call sent them (vLLM, SGLang; OpenAI caches prefixes of 1,024 tokens or more)"
+                  if cache else "paper layout: the instructions (and the notes up to a document's own) repeat "
+                  "from call to call and are served from the prefix cache")
+    lines = [
+        f"token counts: {counter.source}",
+        f"{n} document parts of at most {part_budget(settings, window):,} tokens, context window {window:,} tokens",
+        f"{settings.rounds} relevance rounds; {notes_line}",
+        *a.lines(),
+        cache_line,
+        f"prices: {model} from the price table" + (" at the batch discount for relevance and populate"
+                                                    if settings.batch else "")
+        + ("" if all(s.cost_usd is not None for s in out) else "; no price for some models: pass --prices"),
+    ]
+    return Estimate(model=model, documents=len(documents), parts=n, stages=tuple(out), assumptions=tuple(lines))

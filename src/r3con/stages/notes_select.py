@@ -1,0 +1,235 @@
+"""Selective notes: when the other documents' notes exceed a token budget, show the most relevant in full.
+
+The rest become a compact index (document number, title, first words), so the model still knows they
+exist. Ranking is BM25 over the notes, with the task (and, in the relevance rounds, the document's own
+previous note) as the query, or embeddings when an embeddings endpoint is configured. When everything
+fits, the text is exactly what the paper's method shows: `format_notes` of all the notes.
+
+One `NotesSelector` is built per set of notes (a relevance round, or the final notes) and answers
+each call's `select(query, exclude)`, so the index and the per-note sizes are computed once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._prompts import render
+from ..tokens import estimate_tokens
+from ._common import NoteRef, format_notes
+
+INDEX_WORDS = 12
+_WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_STOP = frozenset(
+    "a an the and or of to in on at for by with from as is are was were be been it its this that these those "
+    "which who what when where how not no he she his her they them their we you i".split()
+)
+
+Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased words without stop words; CJK runs become characters and character bigrams."""
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if _CJK.search(word):
+            chars = [c for c in word if not c.isspace()]
+            out.extend(chars)
+            out.extend(a + b for a, b in zip(chars, chars[1:], strict=False))
+        elif word not in _STOP and len(word) > 1:
+            out.append(word)
+    return out
+
+
+class BM25:
+    """Okapi BM25 over a fixed list of texts; `scores(query)` is one vector add per query term."""
+
+    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75):
+        self.size = len(texts)
+        counts = [Counter(terms(t)) for t in texts]
+        lengths = np.array([sum(c.values()) for c in counts], dtype=float)
+        avg = float(lengths.mean()) if self.size and lengths.sum() else 1.0
+        norm = k1 * (1 - b + b * lengths / avg)
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for i, c in enumerate(counts):
+            for term, n in c.items():
+                where, freqs = postings.setdefault(term, ([], []))
+                where.append(i)
+                freqs.append(float(n))
+        self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for term, (where, freqs) in postings.items():
+            idx = np.array(where, dtype=np.int64)
+            tf = np.array(freqs)
+            idf = math.log(1 + (self.size - len(where) + 0.5) / (len(where) + 0.5))
+            self._weights[term] = (idx, idf * tf * (k1 + 1) / (tf + norm[idx]))
+
+    def scores(self, query: str) -> list[float]:
+        total = np.zeros(self.size)
+        for term in set(terms(query)):
+            hit = self._weights.get(term)
+            if hit is not None:
+                total[hit[0]] += hit[1]
+        return total.tolist()
+
+
+@dataclass(frozen=True)
+class NotesChoice:
+    """The notes text for one call, and how it was chosen."""
+
+    text: str
+    shown: int
+    indexed: int
+    omitted: int = 0
+    tokens: int = 0
+
+    @property
+    def selected(self) -> bool:
+        """True when some notes were left out of the full text (the budget applied)."""
+        return self.indexed + self.omitted > 0
+
+
+@dataclass(frozen=True)
+class _IndexLine:
+    label: str
+    title: str
+    start: str
+
+
+def _index_line(ref: NoteRef) -> _IndexLine:
+    words = ref.text.split()
+    start = " ".join(words[:INDEX_WORDS]) + (" ..." if len(words) > INDEX_WORDS else "")
+    return _IndexLine(ref.label, ref.title, start)
+
+
+@dataclass
+class SelectionStats:
+    """How often the budget applied, per stage (for the run manifest)."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    selected: dict[str, int] = field(default_factory=dict)
+
+    def add(self, stage: str, choice: NotesChoice) -> None:
+        self.calls[stage] = self.calls.get(stage, 0) + 1
+        self.selected[stage] = self.selected.get(stage, 0) + int(choice.selected)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {stage: {"calls": n, "selected": self.selected.get(stage, 0)} for stage, n in self.calls.items()}
+
+
+class NotesSelector:
+    """Chooses, per call, which notes go in full and which as index lines, within `budget` tokens.
+
+    `budget` None or 0 means no budget: every note in full, as the paper does.
+    """
+
+    def __init__(self, refs: Sequence[NoteRef], budget: int | None, *, embed: Embed | None = None,
+                 stats: SelectionStats | None = None):
+        self.refs = tuple(refs)
+        self.budget = budget or None
+        self._embed = embed
+        self._stats = stats
+        self._positions = {ref.label: i for i, ref in enumerate(self.refs)}
+        self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
+        self._total = sum(self._full_cost) + 4
+        self._lines: list[_IndexLine] | None = None
+        self._line_cost: list[int] = []
+        self._bm25: BM25 | None = None
+        self._vectors: np.ndarray | None = None
+
+    @property
+    def ranking(self) -> str:
+        return "embeddings" if self._embed is not None else "bm25"
+
+    def full_tokens(self, exclude: str | None = None) -> int:
+        """Estimated tokens of all notes in full (less the note of `exclude`)."""
+        pos = self._positions.get(exclude) if exclude is not None else None
+        return self._total - (self._full_cost[pos] if pos is not None else 0)
+
+    async def select(self, query: str, exclude: str | None = None, budget: int | None = None,
+                     stage: str | None = None) -> NotesChoice:
+        """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
+
+        `budget` overrides the selector's budget for this call (after a request did not fit the window).
+        """
+        budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
+        choice = await self._choose(query, exclude, budget)
+        if self._stats is not None and stage is not None:
+            self._stats.add(stage, choice)
+        return choice
+
+    async def _choose(self, query: str, exclude: str | None, budget: int | None) -> NotesChoice:
+        keep = [i for i, r in enumerate(self.refs) if r.label != exclude]
+        full = self.full_tokens(exclude)
+        if not keep or budget is None or full <= budget:
+            refs = [self.refs[i] for i in keep]
+            return NotesChoice(format_notes(refs), shown=len(refs), indexed=0, tokens=full)
+        order = await self._rank(query, keep)
+        lines, line_cost = self._index()
+        index_cost = 60 + sum(line_cost[i] for i in keep)  # 60: the index's header and tags
+        remaining = budget - index_cost
+        shown: set[int] = set()
+        listed: set[int] = set(keep)
+        if index_cost <= budget // 2:  # every other note at least as an index line; upgrade the best ranked
+            for i in order:
+                extra = self._full_cost[i] - line_cost[i]
+                if extra <= remaining:
+                    shown.add(i)
+                    remaining -= extra
+        else:  # the index alone would crowd out the notes: half for the best in full, half for index lines
+            listed, remaining = set(), budget // 2
+            for i in order:
+                if self._full_cost[i] <= remaining:
+                    shown.add(i)
+                    remaining -= self._full_cost[i]
+            remaining += budget - budget // 2 - 60
+            for i in order:
+                if i not in shown and line_cost[i] <= remaining:
+                    listed.add(i)
+                    remaining -= line_cost[i]
+        full_refs = [self.refs[i] for i in keep if i in shown]
+        index = [lines[i] for i in order if i in listed and i not in shown]
+        omitted = len(keep) - len(shown) - len(index)
+        text = format_notes(full_refs) if full_refs else "<notes>\n</notes>"
+        if index or omitted:
+            text += "\n" + render("notes_index", lines=index, omitted=omitted).text
+        return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted,
+                           tokens=estimate_tokens(text))
+
+    def _index(self) -> tuple[list[_IndexLine], list[int]]:
+        if self._lines is None:
+            self._lines = [_index_line(r) for r in self.refs]
+            self._line_cost = [estimate_tokens(f'Document {x.label} "{x.title}": {x.start}') for x in self._lines]
+        return self._lines, self._line_cost
+
+    async def _rank(self, query: str, keep: Sequence[int]) -> list[int]:
+        """Positions in `keep`, best first; ties keep corpus order."""
+        if self._embed is not None:
+            scores = await self._embedding_scores(query)
+        else:
+            if self._bm25 is None:
+                self._bm25 = BM25([f"{r.title}\n{r.text}" for r in self.refs])
+            scores = self._bm25.scores(query)
+        return sorted(keep, key=lambda i: (-scores[i], i))
+
+    async def _embedding_scores(self, query: str) -> list[float]:
+        embed = self._embed
+        if embed is None:
+            raise RuntimeError("embedding scores need an embed function")
+        if self._vectors is None:
+            vectors = np.array(await embed([f"{r.title}\n{r.text}" for r in self.refs]), dtype=float)
+            self._vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        q = np.array((await embed([query]))[0], dtype=float)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        return (self._vectors @ q).tolist()
+
+
+def shrink(budget: int | None, choice: NotesChoice) -> int:
+    """The next, smaller budget after a request with `choice` did not fit the window: half of what it used."""
+    used = choice.tokens if budget is None else min(budget, choice.tokens)
+    return max(0, used // 2)

@@ -1,0 +1,91 @@
+import asyncio
+import json
+
+import pytest
+
+import r3con
+from r3con.errors import BudgetExceeded, ConfigError
+from r3con.llm.budget import BudgetGuard, CostCap
+from r3con.llm.pricing import Price, PriceTable
+from r3con.llm.types import ChatRequest, Message
+from r3con.pipeline import run
+
+from ..conftest import r3con_cli
+from ..fakes import ScriptedLLM
+
+PRICES = PriceTable({"scripted": Price(input=1.0, output=2.0)})  # USD per million tokens
+
+
+def request(max_tokens: int = 1000) -> ChatRequest:
+    return ChatRequest(messages=(Message("user", "x" * 400),), stage="relevance", model="scripted",
+                       max_tokens=max_tokens)
+
+
+async def test_the_guard_stops_before_the_call_that_could_pass_the_cap():
+    llm = ScriptedLLM(default=lambda r: "y" * 4000)  # 1,000 completion tokens: $0.002 a call
+    cap = CostCap(0.0045)
+    guard = BudgetGuard(llm, cap, PRICES)
+    await guard.complete(request())
+    await guard.complete(request())
+    with pytest.raises(BudgetExceeded, match=r"--max-cost \$0.0045: \$0.0042 spent.*rerun the same command"):
+        await guard.complete(request())
+    assert len(llm.history) == 2, "the refused call never reached the endpoint"
+    with pytest.raises(BudgetExceeded):  # once tripped, even a cheap call stops
+        await guard.complete(request(max_tokens=1))
+    assert cap.spent_usd == pytest.approx(0.0042, rel=0.01)
+
+
+async def test_calls_in_flight_reserve_their_worst_case():
+    class Slow(ScriptedLLM):
+        async def complete(self, req):
+            await asyncio.sleep(0.01)
+            return await super().complete(req)
+
+    llm = Slow(default=lambda r: "ok")
+    guard = BudgetGuard(llm, CostCap(0.0045), PRICES)  # room for two worst cases of about $0.0021
+    outcomes = await asyncio.gather(*(guard.complete(request()) for _ in range(5)), return_exceptions=True)
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 2
+    assert all(isinstance(o, BudgetExceeded) for o in outcomes if isinstance(o, BaseException))
+
+
+async def test_a_model_without_a_price_cannot_be_capped():
+    guard = BudgetGuard(ScriptedLLM(default=lambda r: "ok"), CostCap(1.0), PriceTable({}))
+    with pytest.raises(ConfigError, match="--max-cost needs a price for model 'scripted'"):
+        await guard.complete(request())
+
+
+def prices_file(tmp_path):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"r3con-scripted": {"input": 1.0, "output": 2.0}}))
+    return path
+
+
+TEXTS = [(f"Letter {i}", f"Ann Lee wrote to Bob Stone from Oslo on day {i} about the harbour. " * 20)
+         for i in range(1, 7)]
+
+
+async def test_a_run_stops_cleanly_at_the_cap_and_says_how_to_resume(fake_server, tmp_path):
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path / "runs",
+                                      cache=False, prices_file=prices_file(tmp_path), max_cost_usd=0.02)
+    with pytest.raises(BudgetExceeded, match="--max-cost"):
+        await run("Who wrote to whom?", r3con.documents_from_texts(TEXTS), settings)
+    (folder,) = (tmp_path / "runs").iterdir()
+    error = json.loads((folder / "error.json").read_text())
+    assert error["error"].startswith("BudgetExceeded")
+    usage = json.loads((folder / "usage.json").read_text())
+    assert 0 < usage["cost_usd"] <= 0.02
+    stages = {c["stage"] for c in fake_server.calls()}
+    assert "reason" not in stages, "nothing after the stop was called"
+
+
+def test_the_cli_prints_one_line_when_the_cap_is_reached(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for title, text in TEXTS:
+        (docs / f"{title}.txt").write_text(text)
+    result = r3con_cli("run", "Who wrote to whom?", str(docs), "--base-url", fake_server.base_url, "--no-cache",
+                       "--prices", str(prices_file(tmp_path)), "--max-cost", "0.02", "--out", str(tmp_path / "runs"),
+                       "-q", timeout=120)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--max-cost $0.0200" in lines[0] and "rerun the same command" in lines[0]

@@ -1,0 +1,174 @@
+import json
+import re
+
+import r3con
+from r3con.corpus import documents_from_texts
+from r3con.pipeline import run
+from r3con.stages._common import NoteRef, format_notes
+from r3con.stages.notes_select import BM25, NotesSelector, SelectionStats, terms
+from r3con.stages.populate import PopulateOptions, populate
+from r3con.stages.relevance import RelevanceOptions, extract_relevance
+from r3con.testing import FakeLLMServer
+from r3con.tokens import estimate_tokens
+
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number
+
+FILLER = "The weather stayed grey and the roads were quiet for most of the week. " * 6
+
+
+def refs(n: int) -> list[NoteRef]:
+    out = []
+    for i in range(1, n + 1):
+        topic = "the shipment of silver spoons reached Rotterdam" if i in (7, 13) else "nothing about cargo"
+        out.append(NoteRef(str(i), f"Report {i}", f"Report {i} says {topic}. {FILLER}"))
+    return out
+
+
+def full_notes(text: str) -> list[str]:
+    return re.findall(r'<note document="([^"]+)"', text)
+
+
+async def test_when_every_note_fits_the_text_is_exactly_the_papers():
+    notes = refs(5)
+    selector = NotesSelector(notes, budget=10_000)
+    choice = await selector.select("Which shipments reached Rotterdam?", exclude="2")
+    assert choice.text == format_notes([r for r in notes if r.label != "2"])
+    assert not choice.selected and choice.shown == 4
+    unbounded = await NotesSelector(notes, budget=None).select("anything")
+    assert unbounded.text == format_notes(notes)
+
+
+async def test_over_budget_the_most_relevant_notes_are_full_and_the_rest_an_index():
+    notes = refs(40)
+    budget = 1200
+    assert estimate_tokens(format_notes(notes)) > 4 * budget
+    choice = await NotesSelector(notes, budget=budget).select("Which shipments of silver spoons reached Rotterdam?",
+                                                             exclude="13")
+    shown = full_notes(choice.text)
+    assert "7" in shown and "13" not in shown, "the relevant note is in full; the excluded one nowhere"
+    assert choice.selected and choice.shown == len(shown) and choice.indexed + choice.shown + choice.omitted == 39
+    assert estimate_tokens(choice.text) <= budget + 50
+    lines = re.findall(r'^Document (\d+) "Report \d+": (.*)$', choice.text, flags=re.MULTILINE)
+    assert lines and all(n not in shown and n != "13" for n, _ in lines)
+    assert all(len(start.split()) <= 13 for _, start in lines), "index lines give only the first words"
+
+
+async def test_a_tiny_budget_keeps_the_best_notes_and_says_how_many_were_left_out():
+    notes = refs(200)
+    choice = await NotesSelector(notes, budget=300).select("silver spoons Rotterdam")
+    assert choice.omitted > 0 and "more documents with notes, not listed" in choice.text
+    assert full_notes(choice.text)[:1] in (["7"], ["13"])
+    nothing = await NotesSelector(notes, budget=300).select("silver spoons", budget=0)
+    assert full_notes(nothing.text) == [] and nothing.omitted == 200
+
+
+def test_bm25_ranks_the_matching_text_first_and_handles_cjk():
+    index = BM25(["the cat sat on the mat", "silver spoons shipped to Rotterdam", "dogs bark", "北京的天气很好"])
+    scores = index.scores("Rotterdam silver")
+    assert max(range(4), key=scores.__getitem__) == 1 and scores[2] == 0
+    cjk = index.scores("北京天气")
+    assert max(range(4), key=cjk.__getitem__) == 3
+    assert "北京" in terms("北京的天气")
+
+
+async def test_relevance_rounds_use_the_budget_and_the_documents_own_note_as_query():
+    texts = [(f"Report {i}", f"Report {i}. " + ("Silver spoons reached Rotterdam." if i == 4 else FILLER))
+             for i in range(1, 31)]
+    docs = documents_from_texts(texts)
+
+    def note(request):
+        n = document_number(request)
+        return "Silver spoons reached Rotterdam by ship." if n == 4 else f"Report {n}: {FILLER}"
+
+    llm = ScriptedLLM({"relevance": note})
+    stats = SelectionStats()
+    await extract_relevance(llm, "Where did the silver spoons go?", docs,
+                            RelevanceOptions(rounds=2, notes_budget=800, stats=stats))
+    round2 = [r for r in llm.history if r.round == 2]
+    for request in round2:
+        text = request.messages[-1].content
+        assert f'<note document="{request.doc}"' not in text
+        if request.doc != 4:
+            assert '<note document="4"' in text, "the relevant note is always shown in full"
+        assert "<notes_index>" in text
+    assert stats.to_dict() == {"relevance": {"calls": 30, "selected": 30}}
+
+
+async def test_cache_layout_gives_every_call_of_a_document_the_same_prefix():
+    docs = documents_from_texts([("Alpha", "Ann Lee is 34. " * 20), ("Beta", "Bob Stone is 41. " * 20)])
+    for breakpoints in (False, True):
+        llm = ScriptedLLM({"relevance": lambda r: f"note {document_number(r)}",
+                           "populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+        await extract_relevance(llm, "Who is how old?", docs,
+                                RelevanceOptions(rounds=2, layout="cache", breakpoints=breakpoints))
+        await populate(llm, "Who is how old?", SIMPLE_SCHEMA, docs, "<notes>\n</notes>",
+                       PopulateOptions(layout="cache", breakpoints=breakpoints))
+        for doc in docs:
+            calls = [r for r in llm.history if r.doc == doc.number]
+            assert len(calls) == 3, "two relevance rounds and the population call"
+            body = f'<document number="{doc.number}" title="{doc.title}">\n{doc.text}\n</document>'
+            wire = [[m.to_openai() for m in r.messages] for r in calls]
+            assert len({json.dumps(w[0]) for w in wire}) == 1, "one system message shared by the stages"
+            if breakpoints:
+                assert len({json.dumps(w[1]) for w in wire}) == 1, "the document message is byte-identical"
+                assert wire[0][1]["content"] == [{"type": "text", "text": body, "cache_control": {"type": "ephemeral"}}]
+            else:
+                assert all(w[1]["content"].startswith(body + "\n\n") for w in wire)
+                assert len({w[1]["content"] for w in wire}) == 3, "what follows the document differs"
+
+
+async def test_paper_layout_puts_the_instructions_first():
+    docs = documents_from_texts([("Alpha", "Ann Lee is 34.")])
+    llm = ScriptedLLM({"relevance": lambda r: "note"})
+    await extract_relevance(llm, "Who?", docs, RelevanceOptions(rounds=1, layout="paper"))
+    assert llm.history[0].messages[1].content.startswith("Write a task-focused note")
+
+
+async def test_a_request_too_long_for_the_window_is_retried_with_fewer_notes(tmp_path):
+    sentence = ("Mina wrote to Lucy about the voyage of the ship number {i}, which sailed from Varna with "
+                "fifty boxes of earth, a silent crew and a captain who kept a log of every strange night on the sea. ")
+    texts = [(f"Diary {i}", sentence.format(i=i) * 4) for i in range(1, 31)]
+    with FakeLLMServer(max_model_len=4096) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          context_window=16_384, cache=False, notes_budget_tokens=8000,
+                                          data_view_chars=2000)
+        result = await run("Who wrote about the voyage of which ship?", documents_from_texts(texts), settings)
+        calls = server.calls()
+    too_long = [c for c in calls if c.get("fault") == "too-long"]
+    assert too_long, "the window the server enforces is smaller than the one r3con was told"
+    assert not result.degraded, "every refused request succeeded with fewer notes"
+    answered = [c for c in calls if c.get("status") == 200 and c["stage"] in ("relevance", "populate")]
+    assert all(c["prompt_tokens"] <= 4096 for c in answered)
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["notes_selection"]["budget_tokens"] == 8000
+    assert manifest["notes_selection"]["calls"]["relevance"]["selected"] > 0
+
+
+async def test_the_manifest_records_the_selection(fake_server, tmp_path):
+    texts = [(f"Note {i}", f"Ann Lee met Bob Stone in Oslo on day {i}, by the harbour, in the rain. " * 10)
+             for i in range(1, 9)]
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path,
+                                      cache=False, notes_budget_tokens=150)
+    result = await run("Where did Ann Lee meet Bob Stone?", documents_from_texts(texts), settings)
+    selection = json.loads((result.run_dir / "manifest.json").read_text())["notes_selection"]
+    assert selection["budget_tokens"] == 150 and selection["budget_source"] == "config"
+    assert selection["ranking"] == "bm25"
+    assert selection["calls"]["relevance"] == {"calls": 8, "selected": 8}
+    assert selection["final"]["indexed"] + selection["final"]["omitted"] > 0
+    assert selection["final"]["tokens"] < selection["final"]["full_tokens"]
+
+
+async def test_the_cache_layout_is_served_from_the_prefix_cache_and_reports_it_per_stage(tmp_path):
+    texts = [(f"Diary {i}", f"Mina wrote to Lucy about the ship {i} that sailed from Varna to Whitby. " * 150)
+             for i in range(1, 7)]
+    shares = {}
+    for layout in ("cache", "paper"):
+        with FakeLLMServer() as server:
+            settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", cache=False,
+                                              out_dir=tmp_path / layout, layout=layout)
+            result = await run("Which ship sailed to Whitby?", documents_from_texts(texts), settings)
+        usage = json.loads((result.run_dir / "usage.json").read_text())["by_stage"]
+        per_doc = [usage[s] for s in ("relevance", "populate")]
+        shares[layout] = sum(u["cached_tokens"] for u in per_doc) / sum(u["prompt_tokens"] for u in per_doc)
+        assert all(u["cached_tokens"] <= u["prompt_tokens"] for u in usage.values())
+    assert shares["cache"] > 0.5 and shares["cache"] > 2 * shares["paper"]

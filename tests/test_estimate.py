@@ -1,0 +1,65 @@
+import json
+
+import r3con
+from r3con.estimate import Assumptions, estimate_run
+from r3con.pipeline import run
+
+from .conftest import r3con_cli
+
+TASK = "Which ships sailed from Varna, and who wrote about them?"
+SENTENCE = ("Mina wrote to Lucy about the ship {i}, which sailed from Varna with boxes of earth and a silent crew. "
+            "The weather in Whitby was grey for days. ")
+
+
+def texts(n: int) -> list[tuple[str, str]]:
+    return [(f"Diary {i}", SENTENCE.format(i=i) * (10 + 3 * i)) for i in range(1, n + 1)]
+
+
+async def test_the_estimate_is_within_a_factor_of_two_of_a_real_run(fake_server, tmp_path):
+    docs = r3con.documents_from_texts(texts(8))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"r3con-scripted": {"input": 1.0, "output": 2.0}}))
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path,
+                                      cache=False, prices_file=prices, model="r3con-scripted")
+    predicted = await estimate_run(TASK, docs, settings, assumptions=Assumptions(agent_steps=2))
+    result = await run(TASK, docs, settings)
+    stages = {s.stage: s for s in predicted.stages}
+    for stage in ("relevance", "populate"):
+        actual = result.by_stage[stage]
+        assert stages[stage].calls == actual.calls
+        assert 0.5 <= stages[stage].input_tokens / actual.prompt_tokens <= 2.0, stage
+        assert 0.5 <= stages[stage].cached_tokens / actual.cached_tokens <= 2.0, stage
+    ratio = predicted.total.input_tokens / result.usage.prompt_tokens
+    assert 0.5 <= ratio <= 2.0
+    assert predicted.total.cost_usd is not None and 0.33 <= predicted.total.cost_usd / result.usage.cost_usd <= 3.0
+
+
+async def test_selective_notes_and_the_paper_layout_change_the_estimate():
+    docs = r3con.documents_from_texts(texts(60))
+
+    def settings(**kw):
+        return r3con.Settings.resolve(env={}, model="qwen3.5-9b", **kw)
+
+    cache = await estimate_run(TASK, docs, settings(notes_budget_tokens=1000))
+    paper = await estimate_run(TASK, docs, settings(notes_budget_tokens=1000, layout="paper"))
+    everything = await estimate_run(TASK, docs, settings(notes_budget_tokens=0))
+    assert cache.total.input_tokens == paper.total.input_tokens
+    relevance = {e.stage: e for e in cache.stages}["relevance"], {e.stage: e for e in paper.stages}["relevance"]
+    assert relevance[0].cached_tokens > 1.5 * relevance[1].cached_tokens
+    assert cache.total.input_tokens < everything.total.input_tokens / 2
+    assert any("at most 1,000 tokens" in line for line in cache.assumptions)
+    assert any("all notes in full" in line for line in everything.assumptions)
+    assert cache.total.cost_usd is not None and 0 < cache.total.cost_usd < everything.total.cost_usd
+
+
+def test_the_estimate_command_needs_no_endpoint(tmp_path):
+    for title, text in texts(3):
+        (tmp_path / f"{title}.txt").write_text(text)
+    result = r3con_cli("estimate", TASK, str(tmp_path), "--model", "qwen3.5-9b", "--json", timeout=60)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [s["stage"] for s in data["stages"]] == ["relevance", "schema", "populate", "reason"]
+    assert data["stages"][0]["calls"] == 6 and data["total"]["cost_usd"] > 0
+    assert any("token counts: estimate" in line for line in data["assumptions"])
+    table = r3con_cli("estimate", TASK, str(tmp_path), "--model", "unknown-model", timeout=60)
+    assert table.returncode == 0 and "n/a" in table.stdout and "Assumptions" in table.stdout

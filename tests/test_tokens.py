@@ -1,0 +1,46 @@
+import pytest
+
+from r3con.errors import ConfigError
+from r3con.tokens import EndpointCounter, EstimateCounter, FileCounter, estimate_tokens, make_counter
+
+
+def test_estimate_counts_cjk_characters_as_tokens_and_adds_a_margin():
+    assert estimate_tokens("") == 0
+    latin = estimate_tokens("a" * 400)
+    assert 100 < latin <= 112
+    cjk = estimate_tokens("中文文本" * 100)
+    assert cjk >= 440, "each CJK character is about one token, plus 10%"
+
+
+async def test_endpoint_counter_uses_the_servers_tokenize(fake_server):
+    counter = EndpointCounter(fake_server.base_url, "r3con-scripted")
+    try:
+        counts = await counter.count(["word " * 100, "x"])
+    finally:
+        await counter.aclose()
+    assert counts == [126, 1]  # the scripted server's own count: 1 + characters / 4
+    assert counter.source.endswith("/tokenize")
+
+
+async def test_endpoint_without_tokenize_falls_back_to_the_estimate(fake_server):
+    base = fake_server.base_url.replace("/v1", "/elsewhere/v1")
+    counter = EndpointCounter(base, "r3con-scripted")
+    try:
+        counts = await counter.count(["word " * 100])
+    finally:
+        await counter.aclose()
+    assert counts == [estimate_tokens("word " * 100)]
+    assert "no /tokenize" in counter.source
+
+
+async def test_make_counter_prefers_a_file_then_the_endpoint_then_the_estimate(tmp_path):
+    assert isinstance(make_counter(), EstimateCounter)
+    assert isinstance(make_counter(base_url="http://127.0.0.1:1/v1", model="m"), EndpointCounter)
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="pip install tokenizers"):
+            make_counter(tokenizer_file=tmp_path / "tokenizer.json")
+    else:
+        with pytest.raises(ConfigError, match="cannot read tokenizer file"):
+            FileCounter(tmp_path / "missing.json")
