@@ -103,7 +103,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
             result = asyncio.run(run(TASK, docs, settings))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             selection = json.loads((result.run_dir / "manifest.json").read_text())["notes_selection"]
-            doc_tokens, doc_cached = document_cache(result.run_dir / "calls.jsonl")
+            part_tokens, part_cached = document_cache(result.run_dir / "calls.jsonl")
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -120,7 +120,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
         "doc_cached_share": round(doc_cached / max(1, doc_prompt), 3),
         "cpu_ms_per_call": round(1000 * cpu / max(1, total.calls), 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "doc_part_tokens": doc_tokens, "doc_part_cached_share": round(doc_cached / max(1, doc_tokens), 3),
+        "doc_part_tokens": part_tokens, "doc_part_cached_share": round(part_cached / max(1, part_tokens), 3),
         "selected_calls": sum(v.get("selected", 0) for v in selection.get("calls", {}).values()),
         "degraded": len(result.degraded),
     }
