@@ -53,7 +53,8 @@ LATENCY = {"per_call_ms": 5.0, "per_prompt_token_ms": 0.0002, "per_cached_token_
 SERVER = """
 import sys
 from r3con.testing import LatencyModel, serve
-serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks=2_000_000)
+serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks=2_000_000,
+      note_sentences={sentences})
 """
 
 
@@ -75,8 +76,9 @@ def corpus(size: int, chars: int) -> list[tuple[str, str]]:
     return docs
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-c", SERVER.format(latency=LATENCY)], stdout=subprocess.PIPE, text=True)
+def start_server(sentences: int = 3) -> tuple[subprocess.Popen[str], str]:
+    code = SERVER.format(latency=LATENCY, sentences=sentences)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if not line.startswith("PORT="):
@@ -85,13 +87,14 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{line.split('=', 1)[1]}/v1"
 
 
-def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int) -> dict[str, Any]:
+def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int, sentences: int) -> dict[str, Any]:
     """Run one configuration in this process; the measurements as a dict."""
     import r3con
     from r3con.pipeline import run
+    from r3con.tokens import estimate_tokens
 
     docs = r3con.documents_from_texts(corpus(size, chars))
-    server, base_url = start_server()
+    server, base_url = start_server(sentences)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             settings = r3con.Settings.resolve(
@@ -103,6 +106,8 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
             result = asyncio.run(run(TASK, docs, settings))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             selection = json.loads((result.run_dir / "manifest.json").read_text())["notes_selection"]
+            written = [n for n in result.notes[0].values() if n and n != "NONE"]  # round 1's
+            note_tokens = sum(estimate_tokens(n) for n in written) / max(1, len(written))
             part_tokens, part_cached = document_cache(result.run_dir / "calls.jsonl")
     finally:
         server.terminate()
@@ -113,6 +118,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     total = result.usage
     return {
         "D": size, "layout": layout, "notes": notes, "budget": budget if notes == "on" else None, "rounds": rounds,
+        "note_sentences": sentences, "note_tokens": round(note_tokens, 1),
         "parts": len(result.parts),
         "wall_s": round(wall, 2), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
         "cached_share": round(total.cached_tokens / max(1, total.prompt_tokens), 3),
@@ -186,8 +192,8 @@ def sdk_baseline(calls: int = 300, words: int = 4000) -> dict[str, Any]:
     return {"calls": calls, "prompt_chars": len(body), "cpu_ms_per_call": round(1000 * cpu / calls, 3)}
 
 
-def spawn(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int) -> dict[str, Any]:
-    args = [sys.executable, __file__, "--one", f"{size},{layout},{notes},{rounds},{budget},{chars}"]
+def spawn(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int, sentences: int) -> dict[str, Any]:
+    args = [sys.executable, __file__, "--one", f"{size},{layout},{notes},{rounds},{budget},{chars},{sentences}"]
     done = subprocess.run(args, capture_output=True, text=True)
     if done.returncode != 0:
         return {"D": size, "layout": layout, "notes": notes, "error": done.stderr.strip().splitlines()[-1:]}
@@ -196,7 +202,7 @@ def spawn(size: int, layout: str, notes: str, rounds: int, budget: int, chars: i
 
 COLUMNS = ("D", "layout", "notes", "budget", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
            "doc_prompt_tokens", "doc_uncached_tokens", "doc_cached_share", "doc_part_cached_share",
-           "cpu_ms_per_call", "peak_rss_mib", "selected_calls")
+           "cpu_ms_per_call", "peak_rss_mib", "selected_calls", "note_tokens")
 
 
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
@@ -242,6 +248,8 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=16_000, help="characters kept of each document beyond Dracula")
     parser.add_argument("--chars-large", type=int, default=6_000, help="the same at D = 1,000")
     parser.add_argument("--full-at-1000", action="store_true", help="also run the paper layout without selection at D = 1,000")
+    parser.add_argument("--note-sentences", type=int, default=3,
+                        help="sentences per scripted note (3: short notes; real models' run to hundreds of words)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -249,8 +257,8 @@ def main() -> None:
         print(json.dumps(sdk_baseline()))
         return
     if args.one:
-        size, layout, notes, rounds, budget, chars = args.one.split(",")
-        print(json.dumps(one(int(size), layout, notes, int(rounds), int(budget), int(chars))))
+        size, layout, notes, rounds, budget, chars, sentences = args.one.split(",")
+        print(json.dumps(one(int(size), layout, notes, int(rounds), int(budget), int(chars), int(sentences))))
         return
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -262,7 +270,7 @@ def main() -> None:
                 sweep = args.budgets_200 if size == 200 and layout == "cache" else args.budget
                 for budget in [int(b) for b in sweep.split(",")] if notes == "on" else [0]:
                     row = spawn(size, layout, notes, args.rounds_large if large else args.rounds, budget,
-                                args.chars_large if large else args.chars)
+                                args.chars_large if large else args.chars, args.note_sentences)
                     rows.append(row)
                     if not args.json:
                         print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "wall_s",

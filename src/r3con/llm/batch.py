@@ -30,26 +30,12 @@ from typing import Any
 import openai
 
 from ..errors import ContextTooLong, ProviderError
-from .client import _TOO_LONG, OpenAIChat, _to_completion
+from .client import _TOO_LONG, OpenAIChat, _to_completion, chat_body
 from .types import ChatRequest, Completion
 
 FINAL = ("completed", "failed", "expired", "cancelled")
 BATCHED_STAGES = ("relevance", "populate")  # the stages whose calls are issued together
 MAX_BYTES = 180_000_000  # OpenAI accepts input files up to 200 MB
-
-
-def request_body(request: ChatRequest, model: str) -> dict[str, Any]:
-    """The Chat Completions body of `request`, as OpenAIChat would send it."""
-    body: dict[str, Any] = {"model": model, "messages": [m.to_openai() for m in request.messages]}
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.response_schema is not None:
-        body["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": request.schema_name, "schema": dict(request.response_schema), "strict": False}}
-    body.update(dict(request.extra_body))
-    return body
 
 
 def custom_id(request: ChatRequest, n: int) -> str:
@@ -141,7 +127,7 @@ class Batched:
             batch_id, cid = found
             return await self._result(batch_id, cid, model, request.fingerprint())
         loop = asyncio.get_running_loop()
-        body = request_body(request, model)
+        body = chat_body(request, model)
         pending = _Pending(request, body, loop.create_future(), size=len(json.dumps(body)))
         self._pending.append(pending)
         self._last_arrival = loop.time()

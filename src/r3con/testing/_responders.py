@@ -15,12 +15,13 @@ def _all_text(messages: list[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
-def relevance(messages: list[dict[str, Any]], round_no: int) -> str:
+def relevance(messages: list[dict[str, Any]], round_no: int, sentences: int = 3) -> str:
+    """A note: the document's `sentences` sentences sharing most words with the task; round 2 adds links."""
     text = _all_text(messages)
     task = t.tag(text, "task")
     docs = t.documents(text)
     body = docs[0][2] if docs else text
-    picked = t.related_sentences(body, task)
+    picked = t.related_sentences(body, task, k=sentences)
     if not picked:
         return "NONE"
     note = " ".join(picked)

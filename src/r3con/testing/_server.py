@@ -43,6 +43,7 @@ class _State:
     log_path: Path | None
     latency: LatencyModel | None = None
     cache_blocks: int = 200_000  # prefix-cache capacity in 64-character blocks (LRU), like a KV cache's
+    note_sentences: int = 3  # how many of a document's task-related sentences a note quotes
     calls: list[dict[str, Any]] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     prefixes: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -198,7 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
         schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
         round_no = int(h.get("X-R3con-Round") or 1)
         if stage == "relevance":
-            content = respond.relevance(messages, round_no)
+            content = respond.relevance(messages, round_no, self.state.note_sentences)
         elif stage == "schema":
             content = respond.schema(messages)
         elif stage == "populate":
@@ -244,19 +245,25 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default 5 resets connections when a run opens a burst of them
+
+
 class FakeLLMServer:
     """The scripted server in a background thread: `with FakeLLMServer() as s: s.base_url`."""
 
     def __init__(self, port: int = 0, *, model: str = "r3con-scripted", max_model_len: int = 32768,
                  faults: FaultPlan | None = None, log_path: Path | None = None,
-                 latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000):
+                 latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000,
+                 note_sentences: int = 3):
         state = _State(model=model, max_model_len=max_model_len, faults=faults,
-                       log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks)
+                       log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks,
+                       note_sentences=note_sentences)
         self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=batch_delay_s)
         handler = type("Handler", (_Handler,), {"state": state, "batches": self.batches})
         self._state = state
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer(("127.0.0.1", port), handler)
         self._thread: threading.Thread | None = None
 
     @property

@@ -1,0 +1,153 @@
+"""The Chat Completions client over real HTTP: what it sends, how it reads replies, how it maps failures."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from r3con.config import Settings
+from r3con.errors import ContextTooLong, ProviderError
+from r3con.llm.client import OpenAIChat, _to_completion
+from r3con.llm.types import ChatRequest, Message
+
+REQUEST = ChatRequest(messages=(Message("system", "Read."), Message("user", "<task>q</task> hello")),
+                      stage="populate", doc=4, round=None, max_tokens=77, temperature=0.0, model="m",
+                      response_schema={"type": "object"}, schema_name="records", extra_body={"top_k": 5})
+
+
+def reply(content: str = "ok", **usage: object) -> dict:
+    return {"id": "x", "object": "chat.completion", "model": "served-model",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, **usage}}
+
+
+class Scripted:
+    """A one-off HTTP server answering each POST with the next (status, body, content type) of `replies`."""
+
+    def __init__(self, *replies: tuple[int, object, str]):
+        self.replies = list(replies)
+        self.seen: list[tuple[dict, dict]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.seen.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                status, payload, ctype = outer.replies.pop(0)
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def client(self) -> OpenAIChat:
+        port = self.httpd.server_address[1]
+        return OpenAIChat(Settings.resolve(env={}, base_url=f"http://127.0.0.1:{port}/v1", api_key="k"))
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def make(*replies):
+        servers.append(Scripted(*replies))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+async def test_sends_a_plain_chat_completions_body_with_stage_headers(scripted):
+    server = scripted((200, reply("hi", prompt_tokens_details={"cached_tokens": 6}), "application/json"))
+    client = server.client()
+    try:
+        completion = await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+    headers, body = server.seen[0]
+    assert headers["x-r3con-stage"] == "populate" and headers["x-r3con-doc"] == "4" and "x-r3con-round" not in headers
+    assert headers["authorization"] == "Bearer k"
+    assert body == {"model": "m", "messages": [{"role": "system", "content": "Read."},
+                                               {"role": "user", "content": "<task>q</task> hello"}],
+                    "max_tokens": 77, "temperature": 0.0, "top_k": 5,
+                    "response_format": {"type": "json_schema", "json_schema": {
+                        "name": "records", "schema": {"type": "object"}, "strict": False}}}
+    assert completion.content == "hi" and completion.model == "served-model" and completion.finish_reason == "stop"
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.cached_tokens) == (10, 2, 6)
+
+
+async def test_an_endpoint_without_constrained_decoding_is_asked_again_without_response_format(scripted):
+    error = {"error": {"message": "response_format json_schema is not supported", "type": "invalid_request_error"}}
+    server = scripted((400, error, "application/json"), (200, reply("{}"), "application/json"),
+                      (200, reply("{}"), "application/json"))
+    client = server.client()
+    try:
+        first = await client.complete(REQUEST)
+        await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+    assert ["response_format" in body for _, body in server.seen] == [True, False, False], "remembered"
+    assert first.usage.events == {"constrained_fallback": 1}
+
+
+async def test_context_overflow_is_its_own_error(scripted):
+    error = {"error": {"message": "This model's maximum context length is 8192 tokens. However, you requested 9000"}}
+    server = scripted((400, error, "application/json"))
+    client = server.client()
+    try:
+        with pytest.raises(ContextTooLong, match="longer than the model's context window"):
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+
+
+async def test_a_reply_that_is_not_a_json_object_names_the_base_url(scripted):
+    server = scripted((200, "<html>login page</html>", "text/html"))
+    client = server.client()
+    try:
+        with pytest.raises(ProviderError, match="not a JSON object.*--base-url"):
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+
+
+async def test_server_errors_keep_status_and_retry_after(scripted):
+    server = scripted((503, {"error": {"message": "overloaded"}}, "application/json"))
+    client = server.client()
+    try:
+        with pytest.raises(ProviderError, match="HTTP 503: overloaded") as caught:
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+    assert caught.value.status == 503
+
+
+@pytest.mark.parametrize(("usage", "cached"), [
+    ({"prompt_tokens_details": {"cached_tokens": 7}}, 7),  # OpenAI, vLLM, SGLang, OpenRouter
+    ({"cached_tokens": 5}, 5),
+    ({"cache_read_input_tokens": 4, "cache_creation_input_tokens": 100}, 4),  # Anthropic-style usage
+    ({"prompt_tokens_details": None}, 0),
+])
+def test_cached_tokens_are_read_from_each_providers_usage(usage, cached):
+    assert _to_completion(reply(**usage), "m", 0.0).usage.cached_tokens == cached
+
+
+def test_reasoning_fields_of_vllm_and_openrouter_are_kept():
+    data = reply("")
+    data["choices"][0]["message"]["reasoning_content"] = "thinking"
+    assert _to_completion(data, "m", 0.0).reasoning == "thinking"
+    data["choices"][0]["message"] = {"role": "assistant", "content": "x", "reasoning": "other"}
+    assert _to_completion(data, "m", 0.0).reasoning == "other"
