@@ -14,8 +14,10 @@ from r3con.testing._faults import KINDS, break_json
 
 from .conftest import r3con_cli
 
+# Faults fall by a hash of each request, so a change to the prompts moves them: the seed is one under
+# which this corpus meets every kind at least twice (seeds 1, 2, 4 and 6-11 meet each at least once)
 EVERY_FAULT = ("429=0.1,500=0.1,hang=0.05,drop=0.1,truncate=0.1,malformed=0.2,empty=0.1,reasoning=0.1,"
-               "hang_s=1.5,seed=3")
+               "hang_s=1.5,seed=1")
 
 
 def test_fault_specs_parse_and_faults_per_request_are_bounded():

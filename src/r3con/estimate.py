@@ -4,11 +4,13 @@ The prediction renders the real prompts around the real documents (split as the 
 them) and counts their tokens (with the endpoint's /tokenize, a tokenizer file, or the estimate);
 what only the model can know is assumed and stated: the size of a note, of the schema, of a
 document's records, the agent's steps. Under the `cache` layout, a call's prompt prefix that an
-earlier call of the run already sent (the system message and the document) is counted as cached.
+earlier call of the run already sent (the system message and the document, or the shared notes and
+schema that lead a short document's prompt) is counted as cached.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +120,11 @@ async def estimate_run(
         full = count * wrapped_note + 10
         return full if budget is None else min(full, budget)
 
+    def fits(count: int) -> bool:  # every note in full (no selection): the same notes for every call
+        return budget is None or count * wrapped_note + 10 <= budget
+
+    unshared = int(math.log2(max(2, n))) * wrapped_note  # notes a call in prefix order prefills
+
     system = render("reader_system").text
     rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
     pop_instr = render("populate", task=task, schema="", notes="").text
@@ -130,9 +137,13 @@ async def estimate_run(
     relevance = _Stage("relevance")
     for r in range(1, settings.rounds + 1):
         others = 0 if r == 1 else notes_size(n - 1)
+        seen = 0  # calls of this round that put the notes first
         for i, d in enumerate(doc_t):
             prompt = sys_t + d + rel_t + others
-            if cache:  # the system message after the first call; the document after its first reading
+            if cache and r > 1 and fits(n - 1) and rel_t + others > d:  # the notes first, in prefix order
+                cached = sys_t + rel_t + max(0, others - unshared) if seen else sys_t
+                seen += 1
+            elif cache:  # the system message after the first call; the document after its first reading
                 cached = sys_t + d if r > 1 else (sys_t if i > 0 else 0)
             else:  # instructions first: they repeat from call to call, and in later rounds the notes
                 cached = sys_t + rel_t + others // 2 if i > 0 else 0  # up to this document's own note
@@ -144,9 +155,13 @@ async def estimate_run(
         schema = _Stage("schema")
         schema.call(task_t + 250 + all_notes, 0, a.schema_tokens)
         populate = _Stage("populate")
+        shared, seen = pop_t + a.schema_tokens + all_notes, 0
         for i, d in enumerate(doc_t):
-            prompt = sys_t + d + pop_t + a.schema_tokens + all_notes
-            if cache:
+            prompt = sys_t + d + shared
+            if cache and shared > d:  # the same task, schema and notes first: prefilled once for all
+                cached = sys_t + shared if seen else sys_t
+                seen += 1
+            elif cache:
                 cached = sys_t + d if settings.rounds else (sys_t if i > 0 else 0)
             else:
                 cached = sys_t + pop_t + a.schema_tokens + all_notes if i > 0 else 0
@@ -178,7 +193,8 @@ async def estimate_run(
     notes_line = ("all notes in full (no notes budget)" if budget is None
                   else f"other documents' notes take at most {budget:,} tokens a call (selective notes)")
     cache_line = ("cache layout: a call's system message and document are served from the prefix cache once an "
-                  "earlier call sent them (vLLM, SGLang; OpenAI caches prefixes of 1,024 tokens or more)"
+                  "earlier call sent them, or, for a document shorter than them, the notes (and schema) that "
+                  "lead its prompt (vLLM, SGLang; OpenAI caches prefixes of 1,024 tokens or more)"
                   if cache else "paper layout: the instructions (and the notes up to a document's own) repeat "
                   "from call to call and are served from the prefix cache")
     lines = [

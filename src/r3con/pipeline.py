@@ -17,7 +17,6 @@ from .corpus import Document, split_documents
 from .errors import ConfigError, ContextTooLong, InputError, R3conError, RunFailed
 from .llm import LLMStack, build_llm
 from .llm.embeddings import open_embedder
-from .llm.layers import CallLog
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
@@ -147,8 +146,7 @@ async def run(
     async with build_llm(settings, calls_log=run_dir.calls_path) as stack:
         if notes_ranking(settings) != "embeddings":
             return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress())
-        async with open_embedder(settings, stage="relevance", ledger=stack.ledger,
-                                 log=CallLog(run_dir.calls_path)) as embedder:
+        async with open_embedder(settings, stage="relevance", ledger=stack.ledger, log=stack.log) as embedder:
             return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(),
                               embed=embedder.embed if embedder is not None else None)
 
@@ -227,6 +225,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 breakpoints=breakpoints, selector=selector,
             ))
             failures += filled.failures
+            stats.shared_first["populate"] = filled.shared_first
             llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
             tables = filled.tables
             run_dir.write_json("records.json", {k: list(v) for k, v in tables.items()})
@@ -291,8 +290,9 @@ async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice, stag
 
 
 def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], stats: SelectionStats) -> None:
-    """The manifest again, with how many calls had their notes selected, per stage."""
+    """The manifest again, with how many calls had their notes selected, and put them first, per stage."""
     manifest["notes_selection"]["calls"] = stats.to_dict()
+    manifest["layout"]["shared_first_calls"] = dict(stats.shared_first)
     run_dir.write_json("manifest.json", manifest)
 
 

@@ -1,11 +1,13 @@
 import json
+import math
 import re
 
 import r3con
 from r3con.corpus import documents_from_texts
+from r3con.llm import build_llm
 from r3con.pipeline import run
 from r3con.stages._common import NoteRef, format_notes
-from r3con.stages.notes_select import BM25, NotesSelector, SelectionStats, terms
+from r3con.stages.notes_select import BM25, NotesSelector, SelectionStats, prefix_order, terms
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
@@ -95,7 +97,8 @@ async def test_relevance_rounds_use_the_budget_and_the_documents_own_note_as_que
 
 
 async def test_cache_layout_gives_every_call_of_a_document_the_same_prefix():
-    docs = documents_from_texts([("Alpha", "Ann Lee is 34. " * 20), ("Beta", "Bob Stone is 41. " * 20)])
+    # documents longer than the notes and the schema: they come first in every call
+    docs = documents_from_texts([("Alpha", "Ann Lee is 34. " * 200), ("Beta", "Bob Stone is 41. " * 200)])
     for breakpoints in (False, True):
         llm = ScriptedLLM({"relevance": lambda r: f"note {document_number(r)}",
                            "populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
@@ -172,3 +175,67 @@ async def test_the_cache_layout_is_served_from_the_prefix_cache_and_reports_it_p
         shares[layout] = sum(u["cached_tokens"] for u in per_doc) / sum(u["prompt_tokens"] for u in per_doc)
         assert all(u["cached_tokens"] <= u["prompt_tokens"] for u in usage.values())
     assert shares["cache"] > 0.5 and shares["cache"] > 2 * shares["paper"]
+
+
+def test_prefix_order_is_every_other_position_and_neighbours_share_long_prefixes():
+    n = 100
+    orders = [prefix_order(n, own) for own in range(n)]
+    for own, order in enumerate(orders):
+        assert sorted(order) == [i for i in range(n) if i != own], "the same notes, only the order differs"
+    assert prefix_order(5, None) == [0, 1, 2, 3, 4]
+
+    def shared(a: list[int], b: list[int]) -> int:
+        return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+    # what a prefix cache would have to prefill when the calls run in corpus order: the part of each
+    # call's notes not shared with the longest matching earlier call
+    tree = sum(n - 1 - max((shared(orders[i], orders[j]) for j in range(i)), default=0) for i in range(n))
+    corpus = [[j for j in range(n) if j != own] for own in range(n)]
+    flat = sum(n - 1 - max((shared(corpus[i], corpus[j]) for j in range(i)), default=0) for i in range(n))
+    assert flat > n * n / 2 - n, "corpus order: each call prefills about half the notes"
+    assert tree < 2 * n * math.log2(n), f"prefix order: about log2(n) notes a call ({tree} vs {flat})"
+
+
+async def test_short_documents_get_the_shared_notes_and_schema_first():
+    long_note = "Ann Lee met Bob Stone in Oslo and they spoke of the harbour, the ships and the winter. " * 4
+    docs = documents_from_texts([(f"Letter {i}", f"Ann Lee wrote on day {i}.") for i in range(1, 7)])
+    llm = ScriptedLLM({"relevance": lambda r: f"{long_note} (document {document_number(r)})",
+                       "populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+    stats = SelectionStats()
+    result = await extract_relevance(llm, "Who met whom?", docs, RelevanceOptions(rounds=2, layout="cache", stats=stats))
+    notes = format_notes([NoteRef(d.key, d.title, result.final[d.key]) for d in docs])
+    filled = await populate(llm, "Who met whom?", SIMPLE_SCHEMA, docs, notes, PopulateOptions(layout="cache"))
+
+    round1 = [r for r in llm.calls("relevance") if r.round == 1]
+    assert all(r.messages[1].content.startswith("<document") for r in round1), "no notes yet: the document first"
+    round2 = [r for r in llm.calls("relevance") if r.round == 2]
+    assert stats.shared_first == {"relevance": 6} and filled.shared_first == 6
+    for request in round2:
+        text = request.messages[1].content
+        assert text.startswith("Write a task-focused note about the document below.")
+        assert text.index("</notes>") < text.index("<document number=")
+        shown = full_notes(text)
+        own = str(request.doc)
+        assert own not in shown and sorted(shown) == sorted(d.key for d in docs if d.key != own)
+        assert shown == [docs[i].key for i in prefix_order(6, int(own) - 1)]
+    prefixes = {r.messages[1].content.split("<document number=")[0] for r in llm.calls("populate")}
+    assert len(prefixes) == 1, "every population call starts with the same task, schema and notes"
+    assert all("from the document below" in r.messages[1].content for r in llm.calls("populate"))
+
+
+async def test_putting_the_shared_part_first_is_served_from_the_servers_prefix_cache():
+    long_note = "Ann Lee met Bob Stone in Oslo and they spoke of the harbour, the ships and the winter. " * 6
+    docs = documents_from_texts([(f"Letter {i}", f"Ann Lee wrote to Bob on day {i} about Oslo.") for i in range(1, 13)])
+    uncached = {}
+    for first in (True, False):
+        with FakeLLMServer() as server:
+            settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", cache=False)
+            async with build_llm(settings) as llm:
+                relevance = await extract_relevance(llm, "Who met whom in Oslo?", docs,
+                                                    RelevanceOptions(rounds=2, shared_first=first))
+                notes = format_notes([NoteRef(d.key, d.title, relevance.final[d.key] or long_note) for d in docs])
+                await populate(llm, "Who met whom in Oslo?", SIMPLE_SCHEMA, docs, notes,
+                               PopulateOptions(shared_first=first))
+            calls = [c for c in server.calls() if c.get("status") == 200 and c["stage"] in ("relevance", "populate")]
+        uncached[first] = sum(c["prompt_tokens"] - c["cached_tokens"] for c in calls)
+    assert uncached[True] < 0.5 * uncached[False], uncached

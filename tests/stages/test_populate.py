@@ -65,6 +65,13 @@ async def test_a_document_that_never_validates_is_a_failure_not_a_crash():
 
 async def test_notes_are_background_and_document_is_the_source():
     llm = ScriptedLLM({"populate": records})
-    await populate(llm, "ages", SCHEMA, DOCS[:1], "<notes>\nBob is Ann's brother\n</notes>")
+    notes = "<notes>\nBob is Ann's brother\n</notes>"
+    await populate(llm, "ages", SCHEMA, DOCS[:1], notes, PopulateOptions(shared_first=False))
     text = llm.history[0].messages[1].content
     assert text.index("<document") < text.index("<schema>") < text.index("Bob is Ann's brother")
+    assert text.count("the document above") == 2
+
+    await populate(llm, "ages", SCHEMA, DOCS[:1], notes)  # a document shorter than task, schema and notes
+    text = llm.history[1].messages[1].content
+    assert text.index("<schema>") < text.index("Bob is Ann's brother") < text.index("<document")
+    assert text.count("the document below") == 2 and "above" not in text

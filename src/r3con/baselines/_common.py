@@ -57,7 +57,9 @@ class MethodRun:
 
     @property
     def calls_log(self) -> CallLog:
-        return CallLog(self.dir.calls_path)
+        """The run's call log: the LLM stack's own (one open file), or this folder's for a stack without one."""
+        log = getattr(self.llm, "log", None)
+        return log if isinstance(log, CallLog) and log.path is not None else CallLog(self.dir.calls_path)
 
     async def ask(self, stage: str, prompt: Rendered, *, max_tokens: int, system: str | None = None,
                   doc: int | None = None, part: int | None = None, round: int | None = None,

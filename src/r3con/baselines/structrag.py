@@ -21,7 +21,7 @@ from ..config import Settings
 from ..corpus import Document
 from ..llm.types import ChatRequest
 from ..methods import MethodFn, MethodOutcome
-from ..stages._common import document_messages, reply_text
+from ..stages._common import document_first, document_messages, reply_text
 from ..tokens import estimate_tokens
 from ._common import (
     budget_for,
@@ -90,7 +90,8 @@ def method(options: Options = Options()) -> MethodFn:
             mr.log.update(router_reply=reply, structure=structure)
 
             parts = split_to_parts(documents, budget_for(mr.window, options.structure_max_tokens, len(task) // 3))
-            instructions = render("structrag_structurize", task=task, structure=structure)
+            instructions = render("structrag_structurize", task=task, structure=structure,
+                                  where="above" if document_first(settings.layout) else "below")
 
             async def structurize(doc: Document) -> str:
                 completion = await mr.llm.complete(ChatRequest(

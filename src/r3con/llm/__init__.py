@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Settings
@@ -32,6 +32,7 @@ class LLMStack:
     top: LLM
     ledger: Ledger
     endpoint: EndpointInfo
+    log: CallLog = field(default_factory=lambda: CallLog(None))  # the run's calls.jsonl, for other clients too
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -67,9 +68,11 @@ async def build_llm(settings: Settings, calls_log: Path | None = None) -> AsyncI
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
         stack = Accounted(stack, ledger, prices)
-        stack = Recorded(stack, CallLog(calls_log))
+        log = CallLog(calls_log)
+        closing.callback(log.close)
+        stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
-        yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint)
+        yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log)
     finally:
         closing.close()
         await base.aclose()

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..errors import R3conError
 from .pricing import PriceTable
@@ -99,20 +99,39 @@ class Accounted:
 
 
 class CallLog:
-    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a file."""
+    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a file.
+
+    The file stays open and each line is flushed as it is written, so a killed run keeps every call
+    it logged; `close()` (or the end of `build_llm`) releases it.
+    """
 
     def __init__(self, path: Path | None):
         self.path = path
         self._lock = threading.Lock()
+        self._fh: IO[str] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: dict[str, Any]) -> None:
         if self.path is None:
             return
-        line = json.dumps(record, ensure_ascii=False, default=str)
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            if self._fh is None:
+                self._fh = self.path.open("a", encoding="utf-8")
+            self._fh.write(line)
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+    def __del__(self) -> None:  # a log nobody closed (a test's, a library user's) releases its file too
+        fh = getattr(self, "_fh", None)
+        if fh is not None:
+            fh.close()
 
 
 class Recorded:

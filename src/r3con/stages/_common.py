@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .._prompts import Rendered, render
 from ..corpus import Document
 from ..llm.types import Completion, Message
+from ..tokens import estimate_tokens
 
 
 @dataclass(frozen=True)
@@ -20,20 +21,44 @@ class NoteRef:
     text: str
 
 
-def document_messages(doc: Document, instructions: Rendered, layout: str,
-                      breakpoints: bool = False) -> tuple[Message, ...]:
+def document_first(layout: str) -> bool:
+    """Whether `layout` puts the document before the stage's instructions (`cache`) or after them (`paper`)."""
+    return layout != "paper"
+
+
+SHARED_OVERHEAD = 120  # tokens of a stage's instructions besides the task, schema and notes (an estimate)
+
+
+def shared_goes_first(layout: str, shared_tokens: int, doc: Document, enabled: bool = True) -> bool:
+    """Cache layout: put a part many calls share (task, schema, notes) before the document?
+
+    Yes when it is longer than the document: the endpoint then prefills it once for all the calls
+    that share it (and the document again) instead of prefilling it in every call, after the
+    document's cached prefix. The paper layout always puts it first.
+    """
+    return enabled and document_first(layout) and shared_tokens > estimate_tokens(doc.text)
+
+
+def document_messages(doc: Document, instructions: Rendered, layout: str, breakpoints: bool = False,
+                      *, shared_first: bool = False) -> tuple[Message, ...]:
     """Messages for a per-document call.
 
     `cache` layout: shared system message, then the document, then the stage's instructions, so every
     call for one document starts with the same bytes and endpoints can reuse the cached prefix.
-    With `breakpoints` (Anthropic-style caches), the document is its own user message marked as the
-    end of the cacheable prefix. `paper` layout: instructions first, then the document.
+    `shared_first` (cache layout): the instructions are the same for every document of the stage (the
+    population prompt: task, schema, notes) and longer than the document, so they go first, to be
+    prefilled once for all documents instead of once each. With `breakpoints` (Anthropic-style caches),
+    the cacheable prefix is its own user message marked as its end. `paper` layout: instructions
+    first, then the document. The instructions must be rendered with `where` = "above" when the
+    document comes first and "below" otherwise (see `document_first`).
     """
     system = render("reader_system").text
     body = render("document", doc=doc).text
-    if layout == "paper":
-        user = f"{instructions.text}\n\n{body}"
-        return (Message("system", system), Message("user", user))
+    if layout == "paper" or shared_first:
+        if breakpoints and shared_first:
+            return (Message("system", system), Message("user", instructions.text, cache_breakpoint=True),
+                    Message("user", body))
+        return (Message("system", system), Message("user", f"{instructions.text}\n\n{body}"))
     if breakpoints:
         return (Message("system", system), Message("user", body, cache_breakpoint=True),
                 Message("user", instructions.text))

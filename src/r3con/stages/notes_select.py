@@ -78,6 +78,29 @@ class BM25:
         return total.tolist()
 
 
+def prefix_order(count: int, own: int | None) -> list[int]:
+    """Positions 0..count-1 without `own`, ordered so that calls for nearby documents share long prefixes.
+
+    Halve the range: the half without `own` comes first, in corpus order, then the same within the
+    half that holds it, down to `own`. Two documents' orders agree up to the level where their
+    halves part, so a prefix cache holds all but a few of the notes for each call after the first,
+    where corpus order (which every call breaks at its own position) shares half of them on average.
+    """
+    if own is None:
+        return list(range(count))
+    out: list[int] = []
+    lo, hi = 0, count
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if own < mid:
+            out.extend(range(mid, hi))
+            hi = mid
+        else:
+            out.extend(range(lo, mid))
+            lo = mid
+    return out
+
+
 @dataclass(frozen=True)
 class NotesChoice:
     """The notes text for one call, and how it was chosen."""
@@ -109,14 +132,18 @@ def _index_line(ref: NoteRef) -> _IndexLine:
 
 @dataclass
 class SelectionStats:
-    """How often the budget applied, per stage (for the run manifest)."""
+    """How often the budget applied, and how many calls put the notes before the document, per stage."""
 
     calls: dict[str, int] = field(default_factory=dict)
     selected: dict[str, int] = field(default_factory=dict)
+    shared_first: dict[str, int] = field(default_factory=dict)
 
     def add(self, stage: str, choice: NotesChoice) -> None:
         self.calls[stage] = self.calls.get(stage, 0) + 1
         self.selected[stage] = self.selected.get(stage, 0) + int(choice.selected)
+
+    def placed_first(self, stage: str) -> None:
+        self.shared_first[stage] = self.shared_first.get(stage, 0) + 1
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         return {stage: {"calls": n, "selected": self.selected.get(stage, 0)} for stage, n in self.calls.items()}
@@ -145,6 +172,11 @@ class NotesSelector:
     @property
     def ranking(self) -> str:
         return "embeddings" if self._embed is not None else "bm25"
+
+    def shared_text(self, exclude: str | None = None) -> str:
+        """Every note but that of `exclude`, in `prefix_order`: for calls that put the notes first."""
+        pos = self._positions.get(exclude) if exclude is not None else None
+        return format_notes([self.refs[i] for i in prefix_order(len(self.refs), pos)])
 
     def full_tokens(self, exclude: str | None = None) -> int:
         """Estimated tokens of all notes in full (less the note of `exclude`)."""

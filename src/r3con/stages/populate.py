@@ -23,7 +23,7 @@ from ..errors import BudgetExceeded, ContextTooLong, OutputError, R3conError
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import document_messages, reply_text
+from ._common import SHARED_OVERHEAD, document_first, document_messages, reply_text, shared_goes_first
 from ._json import NoJSON, extract_json
 from .notes_select import NotesSelector
 from .schema import schema_text
@@ -40,6 +40,7 @@ class PopulateResult:
     failures: tuple[Failure, ...] = ()
     repaired: int = 0
     reasked: int = 0
+    shared_first: int = 0  # documents whose call put the shared instructions before the document
 
     @property
     def total(self) -> int:
@@ -53,6 +54,7 @@ class PopulateOptions:
     attempts: int = 3
     temperature: float | None = None
     breakpoints: bool = False
+    shared_first: bool = True  # cache layout: the shared part goes first for documents shorter than it
     selector: NotesSelector | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
@@ -62,6 +64,7 @@ class _DocRecords:
     records: Mapping[str, list[dict[str, Any]]]
     repaired: bool
     reasks: int
+    shared_first: bool = False
 
 
 def _validation_message(error: jsonschema.ValidationError) -> str:
@@ -69,14 +72,30 @@ def _validation_message(error: jsonschema.ValidationError) -> str:
     return f"at {where}: {error.message}"[:500]
 
 
+@dataclass(frozen=True)
+class _Form:
+    """The schema as every population call uses it: the mapping, its prompt text, its validator (built once)."""
+
+    schema: Mapping[str, Any]
+    text: str
+    validator: jsonschema.protocols.Validator
+    tokens: int
+
+    @classmethod
+    def of(cls, schema: Mapping[str, Any], task: str) -> _Form:
+        text = schema_text(schema)
+        return cls(schema, text, jsonschema.Draft202012Validator(schema), estimate_tokens(f"{task}\n{text}") + SHARED_OVERHEAD)
+
+
 async def populate_document(
-    llm: LLM, task: str, schema: Mapping[str, Any], doc: Document, notes: str, options: PopulateOptions
+    llm: LLM, task: str, form: _Form, doc: Document, notes: str, options: PopulateOptions
 ) -> _DocRecords:
     """Records of one document, validated against `schema`; raises OutputError after the last attempt."""
     budget: int | None = None
+    notes_tokens = estimate_tokens(notes)
     while True:
         try:
-            return await _populate_once(llm, task, schema, doc, notes, options)
+            return await _populate_once(llm, task, form, doc, notes, notes_tokens, options)
         except ContextTooLong as exc:
             if options.selector is None or budget == 0:
                 raise ContextTooLong(f"document {doc.key} with its notes does not fit the context window; "
@@ -84,14 +103,17 @@ async def populate_document(
                                      status=exc.status, body=exc.body) from exc
             budget = estimate_tokens(notes) // 2 if budget is None else budget // 2
             notes = (await options.selector.select(task, budget=budget, stage=STAGE)).text
+            notes_tokens = estimate_tokens(notes)
 
 
 async def _populate_once(
-    llm: LLM, task: str, schema: Mapping[str, Any], doc: Document, notes: str, options: PopulateOptions
+    llm: LLM, task: str, form: _Form, doc: Document, notes: str, notes_tokens: int, options: PopulateOptions
 ) -> _DocRecords:
-    validator = jsonschema.Draft202012Validator(schema)
-    instructions = render("populate", task=task, schema=schema_text(schema), notes=notes)
-    messages = list(document_messages(doc, instructions, options.layout, options.breakpoints))
+    schema = form.schema
+    first = shared_goes_first(options.layout, form.tokens + notes_tokens, doc, options.shared_first)
+    where = "above" if document_first(options.layout) and not first else "below"
+    instructions = render("populate", task=task, schema=form.text, notes=notes, where=where)
+    messages = list(document_messages(doc, instructions, options.layout, options.breakpoints, shared_first=first))
     repaired_any = False
     problem = "no attempt"
     for attempt in range(options.attempts):
@@ -109,11 +131,11 @@ async def _populate_once(
         except NoJSON as exc:
             problem = str(exc)
         else:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+            error = jsonschema.exceptions.best_match(form.validator.iter_errors(value))
             if error is None:
                 repaired_any = repaired_any or repaired
                 tables = {name: list(value.get(name) or []) for name in schema["properties"]}
-                return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt)
+                return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first)
             problem = _validation_message(error)
         retry = render("populate_retry", error=problem)
         messages += [Message("assistant", reply), Message("user", retry.text)]
@@ -136,10 +158,11 @@ async def populate(
 ) -> PopulateResult:
     """Fill `schema` from every document concurrently and merge the stamped records."""
     options = options or PopulateOptions()
+    form = _Form.of(schema, task)
 
     async def one(doc: Document) -> tuple[Document, _DocRecords | None, Failure | None]:
         try:
-            return doc, await populate_document(llm, task, schema, doc, notes, options), None
+            return doc, await populate_document(llm, task, form, doc, notes, options), None
         except BudgetExceeded:
             raise  # --max-cost stops the run, not just this document
         except R3conError as exc:
@@ -152,7 +175,7 @@ async def populate(
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []
-    repaired = reasked = 0
+    repaired = reasked = shared_first = 0
     for doc, result, failure in outcomes:
         if failure is not None or result is None:
             failures.extend([failure] if failure else [])
@@ -166,7 +189,9 @@ async def populate(
         per_doc[doc.key] = count
         repaired += int(result.repaired)
         reasked += result.reasks
+        shared_first += int(result.shared_first)
     return PopulateResult(
         tables=MappingProxyType({k: tuple(v) for k, v in tables.items()}),
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
+        shared_first=shared_first,
     )

@@ -18,7 +18,15 @@ from ..corpus import Document
 from ..errors import BudgetExceeded, ContextTooLong, R3conError
 from ..llm.types import LLM, ChatRequest
 from ..results import Failure
-from ._common import document_messages, note_refs, reply_text
+from ..tokens import estimate_tokens
+from ._common import (
+    SHARED_OVERHEAD,
+    document_first,
+    document_messages,
+    note_refs,
+    reply_text,
+    shared_goes_first,
+)
 from .notes_select import Embed, NotesSelector, SelectionStats, shrink
 
 STAGE = "relevance"
@@ -43,6 +51,7 @@ class RelevanceOptions:
     max_tokens: int = 1024
     temperature: float | None = None
     breakpoints: bool = False
+    shared_first: bool = True  # cache layout: the notes go first for documents shorter than them (see below)
     notes_budget: int | None = None
     embed: Embed | None = field(default=None, compare=False)
     stats: SelectionStats | None = field(default=None, compare=False)
@@ -58,12 +67,19 @@ def parse_note(text: str) -> str:
 
 
 async def read_document(
-    llm: LLM, task: str, doc: Document, others: str | None, round_no: int, options: RelevanceOptions
+    llm: LLM, task: str, doc: Document, others: str | None, round_no: int, options: RelevanceOptions,
+    shared_first: bool = False,
 ) -> str:
-    """One relevance call: the note of `doc` for `task`, in light of `others` (formatted notes) if given."""
-    instructions = render("relevance", task=task, others=others or "", max_words=max(50, options.max_tokens // 2))
+    """One relevance call: the note of `doc` for `task`, in light of `others` (formatted notes) if given.
+
+    `shared_first` (cache layout): the instructions and notes go before the document (see
+    `_read_with_notes`).
+    """
+    where = "above" if document_first(options.layout) and not shared_first else "below"
+    instructions = render("relevance", task=task, others=others or "", max_words=max(50, options.max_tokens // 2),
+                          where=where)
     request = ChatRequest(
-        messages=document_messages(doc, instructions, options.layout, options.breakpoints),
+        messages=document_messages(doc, instructions, options.layout, options.breakpoints, shared_first=shared_first),
         stage=STAGE,
         doc=doc.number,
         part=doc.part if doc.parts > 1 else None,
@@ -81,15 +97,26 @@ async def _read_with_notes(
     llm: LLM, task: str, doc: Document, previous: Mapping[str, str] | None, selector: NotesSelector | None,
     round_no: int, options: RelevanceOptions,
 ) -> str:
-    """One relevance call; when it is too long for the window, again with half the notes, down to none."""
+    """One relevance call; when it is too long for the window, again with half the notes, down to none.
+
+    Cache layout, when every other note fits the budget and they are longer than the document: the
+    notes go first, in `prefix_order`, so that the calls of one round share most of their prefix
+    (the notes are prefilled about once a round, and this short document again) instead of each
+    call prefilling all the notes after its cached document. Same notes, another order.
+    """
     if selector is None or previous is None:
         return await read_document(llm, task, doc, None, round_no, options)
     query = f"{task}\n{previous.get(doc.key, '')}"
     budget: int | None = None
     while True:
         choice = await selector.select(query, exclude=doc.key, budget=budget, stage=STAGE)
+        first = not choice.selected and shared_goes_first(
+            options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc, options.shared_first)
+        if first and options.stats is not None:
+            options.stats.placed_first(STAGE)
         try:
-            return await read_document(llm, task, doc, choice.text, round_no, options)
+            return await read_document(llm, task, doc, selector.shared_text(doc.key) if first else choice.text,
+                                       round_no, options, shared_first=first)
         except ContextTooLong as exc:
             if budget == 0:
                 raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
