@@ -13,7 +13,7 @@ from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
 from r3con.tokens import estimate_tokens
 
-from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, user_text
 
 FILLER = "The weather stayed grey and the roads were quiet for most of the week. " * 6
 
@@ -239,3 +239,22 @@ async def test_putting_the_shared_part_first_is_served_from_the_servers_prefix_c
             calls = [c for c in server.calls() if c.get("status") == 200 and c["stage"] in ("relevance", "populate")]
         uncached[first] = sum(c["prompt_tokens"] - c["cached_tokens"] for c in calls)
     assert uncached[True] < 0.5 * uncached[False], uncached
+
+
+async def test_documents_without_a_note_share_the_selection_for_the_task_and_get_it_first():
+    long_note = "Ann Lee met Bob Stone in Oslo and they spoke of the harbour, the ships and the winter. " * 3
+    texts = [(f"Letter {i}", f"Ann Lee wrote on day {i}.") for i in range(1, 11)]
+    texts += [(f"Ledger {i}", f"Sums for quarter {i}.") for i in range(1, 5)]
+    docs = documents_from_texts(texts)
+    llm = ScriptedLLM({"relevance": lambda r: "NONE" if "Sums" in user_text(r) else long_note})
+    stats = SelectionStats()
+    await extract_relevance(llm, "Who met whom?", docs,
+                            RelevanceOptions(rounds=2, layout="cache", notes_budget=200, stats=stats))
+    round2 = {r.doc: r.messages[1].content for r in llm.calls("relevance") if r.round == 2}
+    ledgers = [round2[d.number] for d in docs if d.title.startswith("Ledger")]
+    letters = [round2[d.number] for d in docs if d.title.startswith("Letter")]
+    assert stats.selected == {"relevance": 14}, "the notes exceed the budget for every call"
+    assert len({t.split("<document number=")[0] for t in ledgers}) == 1, "one byte-identical prefix"
+    assert all(t.index("</notes") < t.index("<document number=") for t in ledgers)
+    assert all(t.startswith("<document number=") for t in letters), "selected for their own note: document first"
+    assert stats.shared_first == {"relevance": 4}

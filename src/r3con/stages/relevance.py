@@ -102,7 +102,9 @@ async def _read_with_notes(
     Cache layout, when every other note fits the budget and they are longer than the document: the
     notes go first, in `prefix_order`, so that the calls of one round share most of their prefix
     (the notes are prefilled about once a round, and this short document again) instead of each
-    call prefilling all the notes after its cached document. Same notes, another order.
+    call prefilling all the notes after its cached document. Same notes, another order. Likewise
+    for a document without a note of its own when the notes are selected: its query is the task
+    alone, so every such document gets the same selection, which then leads their prompts.
     """
     if selector is None or previous is None:
         return await read_document(llm, task, doc, None, round_no, options)
@@ -110,12 +112,16 @@ async def _read_with_notes(
     budget: int | None = None
     while True:
         choice = await selector.select(query, exclude=doc.key, budget=budget, stage=STAGE)
-        first = not choice.selected and shared_goes_first(
+        # notes every call of the round shares: all of them (then in prefix order), or the selection for
+        # the task alone, which every document without a note of its own gets byte for byte
+        shared = not choice.selected or not previous.get(doc.key)
+        first = shared and shared_goes_first(
             options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc, options.shared_first)
         if first and options.stats is not None:
             options.stats.placed_first(STAGE)
         try:
-            return await read_document(llm, task, doc, selector.shared_text(doc.key) if first else choice.text,
+            notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
+            return await read_document(llm, task, doc, notes,
                                        round_no, options, shared_first=first)
         except ContextTooLong as exc:
             if budget == 0:
