@@ -28,6 +28,7 @@ class Settings:
     context_window: int | None = None
     concurrency: int = 8
     request_timeout_s: float = 600.0
+    http_client: Literal["auto", "sdk", "aiohttp"] = "auto"  # chat calls: aiohttp when installed (auto)
     temperature: float | None = None
     rounds: int = 2
     reasoning: Literal["code", "direct"] = "code"
@@ -125,6 +126,8 @@ class Settings:
             raise ConfigError("--max-steps must be at least 1")
         if self.reasoning not in ("code", "direct"):
             raise ConfigError("--reasoning must be 'code' or 'direct'")
+        if self.http_client not in ("auto", "sdk", "aiohttp"):
+            raise ConfigError("R3CON_HTTP_CLIENT must be 'auto', 'sdk' or 'aiohttp'")
         if self.layout not in ("cache", "paper"):
             raise ConfigError("--layout must be 'cache' or 'paper'")
         if self.cache_breakpoints not in ("auto", "on", "off"):

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from r3con.config import Settings
-from r3con.errors import ContextTooLong, ProviderError
+from r3con.errors import ConfigError, ContextTooLong, ProviderError
 from r3con.llm.client import OpenAIChat, _to_completion
 from r3con.llm.types import ChatRequest, Message
 
@@ -25,9 +25,11 @@ def reply(content: str = "ok", **usage: object) -> dict:
 class Scripted:
     """A one-off HTTP server answering each POST with the next (status, body, content type) of `replies`."""
 
-    def __init__(self, *replies: tuple[int, object, str]):
+    def __init__(self, transport: str, *replies: tuple[int, object, str]):
+        self.transport = transport
         self.replies = list(replies)
         self.seen: list[tuple[dict, dict]] = []
+        self.extra_headers: dict[str, str] = {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -37,6 +39,8 @@ class Scripted:
                 status, payload, ctype = outer.replies.pop(0)
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in outer.extra_headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -50,19 +54,21 @@ class Scripted:
 
     def client(self) -> OpenAIChat:
         port = self.httpd.server_address[1]
-        return OpenAIChat(Settings.resolve(env={}, base_url=f"http://127.0.0.1:{port}/v1", api_key="k"))
+        return OpenAIChat(Settings.resolve(env={}, base_url=f"http://127.0.0.1:{port}/v1", api_key="k",
+                                           http_client=self.transport))
 
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
 
 
-@pytest.fixture
-def scripted():
+@pytest.fixture(params=["sdk", "aiohttp"])
+def scripted(request):
+    """Make a scripted server; each test runs once per transport (the openai SDK's post, aiohttp)."""
     servers = []
 
     def make(*replies):
-        servers.append(Scripted(*replies))
+        servers.append(Scripted(request.param, *replies))
         return servers[-1]
 
     yield make
@@ -86,6 +92,7 @@ async def test_sends_a_plain_chat_completions_body_with_stage_headers(scripted):
                     "response_format": {"type": "json_schema", "json_schema": {
                         "name": "records", "schema": {"type": "object"}, "strict": False}}}
     assert completion.content == "hi" and completion.model == "served-model" and completion.finish_reason == "stop"
+    assert client.transport == server.transport
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.cached_tokens) == (10, 2, 6)
 
 
@@ -151,3 +158,43 @@ def test_reasoning_fields_of_vllm_and_openrouter_are_kept():
     assert _to_completion(data, "m", 0.0).reasoning == "thinking"
     data["choices"][0]["message"] = {"role": "assistant", "content": "x", "reasoning": "other"}
     assert _to_completion(data, "m", 0.0).reasoning == "other"
+
+
+async def test_a_refused_key_says_which_variable_to_set(scripted):
+    server = scripted((401, {"error": {"message": "Incorrect API key provided"}}, "application/json"))
+    client = server.client()
+    try:
+        with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+
+
+async def test_rate_limits_carry_retry_after(scripted):
+    server = scripted((429, {"error": {"message": "slow down"}}, "application/json"))
+    server.extra_headers = {"Retry-After": "7"}
+    client = server.client()
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+    assert caught.value.status == 429 and caught.value.retry_after == 7.0
+
+
+async def test_no_server_is_a_provider_error_naming_the_endpoint():
+    for transport in ("sdk", "aiohttp"):
+        client = OpenAIChat(Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", api_key="k",
+                                             http_client=transport))
+        try:
+            with pytest.raises(ProviderError, match="127.0.0.1:9/v1: request connection failed"):
+                await client.complete(REQUEST)
+        finally:
+            await client.aclose()
+
+
+def test_auto_uses_aiohttp_when_installed_and_a_bad_choice_is_a_config_error():
+    settings = Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1")
+    assert OpenAIChat(settings).transport == "aiohttp"  # the test extra installs it
+    with pytest.raises(ConfigError, match="R3CON_HTTP_CLIENT"):
+        Settings.resolve(env={"R3CON_HTTP_CLIENT": "curl"}, base_url="http://127.0.0.1:9/v1")

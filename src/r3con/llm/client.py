@@ -1,11 +1,16 @@
 """The OpenAI-compatible Chat Completions client: the bottom of the LLM stack.
 
-Every third-party exception of the openai SDK is translated into an r3con error here.
+Chat calls are plain JSON POSTs to `{base_url}/chat/completions`, sent by aiohttp when it is
+installed (`pip install r3con[fast]`; `R3CON_HTTP_CLIENT=sdk|aiohttp` chooses) or else through the
+openai SDK's low-level `post`; listing models goes through the SDK. Either way every HTTP failure
+becomes an `_HTTPFailure` first and then one r3con error, mapped in one place (`_status_error`).
 """
 
 from __future__ import annotations
 
 import email.utils
+import importlib.util
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -59,22 +64,90 @@ def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> 
     return body
 
 
+class _HTTPFailure(Exception):
+    """An HTTP error reply, from either transport: status, the error's message, the body, the headers."""
+
+    def __init__(self, status: int, message: str, body: str, headers: Mapping[str, str]):
+        super().__init__(message)
+        self.status, self.message, self.body, self.headers = status, message, body, headers
+
+
+def use_aiohttp(choice: str) -> bool:
+    """Whether chat calls go through aiohttp: `aiohttp`, or `auto` with aiohttp installed."""
+    if choice == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
+        raise ConfigError("R3CON_HTTP_CLIENT=aiohttp needs aiohttp: pip install 'r3con[fast]', or set it to sdk")
+    return choice == "aiohttp" or (choice == "auto" and importlib.util.find_spec("aiohttp") is not None)
+
+
 class OpenAIChat:
     """Sends ChatRequests to an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, llama.cpp, OpenRouter, OpenAI)."""
 
     def __init__(self, settings: Settings):
         self.base_url = settings.require_endpoint().rstrip("/")
         self.default_model = settings.model
+        self._api_key = settings.api_key or "EMPTY"
+        self._timeout_s = settings.request_timeout_s
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url,
-            api_key=settings.api_key or "EMPTY",
+            api_key=self._api_key,
             max_retries=0,
             timeout=settings.request_timeout_s,
         )
+        self.transport = "aiohttp" if use_aiohttp(settings.http_client) else "sdk"
+        self._session: Any = None  # the aiohttp session, opened on the first call (it needs the running loop)
         self._constrained = True  # send response_format json_schema until the endpoint rejects it
 
     async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
         await self._client.close()
+
+    async def _post_chat(self, body: dict[str, Any], headers: dict[str, str]) -> object:
+        """POST the body; the reply's JSON. Raises _HTTPFailure for an error status, ProviderError without reply."""
+        if self.transport == "aiohttp":
+            return await self._post_aiohttp(body, headers)
+        try:
+            # The SDK's low-level post: its auth, base URL, timeouts and typed errors, without validating the
+            # request against its typed parameters and the reply into pydantic models, which cost about
+            # 1.5 ms of CPU a call (bench/bench_scale.py); the body is plain JSON built here, the reply a dict.
+            return await self._client.post("/chat/completions", body=body, cast_to=object, options={"headers": headers})
+        except openai.APIConnectionError as exc:
+            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+            raise ProviderError(f"{self.base_url}: request {kind} ({exc})", endpoint=self.base_url) from exc
+        except openai.APIStatusError as exc:
+            text = exc.response.text[:2000] if exc.response is not None else ""
+            raise _HTTPFailure(exc.status_code, _error_message(exc.body, str(exc.message)), text,
+                               exc.response.headers if exc.response is not None else {}) from exc
+
+    async def _post_aiohttp(self, body: dict[str, Any], headers: dict[str, str]) -> object:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                headers={"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
+                         "Accept": "application/json", "User-Agent": "r3con"},
+            )
+        try:
+            async with self._session.post(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                          headers=headers) as response:
+                raw = await response.read()
+                status, reply_headers = response.status, dict(response.headers)
+        except TimeoutError as exc:
+            raise ProviderError(f"{self.base_url}: request timed out (after {self._timeout_s:g} s)",
+                                endpoint=self.base_url) from exc
+        except aiohttp.ClientError as exc:
+            raise ProviderError(f"{self.base_url}: request connection failed ({exc})", endpoint=self.base_url) from exc
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = text
+        if status >= 400:
+            raise _HTTPFailure(status, _error_message(data, text or f"HTTP {status}"), text[:2000], reply_headers)
+        return data
 
     async def describe(self, settings: Settings) -> EndpointInfo:
         """Find the model (first served model when none is configured) and the context window."""
@@ -113,26 +186,15 @@ class OpenAIChat:
         body = chat_body(request, model, constrained=self._constrained)
         started = time.perf_counter()
         try:
-            # The SDK's low-level post: its auth, base URL, timeouts and typed errors, without validating the
-            # request against its typed parameters and the reply into pydantic models, which cost about
-            # 1.5 ms of CPU a call (bench/bench_scale.py); the body is plain JSON built here, the reply a dict.
-            data = await self._client.post("/chat/completions", body=body, cast_to=object,
-                                           options={"headers": request_headers(request)})
-        except openai.BadRequestError as exc:
-            if "response_format" in body and _NO_SCHEMA.search(_error_message(exc)) \
-                    and not _TOO_LONG.search(_error_message(exc)):
+            data = await self._post_chat(body, request_headers(request))
+        except _HTTPFailure as failure:
+            if failure.status == 400 and "response_format" in body and _NO_SCHEMA.search(failure.message) \
+                    and not _TOO_LONG.search(failure.message):
                 # the endpoint has no constrained decoding (or not for this schema): ask without it from now on
                 self._constrained = False
                 completion = await self.complete(request)
                 return replace(completion, usage=completion.usage.with_event("constrained_fallback"))
-            raise self._status_error(exc) from exc
-        except openai.APIConnectionError as exc:
-            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
-            raise ProviderError(f"{self.base_url}: request {kind} ({exc})", endpoint=self.base_url) from exc
-        except openai.AuthenticationError as exc:
-            raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from exc
+            raise self._status_error(failure) from None
         latency = time.perf_counter() - started
         if not isinstance(data, dict):
             raise ProviderError(f"{self.base_url}/chat/completions answered with something that is not a JSON object "
@@ -140,17 +202,18 @@ class OpenAIChat:
                                 endpoint=self.base_url)
         return _to_completion(data, model, latency)
 
-    def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
-        body = exc.response.text[:2000] if exc.response is not None else ""
-        if exc.status_code == 400 and _TOO_LONG.search(_error_message(exc) + " " + body):
+    def _status_error(self, failure: _HTTPFailure) -> ProviderError | ConfigError:
+        if failure.status == 401:
+            return ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key")
+        if failure.status == 400 and _TOO_LONG.search(failure.message + " " + failure.body):
             return ContextTooLong(
-                f"{self.base_url}: the request is longer than the model's context window ({_error_message(exc)})",
-                status=400, body=body, endpoint=self.base_url,
+                f"{self.base_url}: the request is longer than the model's context window ({failure.message})",
+                status=400, body=failure.body, endpoint=self.base_url,
             )
         return ProviderError(
-            f"{self.base_url} answered HTTP {exc.status_code}: {_error_message(exc)}",
-            status=exc.status_code, body=body, endpoint=self.base_url,
-            retry_after=retry_after_s(exc.response.headers) if exc.response is not None else None,
+            f"{self.base_url} answered HTTP {failure.status}: {failure.message}",
+            status=failure.status, body=failure.body, endpoint=self.base_url,
+            retry_after=retry_after_s(failure.headers),
         )
 
 
@@ -177,15 +240,17 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-def _error_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _error_message(body: object, fallback: str) -> str:
+    """The message of an error reply: OpenAI's {"error": {"message"}}, or {"message"}, else `fallback`."""
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])[:300]
+        if isinstance(inner, str) and inner:
+            return inner[:300]
         if body.get("message"):
             return str(body["message"])[:300]
-    return str(exc.message)[:300]
+    return fallback[:300]
 
 
 def _context_window_of(entry: dict[str, Any]) -> int | None:
