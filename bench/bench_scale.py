@@ -1,7 +1,8 @@
 """How r3con scales: calls, prompt tokens, prefix-cache share, harness CPU and memory, D = 10 to 1,000.
 
     .venv/bin/python bench/bench_scale.py [--sizes 10,46,200,1000] [--rounds 2] [--rounds-large 2]
-                                          [--budget 4000] [--budgets-200 4000,2000,1000] [--full-at-1000] [--json]
+                                          [--budget 4000] [--budgets-200 4000,2000,1000] [--note-sentences 3]
+                                          [--full-at-1000] [--json]
 
 Every configuration runs in its own process (so that peak memory is its own) against the scripted
 server in another process (so that harness CPU excludes the server), with the server's latency model
@@ -21,7 +22,9 @@ Printed per configuration: wall time, calls, prompt tokens (all stages and relev
 the share of prompt tokens served from the prefix cache, the share of the documents' own tokens
 served from it, harness CPU per call (this process's CPU time over calls: the pipeline and the
 openai SDK, not the server nor the sandbox worker), peak RSS; and, for reference, the CPU per call of
-the bare openai SDK against the same server. Then the issue's targets, each PASS or FAIL:
+the bare openai SDK against the same server. Chat calls go through aiohttp when it is installed (the
+`fast` and `test` extras), else the openai SDK; `R3CON_HTTP_CLIENT=sdk` measures the SDK's path.
+`--note-sentences N` makes the scripted notes quote up to N sentences (3 by default). Then the issue's targets, each PASS or FAIL:
   1. D = 200: relevance + populate prompt tokens of `cache`+`on` at most a third of `paper`+`off`
      (counted as uncached prompt tokens, the part an endpoint must prefill; total tokens printed too);
   2. D = 46 (Dracula): at least 60% of the prompt tokens of the per-document calls (relevance and
@@ -101,7 +104,11 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
                 env={}, base_url=base_url, api_key="bench", out_dir=Path(tmp), cache=False, layout=layout,
                 notes_budget_tokens=budget if notes == "on" else 0, rounds=rounds, concurrency=16,
                 context_window=32_768, max_steps=4, sandbox_timeout_s=120,
+                http_client=os.environ.get("R3CON_HTTP_CLIENT") or "auto",
             )
+            from r3con.llm.client import use_aiohttp
+
+            transport = "aiohttp" if use_aiohttp(settings.http_client) else "sdk"
             cpu, wall = time.process_time(), time.perf_counter()
             result = asyncio.run(run(TASK, docs, settings))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -119,7 +126,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     total = result.usage
     return {
         "D": size, "layout": layout, "notes": notes, "budget": budget if notes == "on" else None, "rounds": rounds,
-        "note_sentences": sentences, "note_tokens": round(note_tokens, 1),
+        "note_sentences": sentences, "note_tokens": round(note_tokens, 1), "transport": transport,
         "parts": len(result.parts),
         "wall_s": round(wall, 2), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
         "cached_share": round(total.cached_tokens / max(1, total.prompt_tokens), 3),
@@ -208,7 +215,7 @@ def spawn(size: int, layout: str, notes: str, rounds: int, budget: int, chars: i
 
 COLUMNS = ("D", "layout", "notes", "budget", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
            "doc_prompt_tokens", "doc_uncached_tokens", "doc_cached_share", "doc_part_cached_share",
-           "cpu_ms_per_call", "peak_rss_mib", "selected_calls", "note_tokens")
+           "cpu_ms_per_call", "transport", "peak_rss_mib", "selected_calls", "note_tokens")
 
 
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:

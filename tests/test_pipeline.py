@@ -22,6 +22,8 @@ async def test_end_to_end_over_http_writes_every_artifact(fake_server, tmp_path,
     settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path)
     result = await run(TASK, r3con.documents_from_texts(TEXTS), settings)
     assert result.answer
+    assert repr(result).startswith("RunResult(answer=") and "documents=3" in repr(result)
+    assert len(repr(result)) < 400, "a summary, not the corpus"
     assert len(result.notes) == 2 and set(result.notes[-1]) == {"1", "2", "3"}
     assert result.schema is not None and result.records
     assert all(r["_doc"] in (1, 2, 3) for rows in result.records.values() for r in rows)

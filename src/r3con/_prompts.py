@@ -47,6 +47,11 @@ def template_source(name: str) -> str:
 
 def render(name: str, **variables: Any) -> Rendered:
     """Render the template `name` (without `.j2`); a missing variable raises instead of rendering blank."""
-    source = template_source(name)
     text = _environment().get_template(name).render(**variables).strip()
-    return Rendered(text=text, name=name, hash=hashlib.sha256(source.encode()).hexdigest()[:12])
+    return Rendered(text=text, name=name, hash=template_hash(name))
+
+
+@cache
+def template_hash(name: str) -> str:
+    """The first 12 hex digits of the SHA-256 of the template's source."""
+    return hashlib.sha256(template_source(name).encode()).hexdigest()[:12]

@@ -33,7 +33,7 @@ T = TypeVar("T")
 _PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RunResult:
     """What a run produced: the answer and everything it was built from."""
 
@@ -52,6 +52,14 @@ class RunResult:
     run_dir: Path
     elapsed_s: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
+        # an error message it builds and drops at the end of every asyncio.run (Python 3.11)
+        answer = self.answer if len(self.answer) <= 80 else self.answer[:77] + "..."
+        return (f"RunResult(answer={answer!r}, documents={len(self.documents)}, parts={len(self.parts)}, "
+                f"records={sum(len(v) for v in self.records.values())}, calls={self.usage.calls}, "
+                f"degraded={len(self.degraded)}, run_dir={str(self.run_dir)!r})")
 
     def summary(self) -> dict[str, Any]:
         """The JSON object `r3con run --json` prints."""

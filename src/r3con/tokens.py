@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,10 +22,17 @@ MARGIN = 1.10
 ESTIMATE_RULE = "about 4 characters per token (1 per CJK character), plus a 10% margin"
 
 
+@lru_cache(maxsize=1024)
 def estimate_tokens(text: str) -> int:
-    """Estimated token count of `text` (CJK-aware, rounded up, with a 10% margin)."""
+    """Estimated token count of `text` (CJK-aware, rounded up, with a 10% margin).
+
+    Memoized: the same documents and notes are counted for every call of a stage (a string keeps its
+    hash, so a repeat costs a dictionary lookup); ASCII text needs no scan for CJK characters.
+    """
     if not text:
         return 0
+    if text.isascii():
+        return int(len(text) / 4.0 * MARGIN) + 1
     cjk = len(_CJK.findall(text))
     other = len(text) - cjk
     return int((cjk + other / 4.0) * MARGIN) + 1

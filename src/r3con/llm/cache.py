@@ -42,9 +42,7 @@ CREATE TABLE IF NOT EXISTS calls (
 
 def cache_key(endpoint: str, request: ChatRequest) -> str:
     """The cache key of `request` sent to `endpoint` (its base URL); includes the sample index."""
-    blob = json.dumps({"endpoint": endpoint.rstrip("/"), "request": request.canonical()},
-                      sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return hashlib.sha256(f"{endpoint.rstrip('/')}\x00{request.fingerprint()}".encode()).hexdigest()
 
 
 class CallCache:

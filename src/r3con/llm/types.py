@@ -63,8 +63,29 @@ class ChatRequest:
         }
 
     def fingerprint(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """SHA-256 of `canonical()`: the settings as sorted JSON, each message as its role, its length
+        and its text (length-prefixed, so unambiguous, and without JSON-escaping long prompts again).
+        Computed once per request (the call log, the cache and batch mode all ask)."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return str(cached)
+        canonical = self.canonical()
+        messages = canonical.pop("messages")
+        digest = hashlib.sha256(json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                                           default=str).encode())
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, str) and set(message) == {"role", "content"}:
+                text = content.encode()
+                digest.update(f"\x00{message['role']}\x00{len(text)}\x00".encode())
+                digest.update(text)
+            else:  # content parts (cache breakpoints) or extra fields: their JSON
+                blob = json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+                digest.update(f"\x00json\x00{len(blob)}\x00".encode())
+                digest.update(blob)
+        value = digest.hexdigest()
+        object.__setattr__(self, "_fingerprint", value)  # a memo on a frozen request, not a field
+        return value
 
 
 EVENTS = (

@@ -225,13 +225,15 @@ class NotesSelector:
                     listed.add(i)
                     remaining -= line_cost[i]
         full_refs = [self.refs[i] for i in keep if i in shown]
-        index = [lines[i] for i in order if i in listed and i not in shown]
+        indexed = [i for i in order if i in listed and i not in shown]
+        index = [lines[i] for i in indexed]
         omitted = len(keep) - len(shown) - len(index)
         text = format_notes(full_refs) if full_refs else "<notes>\n</notes>"
+        tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
         if index or omitted:
             text += "\n" + render("notes_index", lines=index, omitted=omitted).text
-        return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted,
-                           tokens=estimate_tokens(text))
+            tokens += 60 + sum(line_cost[i] for i in indexed)
+        return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted, tokens=tokens)
 
     def _index(self) -> tuple[list[_IndexLine], list[int]]:
         if self._lines is None:
