@@ -198,3 +198,14 @@ def test_auto_uses_aiohttp_when_installed_and_a_bad_choice_is_a_config_error():
     assert OpenAIChat(settings).transport == "aiohttp"  # the test extra installs it
     with pytest.raises(ConfigError, match="R3CON_HTTP_CLIENT"):
         Settings.resolve(env={"R3CON_HTTP_CLIENT": "curl"}, base_url="http://127.0.0.1:9/v1")
+
+
+async def test_a_gateway_error_page_is_a_provider_error_with_its_status(scripted):
+    server = scripted((502, "<html><body>Bad Gateway</body></html>", "text/html"))
+    client = server.client()
+    try:
+        with pytest.raises(ProviderError, match="HTTP 502") as caught:
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
+    assert caught.value.status == 502 and "Bad Gateway" in caught.value.body

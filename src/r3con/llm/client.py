@@ -125,6 +125,7 @@ class OpenAIChat:
 
         if self._session is None:
             self._session = aiohttp.ClientSession(
+                trust_env=True,  # HTTP(S)_PROXY, NO_PROXY and .netrc, as the openai SDK's httpx honours them
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s),
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                 headers={"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
