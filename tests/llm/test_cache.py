@@ -35,6 +35,12 @@ def test_key_covers_endpoint_model_messages_parameters_schema_and_sample():
         cache_key("http://a/v1", request(temperature=0.7)),
         cache_key("http://a/v1", request(response_schema=SIMPLE_SCHEMA)),
         cache_key("http://a/v1", request(sample=1)),
+        cache_key("http://a/v1", ChatRequest(messages=(Message("user", "hello", cache_breakpoint=True),),
+                                            stage="relevance", model="m")),
+        cache_key("http://a/v1", ChatRequest(messages=(Message("system", "hello"),), stage="relevance", model="m")),
+        # where one message ends and the next begins is part of the key
+        cache_key("http://a/v1", ChatRequest(messages=(Message("user", "hel"), Message("user", "lo")),
+                                            stage="relevance", model="m")),
     ]
     assert len({base, *others}) == len(others) + 1
     # who asks (stage, document, prompt name) does not change what is asked

@@ -45,9 +45,10 @@ def document_messages(doc: Document, instructions: Rendered, layout: str, breakp
 
     `cache` layout: shared system message, then the document, then the stage's instructions, so every
     call for one document starts with the same bytes and endpoints can reuse the cached prefix.
-    `shared_first` (cache layout): the instructions are the same for every document of the stage (the
-    population prompt: task, schema, notes) and longer than the document, so they go first, to be
-    prefilled once for all documents instead of once each. With `breakpoints` (Anthropic-style caches),
+    `shared_first` (cache layout): the instructions are (nearly) the same for every document of the
+    stage (population: task, schema, notes; relevance: the notes, see `relevance._read_with_notes`)
+    and longer than the document, so they go first, to be prefilled once for all documents instead
+    of once each. With `breakpoints` (Anthropic-style caches),
     the cacheable prefix is its own user message marked as its end. `paper` layout: instructions
     first, then the document. The instructions must be rendered with `where` = "above" when the
     document comes first and "below" otherwise (see `document_first`).
