@@ -62,6 +62,15 @@ class Scripted:
         self.httpd.server_close()
 
 
+async def complete_once(server: Scripted, request: ChatRequest = REQUEST):
+    """One call through a fresh client of `server`, closed afterwards."""
+    client = server.client()
+    try:
+        return await client.complete(request)
+    finally:
+        await client.aclose()
+
+
 @pytest.fixture(params=["sdk", "aiohttp"])
 def scripted(request):
     """Make a scripted server; each test runs once per transport (the openai SDK's post, aiohttp)."""
@@ -113,32 +122,20 @@ async def test_an_endpoint_without_constrained_decoding_is_asked_again_without_r
 async def test_context_overflow_is_its_own_error(scripted):
     error = {"error": {"message": "This model's maximum context length is 8192 tokens. However, you requested 9000"}}
     server = scripted((400, error, "application/json"))
-    client = server.client()
-    try:
-        with pytest.raises(ContextTooLong, match="longer than the model's context window"):
-            await client.complete(REQUEST)
-    finally:
-        await client.aclose()
+    with pytest.raises(ContextTooLong, match="longer than the model's context window"):
+        await complete_once(server)
 
 
 async def test_a_reply_that_is_not_a_json_object_names_the_base_url(scripted):
     server = scripted((200, "<html>login page</html>", "text/html"))
-    client = server.client()
-    try:
-        with pytest.raises(ProviderError, match="not a JSON object.*--base-url"):
-            await client.complete(REQUEST)
-    finally:
-        await client.aclose()
+    with pytest.raises(ProviderError, match="not a JSON object.*--base-url"):
+        await complete_once(server)
 
 
 async def test_server_errors_keep_status_and_retry_after(scripted):
     server = scripted((503, {"error": {"message": "overloaded"}}, "application/json"))
-    client = server.client()
-    try:
-        with pytest.raises(ProviderError, match="HTTP 503: overloaded") as caught:
-            await client.complete(REQUEST)
-    finally:
-        await client.aclose()
+    with pytest.raises(ProviderError, match="HTTP 503: overloaded") as caught:
+        await complete_once(server)
     assert caught.value.status == 503
 
 
@@ -162,23 +159,15 @@ def test_reasoning_fields_of_vllm_and_openrouter_are_kept():
 
 async def test_a_refused_key_says_which_variable_to_set(scripted):
     server = scripted((401, {"error": {"message": "Incorrect API key provided"}}, "application/json"))
-    client = server.client()
-    try:
-        with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
-            await client.complete(REQUEST)
-    finally:
-        await client.aclose()
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        await complete_once(server)
 
 
 async def test_rate_limits_carry_retry_after(scripted):
     server = scripted((429, {"error": {"message": "slow down"}}, "application/json"))
     server.extra_headers = {"Retry-After": "7"}
-    client = server.client()
-    try:
-        with pytest.raises(ProviderError) as caught:
-            await client.complete(REQUEST)
-    finally:
-        await client.aclose()
+    with pytest.raises(ProviderError) as caught:
+        await complete_once(server)
     assert caught.value.status == 429 and caught.value.retry_after == 7.0
 
 
@@ -202,10 +191,6 @@ def test_auto_uses_aiohttp_when_installed_and_a_bad_choice_is_a_config_error():
 
 async def test_a_gateway_error_page_is_a_provider_error_with_its_status(scripted):
     server = scripted((502, "<html><body>Bad Gateway</body></html>", "text/html"))
-    client = server.client()
-    try:
-        with pytest.raises(ProviderError, match="HTTP 502") as caught:
-            await client.complete(REQUEST)
-    finally:
-        await client.aclose()
+    with pytest.raises(ProviderError, match="HTTP 502") as caught:
+        await complete_once(server)
     assert caught.value.status == 502 and "Bad Gateway" in caught.value.body
