@@ -117,17 +117,18 @@ async def _read_with_notes(
         shared = not choice.selected or not previous.get(doc.key)
         first = shared and shared_goes_first(
             options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc, options.shared_first)
-        if first and options.stats is not None:
-            options.stats.placed_first(STAGE)
+        notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
         try:
-            notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
-            return await read_document(llm, task, doc, notes,
-                                       round_no, options, shared_first=first)
+            note = await read_document(llm, task, doc, notes, round_no, options, shared_first=first)
         except ContextTooLong as exc:
             if budget == 0:
                 raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
                                      "pass a smaller --part-tokens", status=exc.status, body=exc.body) from exc
             budget = shrink(budget, choice)
+            continue
+        if first and options.stats is not None:
+            options.stats.placed_first(STAGE)  # the call that was answered, not each try
+        return note
 
 
 async def extract_relevance(
