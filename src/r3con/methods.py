@@ -28,6 +28,7 @@ class MethodOutcome:
     capped: bool
     degraded: tuple[Failure, ...]
     run_dir: Path
+    model: str | None = None  # the model the endpoint served, when the method knows it
 
 
 MethodFn = Callable[[str, tuple[Document, ...], Settings, Path], Awaitable[MethodOutcome]]
@@ -39,7 +40,8 @@ def _r3con_variant(**changes: Any) -> MethodFn:
 
         result = await run(task, documents, dataclasses.replace(settings, out_dir=run_dir, **changes))
         return MethodOutcome(answer=result.answer, usage=result.usage, by_stage=result.by_stage,
-                             capped=result.capped, degraded=result.degraded, run_dir=result.run_dir)
+                             capped=result.capped, degraded=result.degraded, run_dir=result.run_dir,
+                             model=result.model or None)
 
     return method
 

@@ -52,6 +52,7 @@ class RunResult:
     run_dir: Path
     elapsed_s: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    model: str = ""  # the model the endpoint served (the configured one, or the first it lists)
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -274,7 +275,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
         records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
         usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
-        elapsed_s=time.perf_counter() - started,
+        elapsed_s=time.perf_counter() - started, model=llm.endpoint.model,
     )
     _write_usage(run_dir, llm)
     run_dir.write_text("answer.txt", result.answer + "\n")

@@ -64,6 +64,7 @@ def test_a_real_slice_runs_is_judged_reported_and_resumes_for_free(tmp_path, no_
         record = json.loads(path.read_text())
         assert record["answer"].strip()
         assert record["verdict"] is not None
+        assert record["model"] == "r3con-scripted", "the model the endpoint served, though none was configured"
     judge_calls = [json.loads(line) for line in (out / "judge-calls.jsonl").read_text().splitlines()]
     # Dracula is judged against its strict and its lenient gold separately
     assert len(judge_calls) == (2 * n if benchmark == "dracula" else n)
@@ -72,7 +73,7 @@ def test_a_real_slice_runs_is_judged_reported_and_resumes_for_free(tmp_path, no_
     stages = {c["stage"] for c in server.calls()}
     assert {"relevance", "schema", "populate", "judge"} <= stages
     report = (out / "report" / "report.md").read_text()
-    assert "| run | r3con |" in report
+    assert "| run | r3con |" in report and "r3con-scripted" in report and "(endpoint default)" not in report
     if paper_number:
         assert paper_number in report
     assert Path(out / "report" / f"{benchmark}_pareto.png").is_file()

@@ -109,7 +109,7 @@ class MethodRun:
             "degraded": [f.to_dict() for f in self.failures], "usage": usage,
         })
         return MethodOutcome(answer=answer, usage=total, by_stage=MappingProxyType(by_stage), capped=capped,
-                             degraded=tuple(self.failures), run_dir=self.dir.path)
+                             degraded=tuple(self.failures), run_dir=self.dir.path, model=self.llm.endpoint.model)
 
 
 def _write_usage(run: MethodRun) -> None:

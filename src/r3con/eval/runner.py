@@ -231,6 +231,7 @@ async def run_eval(
             return replace(base, status=FAILED, error=f"{type(exc).__name__}: {exc}", method_s=time.monotonic() - started)
         return replace(
             base,
+            model=getattr(outcome, "model", None) or base.model,  # what the endpoint served, not what was asked
             status=CAPPED if outcome.capped else ANSWERED,
             answer=outcome.answer,
             usage=outcome.usage,
