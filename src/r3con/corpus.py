@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ._readers import SUPPORTED_SUFFIXES, read_document
 from .errors import InputError
-from .tokens import estimate_tokens
+from .tokens import estimate_tokens, longest_prefix_within
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def split_text(text: str, max_tokens: int) -> list[str]:
     pieces: list[str] = []
     rest = text
     while rest and estimate_tokens(rest) > max_tokens:
-        limit = _longest_prefix_within(rest, max_tokens)
+        limit = longest_prefix_within(rest, max_tokens)
         cut = 0
         for pattern in (_PARAGRAPH, _SENTENCE, _SPACE):
             points = [p for p in _cut_points(rest[: limit + 1], pattern) if 0 < p <= limit]
@@ -127,18 +127,6 @@ def split_text(text: str, max_tokens: int) -> list[str]:
     if rest:
         pieces.append(rest)
     return pieces
-
-
-def _longest_prefix_within(text: str, max_tokens: int) -> int:
-    """Largest n such that text[:n] fits in max_tokens (binary search over the estimate)."""
-    lo, hi = 1, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def split_documents(docs: Sequence[Document], max_tokens: int) -> tuple[Document, ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,12 +21,11 @@ MARGIN = 1.10
 ESTIMATE_RULE = "about 4 characters per token (1 per CJK character), plus a 10% margin"
 
 
-@lru_cache(maxsize=1024)
 def estimate_tokens(text: str) -> int:
     """Estimated token count of `text` (CJK-aware, rounded up, with a 10% margin).
 
-    Memoized: the same documents and notes are counted for every call of a stage (a string keeps its
-    hash, so a repeat costs a dictionary lookup); ASCII text needs no scan for CJK characters.
+    ASCII text needs no scan for CJK characters (`str.isascii` is a flag check), so counting the
+    same documents and notes for every call of a stage costs next to nothing.
     """
     if not text:
         return 0
@@ -36,6 +34,24 @@ def estimate_tokens(text: str) -> int:
     cjk = len(_CJK.findall(text))
     other = len(text) - cjk
     return int((cjk + other / 4.0) * MARGIN) + 1
+
+
+_MIN_TOKENS_PER_CHAR = 0.275  # the estimate's floor: 1.1 / 4 for Latin script (CJK is 1.1)
+
+
+def longest_prefix_within(text: str, max_tokens: int) -> int:
+    """Largest n with estimate_tokens(text[:n]) <= max_tokens (binary search on a window that can hold it)."""
+    hi = min(len(text), int(max_tokens / _MIN_TOKENS_PER_CHAR) + 1)
+    if estimate_tokens(text[:hi]) <= max_tokens:
+        return hi
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class TokenCounter(Protocol):

@@ -30,7 +30,7 @@ from ..llm.types import ChatRequest, Message
 from ..methods import MethodOutcome
 from ..results import Failure
 from ..stages._common import reply_text
-from ..tokens import estimate_tokens
+from ..tokens import estimate_tokens, longest_prefix_within
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -163,29 +163,13 @@ async def method_run(method: str, task: str, documents: Sequence[Document], sett
 # ---- text budgets ---------------------------------------------------------------------------------------
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?。！？])\s+"), re.compile(r"\s+"))
-_MIN_TOKENS_PER_CHAR = 0.275  # the estimate's floor: 1.1 / 4 for Latin script (CJK is 1.1)
-
-
-def _prefix_within(text: str, max_tokens: int) -> int:
-    """Largest n with estimate_tokens(text[:n]) <= max_tokens (binary search on a window that can hold it)."""
-    hi = min(len(text), int(max_tokens / _MIN_TOKENS_PER_CHAR) + 1)
-    if estimate_tokens(text[:hi]) <= max_tokens:
-        return hi
-    lo = 0
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def head(text: str, max_tokens: int) -> str:
     """The start of `text` within `max_tokens`, cut at a paragraph, sentence or word break where possible."""
     if max_tokens <= 0:
         return ""
-    n = _prefix_within(text, max_tokens)
+    n = longest_prefix_within(text, max_tokens)
     if n >= len(text):
         return text
     return text[:_cut(text, n)]
@@ -209,7 +193,7 @@ def pieces(text: str, max_tokens: int) -> list[str]:
     out: list[str] = []
     rest = text
     while rest:
-        n = _prefix_within(rest, max_tokens)
+        n = longest_prefix_within(rest, max_tokens)
         if n >= len(rest):
             out.append(rest)
             break
