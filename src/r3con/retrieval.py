@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK_RANGES}]|[^\W_{_CJK_RANGES}]+")
@@ -24,37 +26,45 @@ class BM25:
     """Okapi BM25 over a fixed list of texts: `BM25(texts).scores(query)`, `.top_k(query, k)`.
 
     `k1` saturates term frequency, `b` normalises by length (Robertson and Zaragoza, 2009); the idf
-    is the non-negative variant log(1 + (N - df + 0.5) / (df + 0.5)).
+    is the non-negative variant log(1 + (N - df + 0.5) / (df + 0.5)). Each term's weights are computed
+    once, as a posting list, so a query costs one vector add per distinct query term. A query term
+    counts as often as it occurs, or once with `distinct_query_terms`. `tokenize` turns a text into
+    terms (`tokenize` of this module by default).
     """
 
-    def __init__(self, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75):
-        self.k1 = k1
-        self.b = b
-        self._docs = [Counter(tokenize(t)) for t in texts]
-        self._lengths = [sum(c.values()) for c in self._docs]
-        self._avg = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
-        df: Counter[str] = Counter()
-        for counts in self._docs:
-            df.update(counts.keys())
-        n = len(self._docs)
-        self._idf = {term: math.log(1.0 + (n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
+    def __init__(self, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
+                 tokenize: Callable[[str], list[str]] = tokenize, distinct_query_terms: bool = False):
+        self._tokenize = tokenize
+        self._distinct = distinct_query_terms
+        self.size = len(texts)
+        counts = [Counter(tokenize(t)) for t in texts]
+        lengths = np.array([sum(c.values()) for c in counts], dtype=float)
+        avg = float(lengths.mean()) if self.size and lengths.sum() else 1.0
+        norm = k1 * (1 - b + b * lengths / avg)
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for i, c in enumerate(counts):
+            for term, n in c.items():
+                where, freqs = postings.setdefault(term, ([], []))
+                where.append(i)
+                freqs.append(float(n))
+        self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for term, (where, freqs) in postings.items():
+            idx = np.array(where, dtype=np.int64)
+            tf = np.array(freqs)
+            idf = math.log(1 + (self.size - len(where) + 0.5) / (len(where) + 0.5))
+            self._weights[term] = (idx, idf * tf * (k1 + 1) / (tf + norm[idx]))
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return self.size
 
     def scores(self, query: str) -> list[float]:
         """The BM25 score of every text for `query`, in the texts' order."""
-        terms = Counter(tokenize(query))
-        out = []
-        for counts, length in zip(self._docs, self._lengths, strict=True):
-            norm = self.k1 * (1.0 - self.b + self.b * (length / self._avg if self._avg else 0.0))
-            score = 0.0
-            for term, qf in terms.items():
-                tf = counts.get(term, 0)
-                if tf:
-                    score += qf * self._idf[term] * tf * (self.k1 + 1.0) / (tf + norm)
-            out.append(score)
-        return out
+        total = np.zeros(self.size)
+        for term, qf in Counter(self._tokenize(query)).items():
+            hit = self._weights.get(term)
+            if hit is not None:
+                total[hit[0]] += hit[1] if self._distinct else qf * hit[1]
+        return [float(x) for x in total]
 
     def top_k(self, query: str, k: int) -> list[int]:
         """Indices of the `k` best texts for `query`, best first (ties in text order)."""

@@ -7,7 +7,7 @@ from r3con.corpus import documents_from_texts
 from r3con.llm import build_llm
 from r3con.pipeline import run
 from r3con.stages._common import NoteRef, format_notes
-from r3con.stages.notes_select import BM25, NotesSelector, SelectionStats, prefix_order, terms
+from r3con.stages.notes_select import NotesSelector, SelectionStats, notes_bm25, prefix_order, terms
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
@@ -65,7 +65,7 @@ async def test_a_tiny_budget_keeps_the_best_notes_and_says_how_many_were_left_ou
 
 
 def test_bm25_ranks_the_matching_text_first_and_handles_cjk():
-    index = BM25(["the cat sat on the mat", "silver spoons shipped to Rotterdam", "dogs bark", "北京的天气很好"])
+    index = notes_bm25(["the cat sat on the mat", "silver spoons shipped to Rotterdam", "dogs bark", "北京的天气很好"])
     scores = index.scores("Rotterdam silver")
     assert max(range(4), key=scores.__getitem__) == 1 and scores[2] == 0
     cjk = index.scores("北京天气")

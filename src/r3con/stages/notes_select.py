@@ -11,15 +11,14 @@ each call's `select(query, exclude)`, so the index and the per-note sizes are co
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._prompts import render
+from ..retrieval import BM25
 from ..tokens import estimate_tokens
 from ._common import NoteRef, format_notes
 
@@ -47,35 +46,10 @@ def terms(text: str) -> list[str]:
     return out
 
 
-class BM25:
-    """Okapi BM25 over a fixed list of texts; `scores(query)` is one vector add per query term."""
-
-    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75):
-        self.size = len(texts)
-        counts = [Counter(terms(t)) for t in texts]
-        lengths = np.array([sum(c.values()) for c in counts], dtype=float)
-        avg = float(lengths.mean()) if self.size and lengths.sum() else 1.0
-        norm = k1 * (1 - b + b * lengths / avg)
-        postings: dict[str, tuple[list[int], list[float]]] = {}
-        for i, c in enumerate(counts):
-            for term, n in c.items():
-                where, freqs = postings.setdefault(term, ([], []))
-                where.append(i)
-                freqs.append(float(n))
-        self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for term, (where, freqs) in postings.items():
-            idx = np.array(where, dtype=np.int64)
-            tf = np.array(freqs)
-            idf = math.log(1 + (self.size - len(where) + 0.5) / (len(where) + 0.5))
-            self._weights[term] = (idx, idf * tf * (k1 + 1) / (tf + norm[idx]))
-
-    def scores(self, query: str) -> list[float]:
-        total = np.zeros(self.size)
-        for term in set(terms(query)):
-            hit = self._weights.get(term)
-            if hit is not None:
-                total[hit[0]] += hit[1]
-        return total.tolist()
+def notes_bm25(texts: Sequence[str]) -> BM25:
+    """The BM25 index notes are ranked with: `terms` (stop words out, CJK bigrams), k1 = 1.2, each query
+    term counted once."""
+    return BM25(texts, k1=1.2, tokenize=terms, distinct_query_terms=True)
 
 
 def prefix_order(count: int, own: int | None) -> list[int]:
@@ -247,7 +221,7 @@ class NotesSelector:
             scores = await self._embedding_scores(query)
         else:
             if self._bm25 is None:
-                self._bm25 = BM25([f"{r.title}\n{r.text}" for r in self.refs])
+                self._bm25 = notes_bm25([f"{r.title}\n{r.text}" for r in self.refs])
             scores = self._bm25.scores(query)
         return sorted(keep, key=lambda i: (-scores[i], i))
 
