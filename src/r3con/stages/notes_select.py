@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._prompts import render
-from ..retrieval import BM25
+from ..retrieval import BM25, CJK_RANGES
 from ..tokens import estimate_tokens
 from ._common import NoteRef, format_notes
 
 INDEX_WORDS = 12
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK = re.compile(f"[{CJK_RANGES}]")
 _STOP = frozenset(
     "a an the and or of to in on at for by with from as is are was were be been it its this that these those "
     "which who what when where how not no he she his her they them their we you i".split()
