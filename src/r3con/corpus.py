@@ -6,6 +6,7 @@ import glob
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from ._readers import SUPPORTED_SUFFIXES, read_document
@@ -27,6 +28,11 @@ class Document:
     source: str = ""
     part: int = 1
     parts: int = 1
+
+    @cached_property
+    def tokens(self) -> int:
+        """The estimated tokens of `text` (counted once: stages ask for every call)."""
+        return estimate_tokens(self.text)
 
     @property
     def key(self) -> str:

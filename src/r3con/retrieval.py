@@ -64,7 +64,7 @@ class BM25:
             hit = self._weights.get(term)
             if hit is not None:
                 total[hit[0]] += hit[1] if self._distinct else qf * hit[1]
-        return [float(x) for x in total]
+        return total.tolist()
 
     def top_k(self, query: str, k: int) -> list[int]:
         """Indices of the `k` best texts for `query`, best first (ties in text order)."""

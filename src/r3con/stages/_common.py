@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from .._prompts import Rendered, render
 from ..corpus import Document
 from ..llm.types import Completion, Message
-from ..tokens import estimate_tokens
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ def shared_goes_first(layout: str, shared_tokens: int, doc: Document, enabled: b
     that share it (and the document again) instead of prefilling it in every call, after the
     document's cached prefix. The paper layout always puts it first.
     """
-    return enabled and document_first(layout) and shared_tokens > estimate_tokens(doc.text)
+    return enabled and document_first(layout) and shared_tokens > doc.tokens
 
 
 def document_messages(doc: Document, instructions: Rendered, layout: str, breakpoints: bool = False,

@@ -88,11 +88,12 @@ class _Form:
 
 
 async def populate_document(
-    llm: LLM, task: str, form: _Form, doc: Document, notes: str, options: PopulateOptions
+    llm: LLM, task: str, form: _Form, doc: Document, notes: str, options: PopulateOptions,
+    notes_tokens: int | None = None,
 ) -> _DocRecords:
     """Records of one document, validated against `schema`; raises OutputError after the last attempt."""
     budget: int | None = None
-    notes_tokens = estimate_tokens(notes)
+    notes_tokens = estimate_tokens(notes) if notes_tokens is None else notes_tokens
     while True:
         try:
             return await _populate_once(llm, task, form, doc, notes, notes_tokens, options)
@@ -159,10 +160,11 @@ async def populate(
     """Fill `schema` from every document concurrently and merge the stamped records."""
     options = options or PopulateOptions()
     form = _Form.of(schema, task)
+    notes_tokens = estimate_tokens(notes)  # the same notes for every document: counted once
 
     async def one(doc: Document) -> tuple[Document, _DocRecords | None, Failure | None]:
         try:
-            return doc, await populate_document(llm, task, form, doc, notes, options), None
+            return doc, await populate_document(llm, task, form, doc, notes, options, notes_tokens), None
         except BudgetExceeded:
             raise  # --max-cost stops the run, not just this document
         except R3conError as exc:
