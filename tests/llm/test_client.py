@@ -8,7 +8,7 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import ConfigError, ContextTooLong, ProviderError
-from r3con.llm.client import OpenAIChat, _to_completion
+from r3con.llm.client import OpenAIChat, _to_completion, env_proxy
 from r3con.llm.types import ChatRequest, Message
 
 REQUEST = ChatRequest(messages=(Message("system", "Read."), Message("user", "<task>q</task> hello")),
@@ -194,3 +194,14 @@ async def test_a_gateway_error_page_is_a_provider_error_with_its_status(scripted
     with pytest.raises(ProviderError, match="HTTP 502") as caught:
         await complete_once(server)
     assert caught.value.status == 502 and "Bad Gateway" in caught.value.body
+
+
+def test_the_proxy_comes_from_the_environment_once_per_client(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https://api.openai.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert env_proxy("https://api.openai.com/v1") == "http://proxy.internal:3128"
+    assert env_proxy("http://127.0.0.1:8000/v1") is None, "NO_PROXY hosts go direct"
+    assert env_proxy("http://gpu-box:8000/v1") is None, "no HTTP_PROXY for http URLs"
