@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import glob
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -135,11 +135,12 @@ def split_text(text: str, max_tokens: int) -> list[str]:
     return pieces
 
 
-def split_documents(docs: Sequence[Document], max_tokens: int) -> tuple[Document, ...]:
-    """Split every document longer than `max_tokens` into numbered parts."""
+def split_documents(docs: Sequence[Document], max_tokens: int,
+                    split: Callable[[str, int], list[str]] = split_text) -> tuple[Document, ...]:
+    """Split every document longer than `max_tokens` into numbered parts (cut by `split`)."""
     out: list[Document] = []
     for doc in docs:
-        pieces = split_text(doc.text, max_tokens)
+        pieces = split(doc.text, max_tokens)
         if len(pieces) == 1:
             out.append(doc)
             continue

@@ -22,7 +22,7 @@ from .. import __version__
 from .._prompts import Rendered
 from ..artifacts import RunDir
 from ..config import Settings
-from ..corpus import Document
+from ..corpus import Document, split_documents
 from ..errors import ConfigError, InputError, R3conError, RunFailed
 from ..llm import LLMStack, build_llm
 from ..llm.layers import CallLog
@@ -285,13 +285,5 @@ def describe(documents: Sequence[Document]) -> list[Mapping[str, Any]]:
 
 
 def split_to_parts(documents: Sequence[Document], max_tokens: int) -> list[Document]:
-    """Every document longer than `max_tokens` as numbered parts (same number, part 1..n)."""
-    out: list[Document] = []
-    for doc in documents:
-        texts = pieces(doc.text, max_tokens)
-        if len(texts) == 1:
-            out.append(doc)
-            continue
-        out.extend(Document(number=doc.number, title=doc.title, text=text, source=doc.source, part=i, parts=len(texts))
-                   for i, text in enumerate(texts, start=1))
-    return out
+    """Every document longer than `max_tokens` as numbered parts (same number, part 1..n), cut by `pieces`."""
+    return list(split_documents(documents, max_tokens, split=pieces))
