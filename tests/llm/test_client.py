@@ -105,6 +105,24 @@ async def test_sends_a_plain_chat_completions_body_with_stage_headers(scripted):
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.cached_tokens) == (10, 2, 6)
 
 
+async def test_both_transports_send_the_account_headers_the_sdk_reads_from_the_environment(scripted, monkeypatch):
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-7")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-9")
+    server = scripted((200, reply(), "application/json"))
+    await complete_once(server)
+    headers, _ = server.seen[0]
+    assert (headers["openai-organization"], headers["openai-project"]) == ("org-7", "proj-9")
+
+
+async def test_no_account_headers_without_them_in_the_environment(scripted, monkeypatch):
+    monkeypatch.delenv("OPENAI_ORG_ID", raising=False)
+    monkeypatch.delenv("OPENAI_PROJECT_ID", raising=False)
+    server = scripted((200, reply(), "application/json"))
+    await complete_once(server)
+    headers, _ = server.seen[0]
+    assert "openai-organization" not in headers and "openai-project" not in headers
+
+
 async def test_an_endpoint_without_constrained_decoding_is_asked_again_without_response_format(scripted):
     error = {"error": {"message": "response_format json_schema is not supported", "type": "invalid_request_error"}}
     server = scripted((400, error, "application/json"), (200, reply("{}"), "application/json"),

@@ -140,11 +140,17 @@ class OpenAIChat:
 
         if self._session is None:
             self._proxy = env_proxy(self.base_url)
+            session_headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
+                               "Accept": "application/json", "User-Agent": "r3con"}
+            # The account headers the SDK takes from OPENAI_ORG_ID / OPENAI_PROJECT_ID, so both paths send them.
+            for name, value in (("OpenAI-Organization", self._client.organization),
+                                ("OpenAI-Project", self._client.project)):
+                if value:
+                    session_headers[name] = value
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s),
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                headers={"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
-                         "Accept": "application/json", "User-Agent": "r3con"},
+                headers=session_headers,
             )
         try:
             async with self._session.post(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
