@@ -16,7 +16,6 @@ from .config import Settings
 from .corpus import Document, split_documents
 from .errors import ConfigError, ContextTooLong, InputError, R3conError, RunFailed
 from .llm import LLMStack, build_llm
-from .llm.embeddings import open_embedder
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
@@ -155,7 +154,7 @@ async def run(
     async with build_llm(settings, calls_log=run_dir.calls_path) as stack:
         if notes_ranking(settings) != "embeddings":
             return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress())
-        async with open_embedder(settings, stage="relevance", ledger=stack.ledger, log=stack.log) as embedder:
+        async with stack.embedder(settings, "relevance") as embedder:
             return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(),
                               embed=embedder.embed if embedder is not None else None)
 

@@ -25,7 +25,6 @@ from ..config import Settings
 from ..corpus import Document, split_documents
 from ..errors import ConfigError, InputError, R3conError, RunFailed
 from ..llm import LLMStack, build_llm
-from ..llm.layers import CallLog
 from ..llm.types import ChatRequest, Message
 from ..methods import MethodOutcome
 from ..results import Failure
@@ -54,12 +53,6 @@ class MethodRun:
     @property
     def window(self) -> int:
         return self.llm.endpoint.context_window
-
-    @property
-    def calls_log(self) -> CallLog:
-        """The run's call log: the LLM stack's own (one open file), or this folder's for a stack without one."""
-        log = getattr(self.llm, "log", None)
-        return log if isinstance(log, CallLog) and log.path is not None else CallLog(self.dir.calls_path)
 
     async def ask(self, stage: str, prompt: Rendered, *, max_tokens: int, system: str | None = None,
                   doc: int | None = None, part: int | None = None, round: int | None = None,

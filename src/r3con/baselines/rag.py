@@ -15,7 +15,6 @@ from pathlib import Path
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
-from ..llm.embeddings import open_embedder
 from ..methods import MethodFn, MethodOutcome
 from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ._common import budget_for, check_options, chunk_documents, final_answer_line, method_run
@@ -57,7 +56,7 @@ def method(options: Options = Options()) -> MethodFn:
             rankings = [BM25(texts).top_k(task, len(texts))]
             retrievers = ["bm25"]
             if options.dense:
-                async with open_embedder(settings, stage=EMBED_STAGE, ledger=mr.llm.ledger, log=mr.calls_log) as emb:
+                async with mr.llm.embedder(settings, EMBED_STAGE) as emb:
                     if emb is not None:
                         vectors = await emb.embed([*texts, task])
                         rankings.append(ranking(cosine_scores(vectors[-1], vectors[:-1])))

@@ -25,7 +25,7 @@ import numpy as np
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
-from ..llm.embeddings import Embedder, open_embedder
+from ..llm.embeddings import Embedder
 from ..methods import MethodFn, MethodOutcome
 from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ..tokens import estimate_tokens
@@ -117,7 +117,7 @@ def method(options: Options = Options()) -> MethodFn:
 
     async def run(task: str, documents: tuple[Document, ...], settings: Settings, run_dir: Path) -> MethodOutcome:
         async with method_run(NAME, task, documents, settings, run_dir, options) as mr, \
-                open_embedder(settings, stage=EMBED_STAGE, ledger=mr.llm.ledger, log=mr.calls_log) as embedder:
+                mr.llm.embedder(settings, EMBED_STAGE) as embedder:
             chunks = chunk_documents(documents, options.chunk_tokens)
             nodes = [Node(index=c.index, level=0, text=c.text, source=f"Document {c.doc}") for c in chunks]
             docs_of: dict[int, list[int]] = {c.index: [c.doc] for c in chunks}

@@ -13,7 +13,7 @@ import threading
 
 from ..errors import BudgetExceeded, ConfigError
 from ..tokens import estimate_tokens
-from .pricing import PriceTable
+from .pricing import Price, PriceTable
 from .types import LLM, ChatRequest, Completion
 
 DEFAULT_MAX_TOKENS = 4096  # assumed output bound of a request that sets none
@@ -48,6 +48,16 @@ class CostCap:
             self.spent_usd += actual_usd
 
 
+def priced(prices: PriceTable, model: str) -> Price:
+    """The price of `model`, which `--max-cost` needs to bound a call's cost."""
+    price = prices.find(model)
+    if price is None:
+        raise ConfigError(
+            f"--max-cost needs a price for model {model!r}; add it to a JSON price table passed with --prices"
+        )
+    return price
+
+
 class BudgetGuard:
     """Refuses a call whose worst-case cost could take the spend past `cap` (see the module docstring)."""
 
@@ -59,12 +69,7 @@ class BudgetGuard:
 
     def worst_case(self, request: ChatRequest) -> float:
         """USD of the request if every prompt token is uncached and the reply takes all of `max_tokens`."""
-        model = request.model or ""
-        price = self.prices.find(model)
-        if price is None:
-            raise ConfigError(
-                f"--max-cost needs a price for model {model!r}; add it to a JSON price table passed with --prices"
-            )
+        price = priced(self.prices, request.model or "")
         prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)
         output = request.max_tokens or DEFAULT_MAX_TOKENS
         scale = self.prices.batch_discount if self.batch else 1.0

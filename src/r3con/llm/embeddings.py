@@ -2,7 +2,8 @@
 
 Off unless a model is configured (`--embedding-model`, env R3CON_EMBEDDING_MODEL); methods that can
 use dense retrieval fall back to BM25 without it. Calls are batched, carry the caller's
-`X-R3con-Stage`, are logged to the run's calls.jsonl and counted in its ledger (prompt tokens).
+`X-R3con-Stage`, are logged to the run's calls.jsonl and counted in its ledger (prompt tokens), and
+share the run's retries and `--max-cost` cap with its chat calls.
 """
 
 from __future__ import annotations
@@ -10,14 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Protocol
+from dataclasses import replace
+from typing import Any, Protocol
 
 import openai
 
 from ..config import Settings
-from ..errors import ConfigError, ProviderError
+from ..errors import ConfigError, ProviderError, R3conError
+from ..tokens import estimate_tokens
+from .budget import CostCap, priced
+from .client import retry_after_s
 from .layers import CallLog, Ledger
 from .pricing import PriceTable
+from .retry import Retrier, RetryBudget, RetryPolicy
 from .types import Usage
 
 
@@ -28,10 +34,15 @@ class Embedder(Protocol):
 
 
 class OpenAIEmbeddings:
-    """Embeds through `client.embeddings.create`, `batch_size` texts a request."""
+    """Embeds through `client.embeddings.create`, `batch_size` texts a request.
+
+    Each request goes through the run's retry policy and budget (`retrier`) and, under `--max-cost`,
+    reserves its worst case against the run's `cap` first, as chat calls do.
+    """
 
     def __init__(self, settings: Settings, model: str, *, stage: str, ledger: Ledger | None = None,
-                 log: CallLog | None = None, batch_size: int = 64):
+                 log: CallLog | None = None, retrier: Retrier | None = None, cap: CostCap | None = None,
+                 batch_size: int = 64):
         self.base_url = settings.require_endpoint().rstrip("/")
         self.model = model
         self.stage = stage
@@ -39,8 +50,11 @@ class OpenAIEmbeddings:
         self._ledger = ledger
         self._log = log or CallLog(None)
         self._prices = PriceTable.load(settings.prices_file)
+        self._retrier = retrier or Retrier(RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
+                                           RetryBudget(settings.retry_budget), self.base_url)
+        self._cap = cap
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=settings.api_key or "EMPTY",
-                                          max_retries=2, timeout=settings.request_timeout_s)
+                                          max_retries=0, timeout=settings.request_timeout_s)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -54,13 +68,44 @@ class OpenAIEmbeddings:
     async def _batch(self, texts: list[str]) -> list[list[float]]:
         started = time.time()
         record = {"time": started, "stage": self.stage, "kind": "embeddings", "model": self.model, "inputs": len(texts)}
+        worst = self._worst_case(texts)
+        if self._cap is not None:
+            self._cap.reserve(worst)
+        actual = 0.0
         try:
-            response = await self._client.embeddings.create(
+            response, retries = await self._retrier.run(lambda: self._request(texts))
+            usage = Usage(calls=1, prompt_tokens=int(getattr(response.usage, "prompt_tokens", 0) or 0))
+            usage = replace(usage.with_event("retries", retries), cost_usd=self._prices.cost(self.model, usage))
+            actual = usage.cost_usd
+        except R3conError as exc:
+            self._log.write({**record, "error": f"{type(exc).__name__}: {exc}"})
+            raise
+        finally:
+            if self._cap is not None:
+                self._cap.settle(worst, actual)
+        vectors = [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+        if len(vectors) != len(texts):
+            raise ProviderError(f"{self.base_url} returned {len(vectors)} embeddings for {len(texts)} texts",
+                                endpoint=self.base_url)
+        if self._ledger is not None:
+            self._ledger.add(self.stage, usage)
+        self._log.write({**record, "usage": usage.to_dict(), "latency_s": round(time.time() - started, 4)})
+        return vectors
+
+    def _worst_case(self, texts: list[str]) -> float:
+        """USD the request may cost; under --max-cost the model must have a price."""
+        if self._cap is None:
+            return 0.0
+        return sum(estimate_tokens(t) + 1 for t in texts) * priced(self._prices, self.model).input / 1_000_000
+
+    async def _request(self, texts: list[str]) -> Any:
+        """One embeddings request; endpoint failures as ProviderError (retried when transient) or ConfigError."""
+        try:
+            return await self._client.embeddings.create(
                 model=self.model, input=[t if t.strip() else " " for t in texts],
                 extra_headers={"X-R3con-Stage": self.stage},
             )
         except openai.APIConnectionError as exc:
-            self._log.write({**record, "error": f"connection failed: {exc}"})
             raise ProviderError(f"{self.base_url}: embeddings request failed ({exc})", endpoint=self.base_url) from exc
         except openai.AuthenticationError as exc:
             raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
@@ -70,31 +115,24 @@ class OpenAIEmbeddings:
                 "set R3CON_EMBEDDING_MODEL to a served one, or unset it to use BM25 only"
             ) from exc
         except openai.APIStatusError as exc:
-            self._log.write({**record, "error": f"HTTP {exc.status_code}"})
             raise ProviderError(f"{self.base_url} answered HTTP {exc.status_code} to an embeddings request",
-                                status=exc.status_code, endpoint=self.base_url) from exc
-        vectors = [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
-        if len(vectors) != len(texts):
-            raise ProviderError(f"{self.base_url} returned {len(vectors)} embeddings for {len(texts)} texts",
-                                endpoint=self.base_url)
-        tokens = int(getattr(response.usage, "prompt_tokens", 0) or 0)
-        usage = Usage(calls=1, prompt_tokens=tokens)
-        usage = Usage(calls=1, prompt_tokens=tokens, cost_usd=self._prices.cost(self.model, usage))
-        if self._ledger is not None:
-            self._ledger.add(self.stage, usage)
-        self._log.write({**record, "usage": usage.to_dict(), "latency_s": round(time.time() - started, 4)})
-        return vectors
+                                status=exc.status_code, endpoint=self.base_url,
+                                retry_after=retry_after_s(exc.response.headers)) from exc
 
 
 @asynccontextmanager
 async def open_embedder(settings: Settings, *, stage: str, ledger: Ledger | None = None,
-                        log: CallLog | None = None) -> AsyncIterator[Embedder | None]:
-    """The configured embedder, or None when no embedding model is configured."""
+                        log: CallLog | None = None, retrier: Retrier | None = None,
+                        cap: CostCap | None = None) -> AsyncIterator[Embedder | None]:
+    """The configured embedder, or None when no embedding model is configured.
+
+    A run passes its own ledger, call log, retrier and cost cap (`LLMStack.embedder` does).
+    """
     model = settings.embedding_model
     if not model:
         yield None
         return
-    embedder = OpenAIEmbeddings(settings, model, stage=stage, ledger=ledger, log=log)
+    embedder = OpenAIEmbeddings(settings, model, stage=stage, ledger=ledger, log=log, retrier=retrier, cap=cap)
     try:
         yield embedder
     finally:

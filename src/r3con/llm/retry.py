@@ -14,11 +14,13 @@ import random
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from ..errors import ContextTooLong, ProviderError
 from .types import LLM, ChatRequest, Completion, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -59,37 +61,48 @@ def retryable(exc: ProviderError) -> bool:
     return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
 
 
-class Retrying:
-    """Retries transient endpoint failures; the completion's usage counts the retries it took."""
+class Retrier:
+    """The retry loop for any call to the endpoint: chat completions (`Retrying`) and embeddings."""
 
-    def __init__(self, inner: LLM, policy: RetryPolicy, budget: RetryBudget, endpoint: str, *,
+    def __init__(self, policy: RetryPolicy, budget: RetryBudget, endpoint: str, *,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, seed: int | None = None):
-        self.inner = inner
         self.policy = policy
         self.budget = budget
         self.endpoint = endpoint
         self._sleep = sleep
         self._rng = random.Random(seed)
 
-    async def complete(self, request: ChatRequest) -> Completion:
-        attempt = 0
+    async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """`attempt()`'s result and the retries it took; raises the last error when retrying stops."""
+        retries = 0
         while True:
             try:
-                completion = await self.inner.complete(request)
+                return await attempt(), retries
             except ProviderError as exc:
                 if not retryable(exc):
                     raise
-                if attempt >= self.policy.retries:
-                    raise _gave_up(exc, self.endpoint, f"after {attempt + 1} attempts", attempt) from exc
+                if retries >= self.policy.retries:
+                    raise _gave_up(exc, self.endpoint, f"after {retries + 1} attempts", retries) from exc
                 if not self.budget.take():
                     raise _gave_up(exc, self.endpoint, f"the run's retry budget of {self.budget.total} is spent",
-                                   attempt) from exc
-                await self._sleep(self.policy.delay(attempt, exc.retry_after, self._rng))
-                attempt += 1
-                continue
-            if attempt:
-                completion = replace(completion, usage=completion.usage.with_event("retries", attempt))
-            return completion
+                                   retries) from exc
+                await self._sleep(self.policy.delay(retries, exc.retry_after, self._rng))
+                retries += 1
+
+
+class Retrying:
+    """Retries transient endpoint failures; the completion's usage counts the retries it took."""
+
+    def __init__(self, inner: LLM, policy: RetryPolicy, budget: RetryBudget, endpoint: str, *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, seed: int | None = None):
+        self.inner = inner
+        self.retrier = Retrier(policy, budget, endpoint, sleep=sleep, seed=seed)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        completion, retries = await self.retrier.run(lambda: self.inner.complete(request))
+        if retries:
+            completion = replace(completion, usage=completion.usage.with_event("retries", retries))
+        return completion
 
 
 def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int) -> ProviderError:

@@ -11,6 +11,7 @@
     delay      not a fault: seconds every chat completion takes (to let tests act mid-run)
     json_schema=0  an endpoint without constrained decoding: HTTP 400 for response_format json_schema
 
+Embeddings requests get the transport faults (429, 500, hang, drop); the others are for chat replies.
 A request (by the hash of its body) gets at most `max_faults_per_request` faults, so retries succeed.
 Spec: comma-separated NAME=RATE, plus seed=N, max=N, retry_after=S, hang_s=S, delay=S, only=STAGE+STAGE; e.g.
 '429=0.1,500=0.1,hang=0.05,drop=0.05,truncate=0.1,malformed=0.2,empty=0.05,reasoning=0.1,seed=7'.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 KINDS = ("429", "500", "hang", "drop", "truncate", "malformed", "empty", "reasoning")
+TRANSPORT_FAULTS = frozenset({"429", "500", "hang", "drop"})  # no reply to read; embeddings requests get these too
 _RATE_FIELD = {kind: f"rate_{kind}" for kind in KINDS}
 _OPTIONS = {"seed": "seed", "max": "max_faults_per_request", "retry_after": "retry_after_s",
             "hang_s": "hang_s", "delay": "delay_s", "only": "only",

@@ -17,7 +17,7 @@ from . import _embeddings
 from . import _responders as respond
 from . import _text as t
 from ._batch import BatchStore
-from ._faults import FaultPlan, message_for
+from ._faults import TRANSPORT_FAULTS, FaultPlan, message_for
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,39 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._error(400, "body is not JSON")
             return
+        stage = self.headers.get("X-R3con-Stage", "")
+        record: dict[str, Any] = {"time": time.time(), "path": self.path, "stage": stage, "mode": "",
+                                  "model": body.get("model")}
+        if self._transport_fault(record, hashlib.sha256(raw).hexdigest(), stage) in TRANSPORT_FAULTS:
+            return
         reply = _embeddings.response(body, self.state.model)
-        self.state.log({"time": time.time(), "path": self.path, "stage": self.headers.get("X-R3con-Stage", ""),
-                        "mode": "", "model": body.get("model"), "inputs": len(reply["data"]), "status": 200,
+        self.state.log({**record, "inputs": len(reply["data"]), "status": 200,
                         "prompt_tokens": reply["usage"]["prompt_tokens"], "completion_tokens": 0})
         self._send(200, reply)
+
+    def _transport_fault(self, record: dict[str, Any], request_hash: str, stage: str) -> str | None:
+        """The fault planned for this attempt at the request; a transport fault (429, 500, hang, drop) is
+        answered (or not) and logged here, any other is left to the caller."""
+        if self.state.faults is None:
+            return None
+        with self.state.lock:
+            attempt = self.state.attempts.get(request_hash, 0)
+            self.state.attempts[request_hash] = attempt + 1
+        fault = self.state.faults.decide(request_hash, attempt, stage)
+        record["fault"] = fault or "ok"
+        if fault in ("429", "500"):
+            record["status"] = int(fault)
+            self.state.log(record)
+            wait = self.state.faults.retry_after_s
+            headers = {"Retry-After": str(max(1, round(wait))), "retry-after-ms": str(int(wait * 1000))} if fault == "429" else {}
+            self._error(int(fault), "rate limited" if fault == "429" else "internal error", headers)
+        elif fault in ("hang", "drop"):  # no response at all: the client times out, or sees the connection close
+            record["status"] = 0
+            self.state.log(record)
+            if fault == "hang":
+                time.sleep(self.state.faults.hang_s)
+            self.close_connection = True
+        return fault
 
     def _chat(self, body: dict[str, Any], request_hash: str) -> None:
         h = self.headers
@@ -175,26 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.log(record)
             self._error(400, "response_format type 'json_schema' is not supported by this server")
             return
-        fault = None
-        if self.state.faults is not None:
-            with self.state.lock:
-                attempt = self.state.attempts.get(request_hash, 0)
-                self.state.attempts[request_hash] = attempt + 1
-            fault = self.state.faults.decide(request_hash, attempt, stage)
-        record["fault"] = fault or "ok"
-        if fault in ("429", "500"):
-            record["status"] = int(fault)
-            self.state.log(record)
-            wait = self.state.faults.retry_after_s if self.state.faults else 0
-            headers = {"Retry-After": str(max(1, round(wait))), "retry-after-ms": str(int(wait * 1000))} if fault == "429" else {}
-            self._error(int(fault), "rate limited" if fault == "429" else "internal error", headers)
-            return
-        if fault in ("hang", "drop"):  # no response at all: the client times out, or sees the connection close
-            record["status"] = 0
-            self.state.log(record)
-            if fault == "hang" and self.state.faults is not None:
-                time.sleep(self.state.faults.hang_s)
-            self.close_connection = True
+        fault = self._transport_fault(record, request_hash, stage)
+        if fault in TRANSPORT_FAULTS:
             return
         schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
         round_no = int(h.get("X-R3con-Round") or 1)
