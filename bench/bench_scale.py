@@ -1,7 +1,7 @@
 """How r3con scales: calls, prompt tokens, prefix-cache share, harness CPU and memory, D = 10 to 1,000.
 
     .venv/bin/python bench/bench_scale.py [--sizes 10,46,200,1000] [--rounds 2] [--rounds-large 2]
-                                          [--budget 4000] [--budgets-200 4000,2000,1000] [--note-sentences 3]
+                                          [--budget 4000] [--budgets-200 4000,2000,1000,1] [--note-sentences 3]
                                           [--full-at-1000] [--json]
 
 Every configuration runs in its own process (so that peak memory is its own) against the scripted
@@ -26,7 +26,9 @@ the bare openai SDK against the same server. Chat calls go through aiohttp when 
 `fast` and `test` extras), else the openai SDK; `R3CON_HTTP_CLIENT=sdk` measures the SDK's path.
 `--note-sentences N` makes the scripted notes quote up to N sentences (3 by default). Then the issue's targets, each PASS or FAIL:
   1. D = 200: relevance + populate prompt tokens of `cache`+`on` at most a third of `paper`+`off`
-     (counted as uncached prompt tokens, the part an endpoint must prefill; total tokens printed too);
+     (counted as uncached prompt tokens, the part an endpoint must prefill; total tokens printed too).
+     A budget under 50 tokens (the default sweep's 1) shows no note in full: its ratio is printed as
+     the floor, what the cache layout prefills for the documents, instructions and notes index alone;
   2. D = 46 (Dracula): at least 60% of the prompt tokens of the per-document calls (relevance and
      populate: documents, notes and instructions) served from cache; the share of the documents'
      own tokens is printed beside (below 2/3 when short documents go after their shared notes);
@@ -218,6 +220,9 @@ COLUMNS = ("D", "layout", "notes", "budget", "rounds", "parts", "wall_s", "calls
            "cpu_ms_per_call", "transport", "peak_rss_mib", "selected_calls", "note_tokens")
 
 
+FLOOR_BUDGET = 50  # a notes budget under any note's size: what is left is the floor of the cache layout
+
+
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
     def find(d: int, layout: str, notes: str) -> dict[str, Any] | None:
         return next((r for r in rows if r["D"] == d and r["layout"] == layout and r["notes"] == notes
@@ -230,6 +235,11 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
         assert paper is not None
         ratio = ours["doc_uncached_tokens"] / max(1, paper["doc_uncached_tokens"])
         total = ours["doc_prompt_tokens"] / max(1, paper["doc_prompt_tokens"])
+        if ours["budget"] < FLOOR_BUDGET:  # no note fits in full: the floor under every layout, not a setting to use
+            out.append((f"D=200 floor, notes budget {ours['budget']} (no note in full; each document prefilled once, "
+                        "plus the instructions and the notes index)", None,
+                        f"uncached {ratio:.3f}x of the paper layout's (total prompt tokens {total:.3f}x)"))
+            continue
         out.append((f"D=200 relevance+populate input tokens (cache layout, notes budget {ours['budget']}) <= 1/3 of "
                     "the paper layout's without selection", ratio <= 1 / 3,
                     f"uncached {ratio:.3f}x (total prompt tokens {total:.3f}x)"))
@@ -258,7 +268,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="relevance rounds up to D = 200")
     parser.add_argument("--rounds-large", type=int, default=2, help="relevance rounds at D = 1,000")
     parser.add_argument("--budget", default="4000", help="notes budgets (tokens, comma-separated) when selection is on")
-    parser.add_argument("--budgets-200", default="4000,2000,1000", help="the budgets tried at D = 200 (cache layout)")
+    parser.add_argument("--budgets-200", default="4000,2000,1000,1",
+                        help="the budgets tried at D = 200 (cache layout); one under 50 tokens measures the floor")
     parser.add_argument("--chars", type=int, default=16_000, help="characters kept of each document beyond Dracula")
     parser.add_argument("--chars-large", type=int, default=6_000, help="the same at D = 1,000")
     parser.add_argument("--full-at-1000", action="store_true", help="also run the paper layout without selection at D = 1,000")
