@@ -161,10 +161,18 @@ async def test_server_errors_keep_status_and_retry_after(scripted):
     ({"prompt_tokens_details": {"cached_tokens": 7}}, 7),  # OpenAI, vLLM, SGLang, OpenRouter
     ({"cached_tokens": 5}, 5),
     ({"cache_read_input_tokens": 4, "cache_creation_input_tokens": 100}, 4),  # Anthropic-style usage
+    ({"prompt_cache_hit_tokens": 3, "prompt_cache_miss_tokens": 7}, 3),  # DeepSeek
     ({"prompt_tokens_details": None}, 0),
+    ({"prompt_tokens_details": {"cached_tokens": None}}, 0),
 ])
 def test_cached_tokens_are_read_from_each_providers_usage(usage, cached):
     assert _to_completion(reply(**usage), "m", 0.0).usage.cached_tokens == cached
+
+
+def test_cached_tokens_of_an_older_llama_server_come_from_its_timings():
+    data = {**reply(), "timings": {"cache_n": 8, "prompt_n": 2, "predicted_n": 2}}
+    assert _to_completion(data, "m", 0.0).usage.cached_tokens == 8
+    assert _to_completion({**reply(), "timings": None}, "m", 0.0).usage.cached_tokens == 0
 
 
 def test_reasoning_fields_of_vllm_and_openrouter_are_kept():

@@ -292,7 +292,6 @@ def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completi
     choice = choices[0] or {}
     message = choice.get("message") or {}
     usage = data.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     return Completion(
         content=message.get("content") or "",
@@ -301,10 +300,7 @@ def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completi
             calls=1,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            # OpenAI, vLLM, SGLang, OpenRouter: prompt_tokens_details.cached_tokens; Anthropic-style proxies
-            # (LiteLLM and others passing Anthropic's usage through): cache_read_input_tokens
-            cached_tokens=int(details.get("cached_tokens") or usage.get("cached_tokens")
-                              or usage.get("cache_read_input_tokens") or 0),
+            cached_tokens=_cached_tokens(data, usage),
         ),
         model=data.get("model") or model,
         reasoning=reasoning if isinstance(reasoning, str) else None,
@@ -312,3 +308,19 @@ def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completi
         latency_s=latency,
         raw=data,
     )
+
+
+def _cached_tokens(data: dict[str, Any], usage: dict[str, Any]) -> int:
+    """Prompt tokens the endpoint served from its prefix cache, wherever it reports them."""
+    details = usage.get("prompt_tokens_details") or {}
+    timings = data.get("timings") or {}
+    for value in (
+        details.get("cached_tokens"),  # OpenAI, vLLM, SGLang, OpenRouter, llama.cpp since 2026-02
+        usage.get("cached_tokens"),
+        usage.get("cache_read_input_tokens"),  # Anthropic-style usage passed through (LiteLLM and others)
+        usage.get("prompt_cache_hit_tokens"),  # DeepSeek
+        timings.get("cache_n") if isinstance(timings, dict) else None,  # llama.cpp's llama-server before that
+    ):
+        if isinstance(value, int | float) and value > 0:
+            return int(value)
+    return 0
