@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -58,7 +59,7 @@ LATENCY = {"per_call_ms": 5.0, "per_prompt_token_ms": 0.0002, "per_cached_token_
 SERVER = """
 import sys
 from r3con.testing import LatencyModel, serve
-serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks=2_000_000,
+serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks={blocks},
       note_sentences={sentences})
 """
 
@@ -81,8 +82,13 @@ def corpus(size: int, chars: int) -> list[tuple[str, str]]:
     return docs
 
 
-def start_server(sentences: int = 3) -> tuple[subprocess.Popen[str], str]:
-    code = SERVER.format(latency=LATENCY, sentences=sentences)
+UNBOUNDED_BLOCKS = 2_000_000  # 128 MB of prompt text: no configuration here evicts
+
+
+def start_server(sentences: int = 3, cache_tokens: int = 0) -> tuple[subprocess.Popen[str], str]:
+    """The scripted server in another process; `cache_tokens` bounds its prefix cache (0: unbounded)."""
+    blocks = max(1, cache_tokens // 16) if cache_tokens else UNBOUNDED_BLOCKS  # a 64-character block: ~16 tokens
+    code = SERVER.format(latency=LATENCY, sentences=sentences, blocks=blocks)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -92,14 +98,21 @@ def start_server(sentences: int = 3) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{line.split('=', 1)[1]}/v1"
 
 
-def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int, sentences: int) -> dict[str, Any]:
-    """Run one configuration in this process; the measurements as a dict."""
+def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int, sentences: int,
+        cache_tokens: int = 0, order: str = "alternate") -> dict[str, Any]:
+    """Run one configuration in this process; the measurements as a dict.
+
+    `order`: `alternate` (stages send their calls in alternating directions, r3con's default) or
+    `corpus` (every stage in corpus order), to measure what alternating saves under a bounded cache.
+    """
     import r3con
+    import r3con.stages._common
     from r3con.pipeline import run
     from r3con.tokens import estimate_tokens
 
+    r3con.stages._common.ALTERNATE = order == "alternate"
     docs = r3con.documents_from_texts(corpus(size, chars))
-    server, base_url = start_server(sentences)
+    server, base_url = start_server(sentences, cache_tokens)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             settings = r3con.Settings.resolve(
@@ -129,6 +142,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     return {
         "D": size, "layout": layout, "notes": notes, "budget": budget if notes == "on" else None, "rounds": rounds,
         "note_sentences": sentences, "note_tokens": round(note_tokens, 1), "transport": transport,
+        "cache_tokens": cache_tokens or None, "order": order,
         "parts": len(result.parts),
         "wall_s": round(wall, 2), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
         "cached_share": round(total.cached_tokens / max(1, total.prompt_tokens), 3),
@@ -207,15 +221,16 @@ def sdk_baseline(calls: int = 300, words: int = 4000) -> dict[str, Any]:
     return {"calls": calls, "prompt_chars": len(body), "cpu_ms_per_call": round(1000 * cpu / calls, 3)}
 
 
-def spawn(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int, sentences: int) -> dict[str, Any]:
-    args = [sys.executable, __file__, "--one", f"{size},{layout},{notes},{rounds},{budget},{chars},{sentences}"]
-    done = subprocess.run(args, capture_output=True, text=True)
+def spawn(**config: Any) -> dict[str, Any]:
+    """`one(**config)` in a process of its own."""
+    done = subprocess.run([sys.executable, __file__, "--one", json.dumps(config)], capture_output=True, text=True)
     if done.returncode != 0:
-        return {"D": size, "layout": layout, "notes": notes, "error": done.stderr.strip().splitlines()[-1:]}
+        return {"D": config["size"], "layout": config["layout"], "notes": config["notes"],
+                "error": done.stderr.strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-COLUMNS = ("D", "layout", "notes", "budget", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
+COLUMNS = ("D", "layout", "notes", "budget", "order", "cache_tokens", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
            "doc_prompt_tokens", "doc_uncached_tokens", "doc_cached_share", "doc_part_cached_share",
            "cpu_ms_per_call", "transport", "peak_rss_mib", "selected_calls", "note_tokens")
 
@@ -224,6 +239,8 @@ FLOOR_BUDGET = 50  # a notes budget under any note's size: what is left is the f
 
 
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
+    rows = [r for r in rows if r.get("order", "alternate") == "alternate"]  # the targets are r3con's own order
+
     def find(d: int, layout: str, notes: str) -> dict[str, Any] | None:
         return next((r for r in rows if r["D"] == d and r["layout"] == layout and r["notes"] == notes
                      and "error" not in r), None)
@@ -275,6 +292,10 @@ def main() -> None:
     parser.add_argument("--full-at-1000", action="store_true", help="also run the paper layout without selection at D = 1,000")
     parser.add_argument("--note-sentences", type=int, default=3,
                         help="sentences per scripted note (3: short notes; real models' run to hundreds of words)")
+    parser.add_argument("--cache-tokens", type=int, default=0,
+                        help="bound the server's prefix cache to about this many tokens (LRU; default: unbounded)")
+    parser.add_argument("--orders", default="alternate",
+                        help="call orders to run: alternate (r3con's: stages alternate direction), corpus, or both")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -282,8 +303,7 @@ def main() -> None:
         print(json.dumps(sdk_baseline()))
         return
     if args.one:
-        size, layout, notes, rounds, budget, chars, sentences = args.one.split(",")
-        print(json.dumps(one(int(size), layout, notes, int(rounds), int(budget), int(chars), int(sentences))))
+        print(json.dumps(one(**json.loads(args.one))))
         return
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -293,12 +313,14 @@ def main() -> None:
                 if large and notes == "off" and not args.full_at_1000:
                     continue
                 sweep = args.budgets_200 if size == 200 and layout == "cache" else args.budget
-                for budget in [int(b) for b in sweep.split(",")] if notes == "on" else [0]:
-                    row = spawn(size, layout, notes, args.rounds_large if large else args.rounds, budget,
-                                args.chars_large if large else args.chars, args.note_sentences)
+                for budget, order in itertools.product(
+                        [int(b) for b in sweep.split(",")] if notes == "on" else [0], args.orders.split(",")):
+                    row = spawn(size=size, layout=layout, notes=notes, rounds=args.rounds_large if large else args.rounds,
+                                budget=budget, chars=args.chars_large if large else args.chars,
+                                sentences=args.note_sentences, cache_tokens=args.cache_tokens, order=order)
                     rows.append(row)
                     if not args.json:
-                        print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "wall_s",
+                        print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "order", "wall_s",
                                                                      "calls", "error") if k in row),
                               file=sys.stderr, flush=True)
     baseline = subprocess.run([sys.executable, __file__, "--one", "sdk"], capture_output=True, text=True)

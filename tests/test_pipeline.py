@@ -59,6 +59,19 @@ async def test_direct_mode_and_no_structuring(fake_server, tmp_path):
     assert result.by_stage["reason"].calls == 1
 
 
+@pytest.mark.parametrize(("rounds", "populate_order"), [(2, [1, 2, 3]), (1, [3, 2, 1])])
+async def test_each_stage_sends_its_calls_the_other_way_from_the_stage_before(tmp_path, rounds, populate_order):
+    llm = ScriptedLLM({"relevance": lambda r: "note", "schema": lambda r: schema_reply(SIMPLE_SCHEMA),
+                       "populate": lambda r: json.dumps({"people": [{"name": f"p{document_number(r)}"}]}),
+                       "reason": lambda r: "```python\nfinal_answer(len(people))\n```"})
+    settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, rounds=rounds)
+    result = await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm))
+    last_round = [r.doc for r in llm.calls("relevance") if r.round == rounds]
+    assert last_round == ([1, 2, 3] if rounds == 1 else [3, 2, 1])
+    assert [r.doc for r in llm.calls("populate")] == populate_order
+    assert [row["name"] for row in result.records["people"]] == ["p1", "p2", "p3"]  # records stay in corpus order
+
+
 async def test_too_many_failed_documents_fail_the_run_and_keep_what_was_done(tmp_path):
     def populate(request):
         if document_number(request) != 1:

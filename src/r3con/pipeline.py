@@ -230,7 +230,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             filled = await populate(llm, task, schema, parts, notes_text, PopulateOptions(
                 layout=settings.layout, max_tokens=settings.populate_max_tokens,
                 attempts=settings.populate_attempts, temperature=settings.temperature, on_done=progress.advance,
-                breakpoints=breakpoints, selector=selector,
+                breakpoints=breakpoints, selector=selector, reverse=settings.rounds % 2 == 1,
             ))
             failures += filled.failures
             stats.shared_first["populate"] = filled.shared_first

@@ -27,6 +27,13 @@ async def test_records_are_stamped_with_their_source_and_merged():
     assert sorted(r.doc for r in llm.history) == [1, 2]
 
 
+async def test_reverse_sends_the_calls_backwards_and_still_merges_in_corpus_order():
+    llm = ScriptedLLM({"populate": records})
+    result = await populate(llm, "ages", SCHEMA, DOCS, "<notes/>", PopulateOptions(reverse=True))
+    assert [r.doc for r in llm.history] == [2, 1]
+    assert [row["_doc"] for row in result.tables["people"]] == [1, 2] and list(result.per_doc) == ["1", "2"]
+
+
 async def test_split_parts_are_stamped_with_their_part():
     doc = Document(number=5, title="Long", text="Ann is 4.", part=2, parts=3)
     llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})

@@ -50,6 +50,15 @@ async def test_rounds_are_barriers():
     assert rounds == sorted(rounds), "no round may start before the previous one finished"
 
 
+async def test_rounds_send_their_calls_in_alternating_directions_and_keep_corpus_order():
+    llm = ScriptedLLM({"relevance": note_for})
+    result = await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=3))
+    sent = {n: [r.doc for r in llm.history if r.round == n] for n in (1, 2, 3)}
+    # round 2 starts with the documents round 1 sent last, whose prefixes a bounded LRU cache still holds
+    assert sent == {1: [1, 2, 3], 2: [3, 2, 1], 3: [1, 2, 3]}
+    assert list(result.final) == ["1", "2", "3"] and list(result.rounds[1]) == ["1", "2", "3"]
+
+
 async def test_zero_rounds_makes_no_call():
     llm = ScriptedLLM({"relevance": note_for})
     result = await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=0))

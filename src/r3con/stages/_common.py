@@ -65,6 +65,22 @@ def document_messages(doc: Document, instructions: Rendered, layout: str, breakp
     return (Message("system", system), Message("user", f"{body}\n\n{instructions.text}"))
 
 
+ALTERNATE = True  # stages send their calls in alternating directions (bench/bench_scale.py turns it off to compare)
+
+
+def call_order(docs: Sequence[Document], reverse: bool) -> list[Document]:
+    """The documents in the order a stage sends their calls: backwards when `reverse` (and ALTERNATE).
+
+    Stages alternate: relevance round 1 in corpus order, round 2 backwards, population the other way
+    from the last round. Each stage then begins with the documents the one before sent last, whose
+    prefixes a bounded LRU prefix cache (vLLM's, SGLang's, llama.cpp's host-memory cache) still
+    holds when it cannot hold the whole corpus; in one direction every stage would begin with the
+    documents evicted first, and evict each next one just before it is needed. Stages report their
+    results in corpus order either way.
+    """
+    return list(reversed(docs)) if reverse and ALTERNATE else list(docs)
+
+
 def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str | None = None) -> list[NoteRef]:
     """Non-empty notes of `docs` in corpus order, without the note of `exclude` (a document key)."""
     refs = []

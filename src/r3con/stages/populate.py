@@ -23,7 +23,14 @@ from ..errors import BudgetExceeded, ContextTooLong, OutputError, R3conError
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, document_first, document_messages, reply_text, shared_goes_first
+from ._common import (
+    SHARED_OVERHEAD,
+    call_order,
+    document_first,
+    document_messages,
+    reply_text,
+    shared_goes_first,
+)
 from ._json import NoJSON, extract_json
 from .notes_select import NotesSelector
 from .schema import schema_text
@@ -55,6 +62,7 @@ class PopulateOptions:
     temperature: float | None = None
     breakpoints: bool = False
     shared_first: bool = True  # cache layout: the shared part goes first for documents shorter than it
+    reverse: bool = False  # send the calls backwards (see `_common.call_order`): after an odd number of rounds
     selector: NotesSelector | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
@@ -173,7 +181,9 @@ async def populate(
             if options.on_done:
                 options.on_done(STAGE)
 
-    outcomes = await asyncio.gather(*(one(doc) for doc in docs))
+    sent = await asyncio.gather(*(one(doc) for doc in call_order(docs, options.reverse)))
+    by_key = {outcome[0].key: outcome for outcome in sent}
+    outcomes = [by_key[doc.key] for doc in docs]  # corpus order
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []

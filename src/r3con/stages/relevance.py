@@ -21,6 +21,7 @@ from ..results import Failure
 from ..tokens import estimate_tokens
 from ._common import (
     SHARED_OVERHEAD,
+    call_order,
     document_first,
     document_messages,
     note_refs,
@@ -158,9 +159,10 @@ async def extract_relevance(
                     options.on_done(STAGE)
             return doc, note, None
 
-        outcomes = await asyncio.gather(*(one(doc) for doc in docs))
+        sent = await asyncio.gather(*(one(doc) for doc in call_order(docs, reverse=round_no % 2 == 0)))
+        by_key = {outcome[0].key: outcome for outcome in sent}
         notes: dict[str, str] = {}
-        for doc, note, failure in outcomes:
+        for doc, note, failure in (by_key[d.key] for d in docs):  # corpus order
             if failure is not None:
                 failures.append(failure)
                 if previous is not None and doc.key in previous:
