@@ -99,11 +99,13 @@ def start_server(sentences: int = 3, cache_tokens: int = 0) -> tuple[subprocess.
 
 
 def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int, sentences: int,
-        cache_tokens: int = 0, order: str = "alternate") -> dict[str, Any]:
+        cache_tokens: int = 0, order: str = "alternate", adapt: str = "on") -> dict[str, Any]:
     """Run one configuration in this process; the measurements as a dict.
 
     `order`: `alternate` (stages send their calls in alternating directions, r3con's default) or
-    `corpus` (every stage in corpus order), to measure what alternating saves under a bounded cache.
+    `corpus` (every stage in corpus order), to measure what alternating saves under a bounded cache;
+    `adapt` `off` keeps later stages from placing their shared part first when the replies showed
+    that the documents' prefixes were not kept (`DocumentReuse`).
     """
     import r3con
     import r3con.stages._common
@@ -111,6 +113,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     from r3con.tokens import estimate_tokens
 
     r3con.stages._common.ALTERNATE = order == "alternate"
+    r3con.stages._common.ADAPTIVE = adapt == "on"
     docs = r3con.documents_from_texts(corpus(size, chars))
     server, base_url = start_server(sentences, cache_tokens)
     try:
@@ -128,7 +131,8 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
             result = asyncio.run(run(TASK, docs, settings))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before this script's analysis
-            selection = json.loads((result.run_dir / "manifest.json").read_text())["notes_selection"]
+            manifest = json.loads((result.run_dir / "manifest.json").read_text())
+            selection = manifest["notes_selection"]
             written = [n for n in result.notes[0].values() if n and n != "NONE"]  # round 1's
             note_tokens = sum(estimate_tokens(n) for n in written) / max(1, len(written))
             part_tokens, part_cached = document_cache(result.run_dir / "calls.jsonl")
@@ -142,7 +146,8 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     return {
         "D": size, "layout": layout, "notes": notes, "budget": budget if notes == "on" else None, "rounds": rounds,
         "note_sentences": sentences, "note_tokens": round(note_tokens, 1), "transport": transport,
-        "cache_tokens": cache_tokens or None, "order": order,
+        "cache_tokens": cache_tokens or None, "order": order, "adapt": adapt,
+        "document_reuse": manifest["layout"].get("document_reuse"),
         "parts": len(result.parts),
         "wall_s": round(wall, 2), "calls": total.calls, "prompt_tokens": total.prompt_tokens,
         "cached_share": round(total.cached_tokens / max(1, total.prompt_tokens), 3),
@@ -230,7 +235,7 @@ def spawn(**config: Any) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-COLUMNS = ("D", "layout", "notes", "budget", "order", "cache_tokens", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
+COLUMNS = ("D", "layout", "notes", "budget", "order", "adapt", "cache_tokens", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
            "doc_prompt_tokens", "doc_uncached_tokens", "doc_cached_share", "doc_part_cached_share",
            "cpu_ms_per_call", "transport", "peak_rss_mib", "selected_calls", "note_tokens")
 
@@ -239,7 +244,8 @@ FLOOR_BUDGET = 50  # a notes budget under any note's size: what is left is the f
 
 
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
-    rows = [r for r in rows if r.get("order", "alternate") == "alternate"]  # the targets are r3con's own order
+    rows = [r for r in rows if r.get("order", "alternate") == "alternate"
+            and r.get("adapt", "on") == "on"]  # the targets are for r3con as it runs
 
     def find(d: int, layout: str, notes: str) -> dict[str, Any] | None:
         return next((r for r in rows if r["D"] == d and r["layout"] == layout and r["notes"] == notes
@@ -296,6 +302,8 @@ def main() -> None:
                         help="bound the server's prefix cache to about this many tokens (LRU; default: unbounded)")
     parser.add_argument("--orders", default="alternate",
                         help="call orders to run: alternate (r3con's: stages alternate direction), corpus, or both")
+    parser.add_argument("--adapt", default="on",
+                        help="cache layout: on (r3con's: shared part first once documents were seen not kept), off, or both")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -313,14 +321,17 @@ def main() -> None:
                 if large and notes == "off" and not args.full_at_1000:
                     continue
                 sweep = args.budgets_200 if size == 200 and layout == "cache" else args.budget
-                for budget, order in itertools.product(
-                        [int(b) for b in sweep.split(",")] if notes == "on" else [0], args.orders.split(",")):
+                for budget, order, adapt in itertools.product(
+                        [int(b) for b in sweep.split(",")] if notes == "on" else [0],
+                        args.orders.split(",") if layout == "cache" else ["alternate"],
+                        args.adapt.split(",") if layout == "cache" else ["on"]):
                     row = spawn(size=size, layout=layout, notes=notes, rounds=args.rounds_large if large else args.rounds,
                                 budget=budget, chars=args.chars_large if large else args.chars,
-                                sentences=args.note_sentences, cache_tokens=args.cache_tokens, order=order)
+                                sentences=args.note_sentences, cache_tokens=args.cache_tokens, order=order,
+                                adapt=adapt)
                     rows.append(row)
                     if not args.json:
-                        print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "order", "wall_s",
+                        print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "order", "adapt", "wall_s",
                                                                      "calls", "error") if k in row),
                               file=sys.stderr, flush=True)
     baseline = subprocess.run([sys.executable, __file__, "--one", "sdk"], capture_output=True, text=True)

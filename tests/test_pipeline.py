@@ -118,3 +118,29 @@ async def test_long_documents_are_split_into_parts_that_are_read_separately(tmp_
     assert n > 1 and "".join(p.text for p in result.parts) == text
     assert result.answer == json.dumps(list(range(1, n + 1)))
     assert sorted(r.part for r in llm.calls("populate")) == list(range(1, n + 1))
+
+
+def _long_documents(n: int = 10) -> list[tuple[str, str]]:
+    """`n` documents, each much longer than the notes, schema and task the population calls share."""
+    return [(f"Ledger {i}", " ".join(f"Clerk{i} {w} recorded {j} crates of tin at dock {i}."
+                                     for j, w in enumerate(["Ann", "Bob", "Cy", "Dee"] * 40))) for i in range(n)]
+
+
+@pytest.mark.parametrize(("cache_blocks", "cold"), [(40, True), (200_000, False)])
+async def test_population_puts_the_shared_part_first_when_the_endpoint_did_not_keep_the_documents(
+        tmp_path, cache_blocks, cold):
+    from r3con.testing import FakeLLMServer
+
+    # 40 blocks of 64 characters hold the system message but never a whole document
+    with FakeLLMServer(cache_blocks=cache_blocks) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path, concurrency=2,
+                                          reasoning="direct")
+        result = await run("Who recorded crates of tin, and how many?", r3con.documents_from_texts(_long_documents()),
+                           settings)
+        populate = [c for c in server.calls() if c["stage"] == "populate"]
+    layout = json.loads((result.run_dir / "manifest.json").read_text())["layout"]
+    assert layout["document_reuse"]["checked_calls"] == 10 and layout["document_reuse"]["cold"] is cold
+    assert layout["document_reuse"]["endpoint_reports_cached_tokens"]
+    assert layout["shared_first_calls"].get("populate", 0) == (10 if cold else 0)
+    if cold:  # the shared task, schema and notes now lead, so every population call after the first reuses them
+        assert sum(c["cached_tokens"] > 200 for c in populate) >= 8  # two run at once: both may miss

@@ -20,7 +20,7 @@ from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
 from .sandbox import SandboxLimits
-from .stages._common import note_refs
+from .stages._common import DocumentReuse, note_refs
 from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
 from .stages.notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
 from .stages.populate import PopulateOptions, populate
@@ -177,6 +177,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
     breakpoints = use_breakpoints(settings, llm)
     stats = SelectionStats()
+    reuse = DocumentReuse()
     manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
     manifest["notes_selection"] = {
         "budget_tokens": notes_tokens,
@@ -194,7 +195,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             relevance = await extract_relevance(llm, task, parts, RelevanceOptions(
                 rounds=settings.rounds, layout=settings.layout, max_tokens=settings.note_max_tokens,
                 temperature=settings.temperature, on_done=progress.advance, breakpoints=breakpoints,
-                notes_budget=notes_tokens, stats=stats, embed=embed,
+                notes_budget=notes_tokens, stats=stats, embed=embed, reuse=reuse,
             ))
             rounds = relevance.rounds
             failures += relevance.failures
@@ -230,7 +231,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             filled = await populate(llm, task, schema, parts, notes_text, PopulateOptions(
                 layout=settings.layout, max_tokens=settings.populate_max_tokens,
                 attempts=settings.populate_attempts, temperature=settings.temperature, on_done=progress.advance,
-                breakpoints=breakpoints, selector=selector, reverse=settings.rounds % 2 == 1,
+                breakpoints=breakpoints, selector=selector, reverse=settings.rounds % 2 == 1, cold=reuse.cold(),
             ))
             failures += filled.failures
             stats.shared_first["populate"] = filled.shared_first
@@ -266,9 +267,9 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     except R3conError as exc:
         run_dir.write_json("error.json", {"stage": stage, "error": f"{type(exc).__name__}: {exc}"})
         _write_usage(run_dir, llm)
-        _finish_manifest(run_dir, manifest, stats)
+        _finish_manifest(run_dir, manifest, stats, reuse)
         raise
-    _finish_manifest(run_dir, manifest, stats)
+    _finish_manifest(run_dir, manifest, stats, reuse)
 
     result = RunResult(
         answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
@@ -297,10 +298,13 @@ async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice, stag
             choice = await selector.select(task, budget=budget, stage=stage)
 
 
-def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], stats: SelectionStats) -> None:
-    """The manifest again, with how many calls had their notes selected, and put them first, per stage."""
+def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], stats: SelectionStats,
+                     reuse: DocumentReuse) -> None:
+    """The manifest again, with how many calls had their notes selected, and put them first, per stage,
+    and whether the endpoint kept the documents' prefixes between stages."""
     manifest["notes_selection"]["calls"] = stats.to_dict()
     manifest["layout"]["shared_first_calls"] = dict(stats.shared_first)
+    manifest["layout"]["document_reuse"] = reuse.to_dict()
     run_dir.write_json("manifest.json", manifest)
 
 

@@ -63,6 +63,7 @@ class PopulateOptions:
     breakpoints: bool = False
     shared_first: bool = True  # cache layout: the shared part goes first for documents shorter than it
     reverse: bool = False  # send the calls backwards (see `_common.call_order`): after an odd number of rounds
+    cold: bool = False  # the endpoint kept no document's prefix from the last round: the shared part goes first
     selector: NotesSelector | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
@@ -119,7 +120,7 @@ async def _populate_once(
     llm: LLM, task: str, form: _Form, doc: Document, notes: str, notes_tokens: int, options: PopulateOptions
 ) -> _DocRecords:
     schema = form.schema
-    first = shared_goes_first(options.layout, form.tokens + notes_tokens, doc, options.shared_first)
+    first = shared_goes_first(options.layout, form.tokens + notes_tokens, doc, options.shared_first, options.cold)
     where = "above" if document_first(options.layout) and not first else "below"
     instructions = render("populate", task=task, schema=form.text, notes=notes, where=where)
     messages = list(document_messages(doc, instructions, options.layout, options.breakpoints, shared_first=first))

@@ -21,6 +21,8 @@ from ..results import Failure
 from ..tokens import estimate_tokens
 from ._common import (
     SHARED_OVERHEAD,
+    SYSTEM_TOKENS,
+    DocumentReuse,
     call_order,
     document_first,
     document_messages,
@@ -54,6 +56,7 @@ class RelevanceOptions:
     breakpoints: bool = False
     shared_first: bool = True  # cache layout: the notes go first for documents shorter than them (see below)
     notes_budget: int | None = None
+    reuse: DocumentReuse | None = field(default=None, compare=False)  # what the replies say of the cache
     embed: Embed | None = field(default=None, compare=False)
     stats: SelectionStats | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
@@ -91,14 +94,21 @@ async def read_document(
         prompt_hash=instructions.hash,
     )
     completion = await llm.complete(request)
+    if options.reuse is not None and document_first(options.layout):
+        prefix = SYSTEM_TOKENS + doc.tokens
+        options.reuse.observe(completion.usage, prefix / (prefix + estimate_tokens(instructions.text)),
+                              reread=round_no > 1 and not shared_first)
     return parse_note(reply_text(completion))
 
 
 async def _read_with_notes(
     llm: LLM, task: str, doc: Document, previous: Mapping[str, str] | None, selector: NotesSelector | None,
-    round_no: int, options: RelevanceOptions,
+    round_no: int, options: RelevanceOptions, cold: bool = False,
 ) -> str:
     """One relevance call; when it is too long for the window, again with half the notes, down to none.
+
+    `cold`: the endpoint did not keep the documents' prefixes from the round before
+    (`DocumentReuse.cold`), so notes every call shares go first whatever the document's length.
 
     Cache layout, when every other note fits the budget and they are longer than the document: the
     notes go first, in `prefix_order`, so that the calls of one round share most of their prefix
@@ -117,7 +127,7 @@ async def _read_with_notes(
         # the task alone, which every document without a note of its own gets byte for byte
         shared = not choice.selected or not previous.get(doc.key)
         first = shared and shared_goes_first(
-            options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc, options.shared_first)
+            options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc, options.shared_first, cold)
         notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
         try:
             note = await read_document(llm, task, doc, notes, round_no, options, shared_first=first)
@@ -146,10 +156,12 @@ async def extract_relevance(
             selector = NotesSelector(note_refs(docs, previous), options.notes_budget, embed=options.embed,
                                      stats=options.stats)
 
+        cold = options.reuse is not None and options.reuse.cold()  # once a round: see DocumentReuse
+
         async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous,
-                      selector: NotesSelector | None = selector):
+                      selector: NotesSelector | None = selector, cold: bool = cold):
             try:
-                note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options)
+                note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options, cold)
             except BudgetExceeded:
                 raise  # --max-cost stops the run, not just this document
             except R3conError as exc:
