@@ -50,19 +50,24 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def cached_tokens(self, prompt: str) -> int:
-        """Simulated prefix cache: leading 64-character blocks seen before."""
-        cached, digest = 0, hashlib.sha256()
+        """Simulated prefix cache: leading 64-character blocks seen before.
+
+        Evicts as vLLM does: the least recently used blocks first, and of one prompt's blocks (used
+        at the same time) the end before the beginning, so a prefix many prompts share stays longest.
+        """
+        cached, digest, keys = 0, hashlib.sha256(), []
         with self.lock:
             hit = True
             for start in range(0, len(prompt) - 63, 64):
                 digest.update(prompt[start:start + 64].encode())
-                key = digest.hexdigest()
-                if hit and key in self.prefixes:
+                keys.append(digest.hexdigest())
+                if hit and keys[-1] in self.prefixes:
                     cached = start + 64
-                    self.prefixes.move_to_end(key)
                 else:
                     hit = False
-                    self.prefixes[key] = None
+            for key in reversed(keys):  # most recent last: this prompt's first block
+                self.prefixes[key] = None
+                self.prefixes.move_to_end(key)
             while len(self.prefixes) > self.cache_blocks:
                 self.prefixes.popitem(last=False)
         return t.tokens(prompt[:cached]) if cached else 0
