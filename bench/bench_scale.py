@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_scale.py [--sizes 10,46,200,1000] [--rounds 2] [--rounds-large 2]
                                           [--budget 4000] [--budgets-200 4000,2000,1000,1] [--note-sentences 3]
+                                          [--cache-tokens N] [--orders alternate,corpus] [--adapt on,off]
                                           [--full-at-1000] [--json]
 
 Every configuration runs in its own process (so that peak memory is its own) against the scripted
@@ -24,7 +25,11 @@ served from it, harness CPU per call (this process's CPU time over calls: the pi
 openai SDK, not the server nor the sandbox worker), peak RSS; and, for reference, the CPU per call of
 the bare openai SDK against the same server. Chat calls go through aiohttp when it is installed (the
 `fast` and `test` extras), else the openai SDK; `R3CON_HTTP_CLIENT=sdk` measures the SDK's path.
-`--note-sentences N` makes the scripted notes quote up to N sentences (3 by default). Then the issue's targets, each PASS or FAIL:
+`--note-sentences N` makes the scripted notes quote up to N sentences (3 by default).
+`--cache-tokens N` bounds the server's prefix cache to about N tokens (LRU, a prompt's end evicted
+before its beginning, as vLLM does); `--orders alternate,corpus` and `--adapt on,off` run the cache
+layout also with every stage in corpus order, and without placement from the replies
+(`DocumentReuse`), to measure what each saves when the cache cannot hold the corpus. Then the issue's targets, each PASS or FAIL:
   1. D = 200: relevance + populate prompt tokens of `cache`+`on` at most a third of `paper`+`off`
      (counted as uncached prompt tokens, the part an endpoint must prefill; total tokens printed too).
      A budget under 50 tokens (the default sweep's 1) shows no note in full: its ratio is printed as
