@@ -127,7 +127,7 @@ def _long_documents(n: int = 10) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("cache_blocks", "cold"), [(40, True), (200_000, False)])
-async def test_population_puts_the_shared_part_first_when_the_endpoint_did_not_keep_the_documents(
+async def test_calls_put_the_shared_part_first_when_the_endpoint_did_not_keep_the_documents(
         tmp_path, cache_blocks, cold):
     from r3con.testing import FakeLLMServer
 
@@ -139,8 +139,29 @@ async def test_population_puts_the_shared_part_first_when_the_endpoint_did_not_k
                            settings)
         populate = [c for c in server.calls() if c["stage"] == "populate"]
     layout = json.loads((result.run_dir / "manifest.json").read_text())["layout"]
-    assert layout["document_reuse"]["checked_calls"] == 10 and layout["document_reuse"]["cold"] is cold
-    assert layout["document_reuse"]["endpoint_reports_cached_tokens"]
+    reuse = layout["document_reuse"]
+    assert reuse["endpoint_reports_cached_tokens"] and reuse["population_shared_first"] is cold
+    # round 2 probed 8 of the 10 documents; none was still cached in the small cache, all in the large one
+    assert reuse["rounds"] == [{"probes": 8, "kept": 0 if cold else 8, "document_first": 0 if cold else 10,
+                                "calls": 10}]
+    assert layout["shared_first_calls"].get("relevance", 0) == (2 if cold else 0)  # all but the probes
     assert layout["shared_first_calls"].get("populate", 0) == (10 if cold else 0)
     if cold:  # the shared task, schema and notes now lead, so every population call after the first reuses them
         assert sum(c["cached_tokens"] > 200 for c in populate) >= 8  # two run at once: both may miss
+
+
+async def test_a_rerun_places_every_call_as_the_first_run_did_and_asks_nothing_again(tmp_path):
+    from r3con.testing import FakeLLMServer
+
+    with FakeLLMServer(cache_blocks=40) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path / "runs", concurrency=2,
+                                          reasoning="direct", cache=True, cache_path=tmp_path / "llm.sqlite")
+        docs = r3con.documents_from_texts(_long_documents())
+        first = await run("Who recorded crates of tin, and how many?", docs, settings)
+        asked = len(server.calls())
+        again = await run("Who recorded crates of tin, and how many?", docs, settings)
+        assert len(server.calls()) == asked, "every call of the rerun came from the response cache"
+    layouts = [json.loads((r.run_dir / "manifest.json").read_text())["layout"] for r in (first, again)]
+    assert layouts[0]["document_reuse"]["population_shared_first"] is True
+    assert layouts[0]["document_reuse"] == layouts[1]["document_reuse"]
+    assert layouts[0]["shared_first_calls"] == layouts[1]["shared_first_calls"]

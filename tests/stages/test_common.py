@@ -21,34 +21,49 @@ def test_the_shared_part_goes_first_when_longer_than_the_document_or_when_docume
     assert not shared_goes_first("paper", 10_000, doc, cold=True), "the paper layout places by itself"
 
 
-def reread(reuse: DocumentReuse, n: int, cached: int, prompt: int = 1000, share: float = 0.8) -> None:
-    for _ in range(n):
-        reuse.observe(Usage(calls=1, prompt_tokens=prompt, cached_tokens=cached), share, reread=True)
-
-
-def test_documents_missing_from_the_cache_on_a_second_reading_make_it_cold():
+def test_probes_are_spread_over_the_call_order():
     reuse = DocumentReuse()
-    reread(reuse, 7, cached=64)  # the system message only
-    assert not reuse.cold(), "too few calls to judge"
-    reread(reuse, 1, cached=64)
-    assert reuse.cold() and reuse.to_dict() == {"checked_calls": 8, "document_served_from_cache": 0,
-                                                "endpoint_reports_cached_tokens": True, "cold": True}
+    assert reuse.probe_positions(80) == [5, 15, 25, 35, 45, 55, 65, 75]
+    assert reuse.probe_positions(3) == [0, 1, 2]
 
 
-def test_documents_served_from_the_cache_keep_the_document_first():
+def probe(reuse: DocumentReuse, hits: int, misses: int, prompt: int = 1000, share: float = 0.8) -> None:
+    reuse.probe_positions(100)
+    for cached in [700] * hits + [64] * misses:  # 700 of 800 estimated prefix tokens: a hit within the margin
+        reuse.observe(Usage(calls=1, prompt_tokens=prompt, cached_tokens=cached), share, probe=True)
+
+
+def test_the_share_of_probes_that_found_their_document_sets_how_many_calls_keep_it_first():
     reuse = DocumentReuse()
-    reread(reuse, 6, cached=700)  # 700 of the 800 estimated prefix tokens: a hit within the margin
-    reread(reuse, 4, cached=64)
-    assert reuse.hits == 6 and not reuse.cold()
+    probe(reuse, hits=2, misses=6)
+    assert reuse.kept_share() == 0.25 and reuse.kept_positions(200) == 50 and reuse.cold()
+    probe(reuse, hits=8, misses=0)  # a new round starts counting afresh
+    assert reuse.kept_positions(200) == 200 and not reuse.cold()
+    assert reuse.to_dict()["rounds"] == [{"probes": 8, "kept": 2, "document_first": 50, "calls": 200},
+                                         {"probes": 8, "kept": 8, "document_first": 200, "calls": 200}]
 
 
 def test_an_endpoint_that_reports_no_cached_tokens_tells_nothing():
     reuse = DocumentReuse()
-    reread(reuse, 50, cached=0)
-    assert not reuse.reported and not reuse.cold()
+    reuse.probe_positions(100)
+    for _ in range(8):
+        reuse.observe(Usage(calls=1, prompt_tokens=1000, cached_tokens=0), 0.8, probe=True)
+    assert not reuse.reported and reuse.kept_positions(100) == 100 and not reuse.cold()
 
 
-def test_first_readings_count_as_evidence_of_reporting_but_not_as_checks():
+def test_too_few_probes_tell_nothing():
     reuse = DocumentReuse()
-    reuse.observe(Usage(calls=1, prompt_tokens=1000, cached_tokens=30), 0.8, reread=False)
-    assert reuse.reported and reuse.checked == 0
+    probe(reuse, hits=0, misses=3)
+    assert reuse.reported and reuse.kept_share() == 1.0 and not reuse.cold()
+
+
+def test_calls_that_are_not_probes_only_show_that_cached_tokens_are_reported():
+    reuse = DocumentReuse()
+    reuse.observe(Usage(calls=1, prompt_tokens=1000, cached_tokens=30), 0.8, probe=False)
+    assert reuse.reported and reuse.probes == 0
+
+
+def test_when_most_probes_found_their_document_nothing_changes():
+    reuse = DocumentReuse()
+    probe(reuse, hits=6, misses=2)
+    assert reuse.kept_positions(200) == 200 and not reuse.cold()

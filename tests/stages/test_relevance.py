@@ -1,3 +1,4 @@
+import dataclasses
 import re
 
 from r3con.corpus import documents_from_texts
@@ -94,3 +95,51 @@ async def test_cache_layout_shares_the_document_prefix_across_rounds():
 def test_parse_note_recognises_none():
     assert parse_note("NONE") == "" and parse_note(" none. ") == "" and parse_note("**NONE**") == ""
     assert parse_note("Nonetheless, X met Y.") == "Nonetheless, X met Y."
+
+
+class ForgetfulCache(ScriptedLLM):
+    """Reports the system message as cached on every call, and a document only if `keeps(doc)` (and it leads)."""
+
+    def __init__(self, keeps):
+        super().__init__({"relevance": lambda r: f"note {document_number(r)} on shared matters"})
+        self.keeps = keeps
+
+    async def complete(self, request):
+        completion = await super().complete(request)
+        leads = request.messages[1].content.startswith("<document")
+        prompt = completion.usage.prompt_tokens
+        cached = prompt - 40 if leads and request.round and request.round > 1 and self.keeps(request.doc) else 20
+        return dataclasses.replace(completion, usage=dataclasses.replace(completion.usage, cached_tokens=cached))
+
+
+LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was settled. " * 60) for i in range(1, 11)])
+
+
+async def test_round_two_probes_first_then_puts_the_notes_first_where_documents_left_the_cache():
+    from r3con.stages._common import DocumentReuse
+
+    reuse = DocumentReuse()
+    llm = ForgetfulCache(keeps=lambda doc: doc >= 6)  # round 2 goes backwards: documents 10..6 come first
+    await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
+    round2 = [r for r in llm.history if r.round == 2]
+    probes = [r.doc for r in round2[:8]]
+    assert probes == [10, 9, 7, 6, 5, 4, 2, 1], "the middles of eight slices of the call order 10..1"
+    assert all(r.messages[1].content.startswith("<document") for r in round2[:8]), "probes keep the document first"
+    assert reuse.rounds == [{"probes": 8, "kept": 4, "document_first": 5, "calls": 10}]
+    rest = {r.doc: r.messages[1].content.startswith("<document") for r in round2[8:]}
+    assert rest == {8: True, 3: False}, "within the kept positions the document leads, beyond them the notes"
+    assert reuse.cold()
+
+
+async def test_without_reported_cached_tokens_every_call_keeps_its_document_first():
+    class Silent(ForgetfulCache):
+        async def complete(self, request):
+            return await ScriptedLLM.complete(self, request)
+
+    from r3con.stages._common import DocumentReuse
+
+    reuse = DocumentReuse()
+    llm = Silent(keeps=lambda doc: False)
+    await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
+    assert all(r.messages[1].content.startswith("<document") for r in llm.history)
+    assert reuse.rounds[0]["document_first"] == 10 and not reuse.cold()

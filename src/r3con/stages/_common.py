@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .._prompts import Rendered, render
@@ -47,37 +47,74 @@ def shared_goes_first(layout: str, shared_tokens: int, doc: Document, enabled: b
 
 @dataclass
 class DocumentReuse:
-    """Whether the endpoint serves a document's prefix from its cache when a later stage reads it again.
+    """How much of the corpus the endpoint's prefix cache keeps from one stage to the next, from its replies.
 
-    The cache layout bets that it does. Relevance calls from round 2 on that put their document first
-    are checked against what the reply reports (`observe`): was the cached part at least as long as
-    the system message and the document? A bounded cache that cannot hold the corpus from one stage
-    to the next answers no, and later stages then put their shared part first (`cold`). An endpoint
-    that reports no cached tokens at all tells nothing, and nothing changes. Stages read `cold()` once,
-    when they start, so that a resumed run (whose answered calls come from the response cache with
-    the usage they had) places every call as the first run did.
+    The cache layout bets that a document's prefix is still cached when the next stage reads it. A
+    bounded cache (vLLM's and SGLang's hold what the GPU's memory leaves) may keep only the documents
+    the stage before sent last. Each relevance round from the second on therefore first sends a few
+    probe calls spread over its call order (`probe_positions`), document first, and checks their
+    replies (`observe`): were the cached tokens at least as long as the system message and the
+    document? The share that was (`kept_share`) says how far into the round's call order documents
+    are still cached (the order alternates, so the kept ones come first): those calls keep the
+    document first, the rest put their notes first, where neighbouring calls can share them
+    (`kept_positions`). Population then puts its shared part first (`cold`). When most probes
+    found their document (KEEP_ALL), nothing changes. An endpoint that reports no cached tokens tells nothing, and every call keeps the
+    document first. Decisions are taken before a stage's calls go out, from probes whose answers a
+    resumed run takes from its response cache with the usage they had, so it places every call as
+    the first run did.
     """
 
-    checked: int = 0  # document-first calls that read their document a second time or later
+    probes: int = 0  # this round's probe calls
     hits: int = 0  # of them, those whose reported cached tokens covered the document
     reported: bool = False  # the endpoint reported cached tokens on some call
-    MIN_CHECKS: ClassVar[int] = 8
+    rounds: list[dict[str, int]] = field(default_factory=list)  # per probed round, for the manifest
+    PROBES: ClassVar[int] = 8
+    MIN_PROBES: ClassVar[int] = 4  # fewer documents than this: no adapting
+    KEEP_ALL: ClassVar[float] = 0.75  # this share of probes kept or more: every call keeps its document first
 
-    def observe(self, usage: Usage, prefix_share: float, *, reread: bool) -> None:
+    def probe_positions(self, n: int) -> list[int]:
+        """Positions in a round's call order to probe first: the middles of PROBES equal slices (fewer if n is)."""
+        self.probes = self.hits = 0
+        k = min(self.PROBES, n)
+        return sorted({(2 * j + 1) * n // (2 * k) for j in range(k)})
+
+    def observe(self, usage: Usage, prefix_share: float, *, probe: bool) -> None:
         """Record one call's reply: `prefix_share` is the estimated share of its prompt up to the document's end."""
         if usage.cached_tokens > 0:
             self.reported = True
-        if reread and usage.prompt_tokens > 0:
-            self.checked += 1
+        if probe and usage.prompt_tokens > 0:
+            self.probes += 1
             self.hits += usage.cached_tokens >= 0.8 * prefix_share * usage.prompt_tokens
 
-    def cold(self) -> bool:
-        """Documents were mostly not served from the cache on a second reading, by an endpoint that reports it."""
-        return ADAPTIVE and self.reported and self.checked >= self.MIN_CHECKS and self.hits * 2 < self.checked
+    def kept_share(self) -> float:
+        """The share of the last probes whose document was cached; 1 when the replies tell nothing."""
+        if not ADAPTIVE or not self.reported or self.probes < self.MIN_PROBES:
+            return 1.0
+        return self.hits / self.probes
 
-    def to_dict(self) -> dict[str, int | bool]:
-        return {"checked_calls": self.checked, "document_served_from_cache": self.hits,
-                "endpoint_reports_cached_tokens": self.reported, "cold": self.cold()}
+    def kept_positions(self, n: int) -> int:
+        """How many of a round's n calls, first in call order, keep the document first.
+
+        All of them when the probes found most documents (KEEP_ALL of them or more): the cache then
+        holds nearly the corpus, and what the round's last calls would gain with their notes first
+        costs population more, whose documents stay cached only behind the system message.
+        """
+        kept = self.kept_share()
+        first = n if kept >= self.KEEP_ALL else int(kept * n)
+        self.rounds.append({"probes": self.probes, "kept": self.hits, "document_first": first, "calls": n})
+        return first
+
+    def cold(self) -> bool:
+        """Many probed documents had left the cache: population puts its shared part first.
+
+        Its documents would be cached only from the last round's calls that put them first, the
+        round's earliest, and the calls after them, with their notes first, have filled the cache since.
+        """
+        return self.kept_share() < self.KEEP_ALL
+
+    def to_dict(self) -> dict[str, object]:
+        return {"endpoint_reports_cached_tokens": self.reported, "rounds": self.rounds,
+                "population_shared_first": self.cold()}
 
 
 def document_messages(doc: Document, instructions: Rendered, layout: str, breakpoints: bool = False,
@@ -109,7 +146,7 @@ def document_messages(doc: Document, instructions: Rendered, layout: str, breakp
 
 # Switches bench/bench_scale.py turns off to measure what each saves; always on otherwise.
 ALTERNATE = True  # stages send their calls in alternating directions (`call_order`)
-ADAPTIVE = True  # later stages put their shared part first when documents were not kept (`DocumentReuse.cold`)
+ADAPTIVE = True  # stages place each call by how much of the corpus the cache kept (`DocumentReuse`)
 
 
 def call_order(docs: Sequence[Document], reverse: bool) -> list[Document]:

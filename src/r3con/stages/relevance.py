@@ -72,7 +72,7 @@ def parse_note(text: str) -> str:
 
 async def read_document(
     llm: LLM, task: str, doc: Document, others: str | None, round_no: int, options: RelevanceOptions,
-    shared_first: bool = False,
+    shared_first: bool = False, probe: bool = False,
 ) -> str:
     """One relevance call: the note of `doc` for `task`, in light of `others` (formatted notes) if given.
 
@@ -97,18 +97,19 @@ async def read_document(
     if options.reuse is not None and document_first(options.layout):
         prefix = SYSTEM_TOKENS + doc.tokens
         options.reuse.observe(completion.usage, prefix / (prefix + estimate_tokens(instructions.text)),
-                              reread=round_no > 1 and not shared_first)
+                              probe=probe)
     return parse_note(reply_text(completion))
 
 
 async def _read_with_notes(
     llm: LLM, task: str, doc: Document, previous: Mapping[str, str] | None, selector: NotesSelector | None,
-    round_no: int, options: RelevanceOptions, cold: bool = False,
+    round_no: int, options: RelevanceOptions, notes_first: bool = False, probe: bool = False,
 ) -> str:
     """One relevance call; when it is too long for the window, again with half the notes, down to none.
 
-    `cold`: the endpoint did not keep the documents' prefixes from the round before
-    (`DocumentReuse.cold`), so notes every call shares go first whatever the document's length.
+    `notes_first` (cache layout): the endpoint will not have kept this document's prefix since the
+    round before (see `DocumentReuse`), so the notes lead, whatever they are: a neighbour's call may
+    share some of them. `probe`: the call checks whether it kept the document (`DocumentReuse`).
 
     Cache layout, when every other note fits the budget and they are longer than the document: the
     notes go first, in `prefix_order`, so that the calls of one round share most of their prefix
@@ -126,11 +127,13 @@ async def _read_with_notes(
         # notes every call of the round shares: all of them (then in prefix order), or the selection for
         # the task alone, which every document without a note of its own gets byte for byte
         shared = not choice.selected or not previous.get(doc.key)
-        first = shared and shared_goes_first(
-            options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc, options.shared_first, cold)
+        # a probe keeps its document first: it is there to see whether the cache still holds it
+        first = not probe and ((notes_first and document_first(options.layout) and options.shared_first) or (
+            shared and shared_goes_first(options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc,
+                                         options.shared_first)))
         notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
         try:
-            note = await read_document(llm, task, doc, notes, round_no, options, shared_first=first)
+            note = await read_document(llm, task, doc, notes, round_no, options, shared_first=first, probe=probe)
         except ContextTooLong as exc:
             if budget == 0:
                 raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
@@ -156,12 +159,11 @@ async def extract_relevance(
             selector = NotesSelector(note_refs(docs, previous), options.notes_budget, embed=options.embed,
                                      stats=options.stats)
 
-        cold = options.reuse is not None and options.reuse.cold()  # once a round: see DocumentReuse
-
         async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous,
-                      selector: NotesSelector | None = selector, cold: bool = cold):
+                      selector: NotesSelector | None = selector, notes_first: bool = False, probe: bool = False):
             try:
-                note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options, cold)
+                note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options,
+                                              notes_first, probe)
             except BudgetExceeded:
                 raise  # --max-cost stops the run, not just this document
             except R3conError as exc:
@@ -171,7 +173,16 @@ async def extract_relevance(
                     options.on_done(STAGE)
             return doc, note, None
 
-        sent = await asyncio.gather(*(one(doc) for doc in call_order(docs, reverse=round_no % 2 == 0)))
+        order = call_order(docs, reverse=round_no % 2 == 0)
+        if round_no == 1 or options.reuse is None or not document_first(options.layout):
+            sent = await asyncio.gather(*(one(doc) for doc in order))
+        else:
+            # a few documents spread over the round first, to learn how much of the corpus the cache kept
+            probes = options.reuse.probe_positions(len(order))
+            sent = await asyncio.gather(*(one(order[i], probe=True) for i in probes))
+            kept = options.reuse.kept_positions(len(order))  # the first `kept` in call order are still cached
+            sent += await asyncio.gather(*(one(doc, notes_first=i >= kept) for i, doc in enumerate(order)
+                                           if i not in probes))
         by_key = {outcome[0].key: outcome for outcome in sent}
         notes: dict[str, str] = {}
         for doc, note, failure in (by_key[d.key] for d in docs):  # corpus order
