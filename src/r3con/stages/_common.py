@@ -30,6 +30,10 @@ def document_first(layout: str) -> bool:
 SHARED_OVERHEAD = 120  # tokens of a stage's instructions besides the task, schema and notes (an estimate)
 SYSTEM_TOKENS = estimate_tokens(render("reader_system").text)  # the per-document calls' system message
 
+# Switches bench/bench_scale.py turns off to measure what each saves; always on otherwise.
+ALTERNATE = True  # stages send their calls in alternating directions (`call_order`)
+ADAPTIVE = True  # stages place each call by how much of the corpus the cache kept (`DocumentReuse`)
+
 
 def shared_goes_first(layout: str, shared_tokens: int, doc: Document, enabled: bool = True,
                       cold: bool = False) -> bool:
@@ -58,10 +62,10 @@ class DocumentReuse:
     are still cached (the order alternates, so the kept ones come first): those calls keep the
     document first, the rest put their notes first, where neighbouring calls can share them
     (`kept_positions`). Population then puts its shared part first (`cold`). When most probes
-    found their document (KEEP_ALL), nothing changes. An endpoint that reports no cached tokens tells nothing, and every call keeps the
-    document first. Decisions are taken before a stage's calls go out, from probes whose answers a
-    resumed run takes from its response cache with the usage they had, so it places every call as
-    the first run did.
+    found their document (KEEP_ALL), nothing changes. Nor does it when the endpoint reports no
+    cached tokens: every call keeps its document first. Decisions are taken before a stage's calls
+    go out, from probes whose answers a resumed run takes from its response cache with the usage
+    they had, so it places every call as the first run did.
     """
 
     probes: int = 0  # this round's probe calls
@@ -142,11 +146,6 @@ def document_messages(doc: Document, instructions: Rendered, layout: str, breakp
         return (Message("system", system), Message("user", body, cache_breakpoint=True),
                 Message("user", instructions.text))
     return (Message("system", system), Message("user", f"{body}\n\n{instructions.text}"))
-
-
-# Switches bench/bench_scale.py turns off to measure what each saves; always on otherwise.
-ALTERNATE = True  # stages send their calls in alternating directions (`call_order`)
-ADAPTIVE = True  # stages place each call by how much of the corpus the cache kept (`DocumentReuse`)
 
 
 def call_order(docs: Sequence[Document], reverse: bool) -> list[Document]:

@@ -63,7 +63,7 @@ class PopulateOptions:
     breakpoints: bool = False
     shared_first: bool = True  # cache layout: the shared part goes first for documents shorter than it
     reverse: bool = False  # send the calls backwards (see `_common.call_order`): after an odd number of rounds
-    cold: bool = False  # the endpoint kept no document's prefix from the last round: the shared part goes first
+    cold: bool = False  # the cache kept too few documents from the last round (`DocumentReuse.cold`): shared part first
     selector: NotesSelector | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
