@@ -195,7 +195,8 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             relevance = await extract_relevance(llm, task, parts, RelevanceOptions(
                 rounds=settings.rounds, layout=settings.layout, max_tokens=settings.note_max_tokens,
                 temperature=settings.temperature, on_done=progress.advance, breakpoints=breakpoints,
-                notes_budget=notes_tokens, stats=stats, embed=embed, reuse=reuse,
+                notes_budget=notes_tokens, stats=stats, embed=embed,
+                reuse=None if settings.batch else reuse,  # probes would split a round into two batch jobs
             ))
             rounds = relevance.rounds
             failures += relevance.failures
