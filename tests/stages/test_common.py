@@ -21,14 +21,17 @@ def test_the_shared_part_goes_first_when_longer_than_the_document_or_when_docume
     assert not shared_goes_first("paper", 10_000, doc, cold=True), "the paper layout places by itself"
 
 
-def test_probes_are_spread_over_the_call_order():
+def test_probes_are_spread_over_the_calls_that_keep_their_document_first():
     reuse = DocumentReuse()
-    assert reuse.probe_positions(80) == [5, 15, 25, 35, 45, 55, 65, 75]
-    assert reuse.probe_positions(3) == [0, 1, 2]
+    assert reuse.probe_positions(range(80)) == [5, 15, 25, 35, 45, 55, 65, 75]
+    assert reuse.probe_positions([2, 3, 7, 11, 40, 41, 42, 43, 44, 90]) == [2, 3, 11, 40, 41, 42, 44, 90]
+    assert reuse.probe_positions([0, 1, 2, 3]) == [0, 1, 2, 3]
+    assert reuse.probe_positions([4, 9, 12]) == [], "too few to judge by: no probes, nothing changes"
+    assert reuse.kept_share() == 1.0
 
 
 def probe(reuse: DocumentReuse, hits: int, misses: int, prompt: int = 1000, share: float = 0.8) -> None:
-    reuse.probe_positions(100)
+    reuse.probe_positions(range(100))
     for cached in [700] * hits + [64] * misses:  # 700 of 800 estimated prefix tokens: a hit within the margin
         reuse.observe(Usage(calls=1, prompt_tokens=prompt, cached_tokens=cached), share, probe=True)
 
@@ -45,7 +48,7 @@ def test_the_share_of_probes_that_found_their_document_sets_how_many_calls_keep_
 
 def test_an_endpoint_that_reports_no_cached_tokens_tells_nothing():
     reuse = DocumentReuse()
-    reuse.probe_positions(100)
+    reuse.probe_positions(range(100))
     for _ in range(8):
         reuse.observe(Usage(calls=1, prompt_tokens=1000, cached_tokens=0), 0.8, probe=True)
     assert not reuse.reported and reuse.kept_positions(100) == 100 and not reuse.cold()

@@ -143,3 +143,19 @@ async def test_without_reported_cached_tokens_every_call_keeps_its_document_firs
     await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
     assert all(r.messages[1].content.startswith("<document") for r in llm.history)
     assert reuse.rounds[0]["document_first"] == 10 and not reuse.cold()
+
+
+async def test_probes_are_only_calls_that_keep_their_document_first_anyway():
+    from r3con.stages._common import DocumentReuse
+
+    short = [(f"Short {i}", "Tin.") for i in range(1, 7)]  # shorter than the notes: the notes lead them
+    long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 60) for i in range(1, 7)]
+    docs = documents_from_texts(short + long)
+    reuse = DocumentReuse()
+    llm = ForgetfulCache(keeps=lambda doc: True)
+    await extract_relevance(llm, "the shared matter", docs, RelevanceOptions(rounds=2, reuse=reuse))
+    round2 = [r for r in llm.history if r.round == 2]
+    assert sorted(r.doc for r in round2[:6]) == [7, 8, 9, 10, 11, 12], "the six long documents probe"
+    assert all(r.messages[1].content.startswith("<document") for r in round2[:6])
+    assert all(not r.messages[1].content.startswith("<document") for r in round2[6:]), "short ones as before"
+    assert reuse.rounds == [{"probes": 6, "kept": 6, "document_first": 12, "calls": 12}]

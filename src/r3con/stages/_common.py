@@ -56,7 +56,8 @@ class DocumentReuse:
     The cache layout bets that a document's prefix is still cached when the next stage reads it. A
     bounded cache (vLLM's and SGLang's hold what the GPU's memory leaves) may keep only the documents
     the stage before sent last. Each relevance round from the second on therefore first sends a few
-    probe calls spread over its call order (`probe_positions`), document first, and checks their
+    probe calls spread over its call order (`probe_positions`), among those that put their document
+    first anyway (so that a cache holding the corpus loses nothing to them), and checks their
     replies (`observe`): were the cached tokens at least as long as the system message and the
     document? The share that was (`kept_share`) says how far into the round's call order documents
     are still cached (the order alternates, so the kept ones come first): those calls keep the
@@ -76,11 +77,16 @@ class DocumentReuse:
     MIN_PROBES: ClassVar[int] = 4  # fewer documents than this: no adapting
     KEEP_ALL: ClassVar[float] = 0.75  # this share of probes kept or more: every call keeps its document first
 
-    def probe_positions(self, n: int) -> list[int]:
-        """Positions in a round's call order to probe first: the middles of PROBES equal slices (fewer if n is)."""
+    def probe_positions(self, eligible: Sequence[int]) -> list[int]:
+        """The positions in a round's call order to probe first, spread over `eligible` ones (the calls
+        that keep their document first anyway): the middles of PROBES equal slices of them; none when
+        fewer than MIN_PROBES are eligible."""
         self.probes = self.hits = 0
-        k = min(self.PROBES, n)
-        return sorted({(2 * j + 1) * n // (2 * k) for j in range(k)})
+        m = len(eligible)
+        if m < self.MIN_PROBES:
+            return []
+        k = min(self.PROBES, m)
+        return sorted({eligible[(2 * j + 1) * m // (2 * k)] for j in range(k)})
 
     def observe(self, usage: Usage, prefix_share: float, *, probe: bool) -> None:
         """Record one call's reply: `prefix_share` is the estimated share of its prompt up to the document's end."""

@@ -30,7 +30,7 @@ from ._common import (
     reply_text,
     shared_goes_first,
 )
-from .notes_select import Embed, NotesSelector, SelectionStats, shrink
+from .notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
 
 STAGE = "relevance"
 
@@ -101,15 +101,32 @@ async def read_document(
     return parse_note(reply_text(completion))
 
 
+def _query(task: str, doc: Document, previous: Mapping[str, str]) -> str:
+    """What ranks the other notes for `doc`'s call: the task and its own last note."""
+    return f"{task}\n{previous.get(doc.key, '')}"
+
+
+def _notes_lead(task: str, doc: Document, previous: Mapping[str, str], choice: NotesChoice,
+                options: RelevanceOptions) -> bool:
+    """Cache layout: do the notes go before the document by themselves (see `_read_with_notes`)?"""
+    # notes every call of the round shares: all of them (then in prefix order), or the selection for
+    # the task alone, which every document without a note of its own gets byte for byte
+    shared = not choice.selected or not previous.get(doc.key)
+    return shared and shared_goes_first(options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc,
+                                        options.shared_first)
+
+
 async def _read_with_notes(
     llm: LLM, task: str, doc: Document, previous: Mapping[str, str] | None, selector: NotesSelector | None,
-    round_no: int, options: RelevanceOptions, notes_first: bool = False, probe: bool = False,
+    round_no: int, options: RelevanceOptions, choice: NotesChoice | None = None, notes_first: bool = False,
+    probe: bool = False,
 ) -> str:
     """One relevance call; when it is too long for the window, again with half the notes, down to none.
 
-    `notes_first` (cache layout): the endpoint will not have kept this document's prefix since the
-    round before (see `DocumentReuse`), so the notes lead, whatever they are: a neighbour's call may
-    share some of them. `probe`: the call checks whether it kept the document (`DocumentReuse`).
+    `choice`: the notes selected for the first try, when already made. `notes_first` (cache layout):
+    the endpoint will not have kept this document's prefix since the round before (see
+    `DocumentReuse`), so the notes lead, whatever they are: a neighbour's call may share some of
+    them. `probe`: the call checks whether the cache kept its document, which therefore leads.
 
     Cache layout, when every other note fits the budget and they are longer than the document: the
     notes go first, in `prefix_order`, so that the calls of one round share most of their prefix
@@ -120,17 +137,13 @@ async def _read_with_notes(
     """
     if selector is None or previous is None:
         return await read_document(llm, task, doc, None, round_no, options)
-    query = f"{task}\n{previous.get(doc.key, '')}"
+    query = _query(task, doc, previous)
     budget: int | None = None
+    if choice is None:
+        choice = await selector.select(query, exclude=doc.key, stage=STAGE)
     while True:
-        choice = await selector.select(query, exclude=doc.key, budget=budget, stage=STAGE)
-        # notes every call of the round shares: all of them (then in prefix order), or the selection for
-        # the task alone, which every document without a note of its own gets byte for byte
-        shared = not choice.selected or not previous.get(doc.key)
-        # a probe keeps its document first: it is there to see whether the cache still holds it
-        first = not probe and ((notes_first and document_first(options.layout) and options.shared_first) or (
-            shared and shared_goes_first(options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc,
-                                         options.shared_first)))
+        first = not probe and ((notes_first and document_first(options.layout) and options.shared_first)
+                               or _notes_lead(task, doc, previous, choice, options))
         notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
         try:
             note = await read_document(llm, task, doc, notes, round_no, options, shared_first=first, probe=probe)
@@ -139,6 +152,7 @@ async def _read_with_notes(
                 raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
                                      "pass a smaller --part-tokens", status=exc.status, body=exc.body) from exc
             budget = shrink(budget, choice)
+            choice = await selector.select(query, exclude=doc.key, budget=budget, stage=STAGE)
             continue
         if first and options.stats is not None:
             options.stats.placed_first(STAGE)  # the call that was answered, not each try
@@ -160,10 +174,11 @@ async def extract_relevance(
                                      stats=options.stats)
 
         async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous,
-                      selector: NotesSelector | None = selector, notes_first: bool = False, probe: bool = False):
+                      selector: NotesSelector | None = selector, choice: NotesChoice | None = None,
+                      notes_first: bool = False, probe: bool = False):
             try:
                 note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options,
-                                              notes_first, probe)
+                                              choice, notes_first, probe)
             except BudgetExceeded:
                 raise  # --max-cost stops the run, not just this document
             except R3conError as exc:
@@ -174,15 +189,19 @@ async def extract_relevance(
             return doc, note, None
 
         order = call_order(docs, reverse=round_no % 2 == 0)
-        if round_no == 1 or options.reuse is None or not document_first(options.layout):
+        if selector is None or previous is None or options.reuse is None or not document_first(options.layout):
             sent = await asyncio.gather(*(one(doc) for doc in order))
         else:
-            # a few documents spread over the round first, to learn how much of the corpus the cache kept
-            probes = options.reuse.probe_positions(len(order))
-            sent = await asyncio.gather(*(one(order[i], probe=True) for i in probes))
+            # first a few calls spread over the round that keep their document first anyway, to learn how
+            # much of the corpus the cache kept; then the others, placed by what they found
+            choices = await asyncio.gather(*(selector.select(_query(task, doc, previous), exclude=doc.key,
+                                                             stage=STAGE) for doc in order))
+            probes = options.reuse.probe_positions(
+                [i for i, doc in enumerate(order) if not _notes_lead(task, doc, previous, choices[i], options)])
+            sent = await asyncio.gather(*(one(order[i], choice=choices[i], probe=True) for i in probes))
             kept = options.reuse.kept_positions(len(order))  # the first `kept` in call order are still cached
-            sent += await asyncio.gather(*(one(doc, notes_first=i >= kept) for i, doc in enumerate(order)
-                                           if i not in probes))
+            sent += await asyncio.gather(*(one(doc, choice=choices[i], notes_first=i >= kept)
+                                           for i, doc in enumerate(order) if i not in probes))
         by_key = {outcome[0].key: outcome for outcome in sent}
         notes: dict[str, str] = {}
         for doc, note, failure in (by_key[d.key] for d in docs):  # corpus order
