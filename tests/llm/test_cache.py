@@ -1,5 +1,6 @@
 """The SQLite cache of LLM calls: keys, what is never stored, concurrency, and free reruns over HTTP."""
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 
 import r3con
 from r3con.llm.cache import Cached, CallCache, cache_key, usable
+from r3con.llm.layers import ConcurrencyLimited
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
 from ..conftest import r3con_cli
@@ -93,6 +95,23 @@ async def test_cached_layer_serves_repeats_and_skips_unusable(tmp_path):
     assert len(inner.history) == 2
     await layer.complete(request(sample=1))  # another sample of the same prompt is another call
     assert len(inner.history) == 3
+
+
+async def test_a_reply_is_committed_before_its_slot_sends_the_next_request(tmp_path):
+    """A run killed at any moment loses at most the replies still in flight: one per concurrent slot."""
+    cache = CallCache(tmp_path / "llm.sqlite")
+    first_key = cache_key("http://a/v1", request("first"))
+    stored_when_sent: list[bool] = []
+
+    class Server:
+        async def complete(self, req: ChatRequest) -> Completion:
+            stored_when_sent.append(cache.get(first_key) is not None)
+            await asyncio.sleep(0)
+            return reply()
+
+    layer = Cached(ConcurrencyLimited(Server(), 1), cache, "http://a/v1")
+    await asyncio.gather(layer.complete(request("first")), layer.complete(request("second")))
+    assert stored_when_sent == [False, True]
 
 
 def test_concurrent_processes_share_one_cache_file(tmp_path):

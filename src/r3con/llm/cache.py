@@ -12,7 +12,6 @@ serialises the writes and `busy_timeout` makes them wait instead of failing.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import sqlite3
@@ -118,7 +117,13 @@ def _without_thinking(text: str) -> str:
 
 
 class Cached:
-    """Serves a request from the cache when it was answered before; stores usable new replies at once."""
+    """Serves a request from the cache when it was answered before; stores usable new replies at once.
+
+    The reply is committed on the event loop, before this coroutine yields. The concurrency slot below
+    was freed when the reply arrived, so committing in a thread would let the loop send the next request
+    first. A killed run could then lose more than one reply per slot. A local SQLite read or commit takes
+    tens of microseconds.
+    """
 
     def __init__(self, inner: LLM, cache: CallCache, endpoint: str):
         self.inner = inner
@@ -127,11 +132,11 @@ class Cached:
 
     async def complete(self, request: ChatRequest) -> Completion:
         key = cache_key(self.endpoint, request)
-        hit = await asyncio.to_thread(self.cache.get, key)
+        hit = self.cache.get(key)
         if hit is not None:
             return hit
         completion = await self.inner.complete(request)
         if usable(request, completion):
-            await asyncio.to_thread(self.cache.put, key, self.endpoint, request.stage, completion)
+            self.cache.put(key, self.endpoint, request.stage, completion)
         return completion
 
