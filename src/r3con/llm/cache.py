@@ -122,7 +122,7 @@ class Cached:
     The reply is committed on the event loop, before this coroutine yields. The concurrency slot below
     was freed when the reply arrived, so committing in a thread would let the loop send the next request
     first. A killed run could then lose more than one reply per slot. A local SQLite read or commit takes
-    tens of microseconds.
+    tens of microseconds (a WAL checkpoint now and then, a few milliseconds).
     """
 
     def __init__(self, inner: LLM, cache: CallCache, endpoint: str):
