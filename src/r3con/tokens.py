@@ -29,14 +29,12 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    if text.isascii():
-        return int(len(text) / 4.0 * MARGIN) + 1
-    cjk = len(_CJK.findall(text))
+    cjk = 0 if text.isascii() else len(_CJK.findall(text))
     other = len(text) - cjk
     return int((cjk + other / 4.0) * MARGIN) + 1
 
 
-_MIN_TOKENS_PER_CHAR = 0.275  # the estimate's floor: 1.1 / 4 for Latin script (CJK is 1.1)
+_MIN_TOKENS_PER_CHAR = MARGIN / 4.0  # the estimate's floor, for Latin script (CJK is MARGIN)
 
 
 def longest_prefix_within(text: str, max_tokens: int) -> int:

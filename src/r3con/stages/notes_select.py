@@ -23,6 +23,7 @@ from ..tokens import estimate_tokens
 from ._common import NoteRef, format_notes
 
 INDEX_WORDS = 12
+_INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
 _CJK = re.compile(f"[{CJK_RANGES}]")
 _STOP = frozenset(
@@ -177,7 +178,7 @@ class NotesSelector:
             return NotesChoice(format_notes(refs), shown=len(refs), indexed=0, tokens=full)
         order = await self._rank(query, keep)
         lines, line_cost = self._index()
-        index_cost = 60 + sum(line_cost[i] for i in keep)  # 60: the index's header and tags
+        index_cost = _INDEX_OVERHEAD + sum(line_cost[i] for i in keep)
         remaining = budget - index_cost
         shown: set[int] = set()
         listed: set[int] = set(keep)
@@ -193,7 +194,7 @@ class NotesSelector:
                 if self._full_cost[i] <= remaining:
                     shown.add(i)
                     remaining -= self._full_cost[i]
-            remaining += budget - budget // 2 - 60
+            remaining += budget - budget // 2 - _INDEX_OVERHEAD
             for i in order:
                 if i not in shown and line_cost[i] <= remaining:
                     listed.add(i)
@@ -206,7 +207,7 @@ class NotesSelector:
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
         if index or omitted:
             text += "\n" + render("notes_index", lines=index, omitted=omitted).text
-            tokens += 60 + sum(line_cost[i] for i in indexed)
+            tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
         return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted, tokens=tokens)
 
     def _index(self) -> tuple[list[_IndexLine], list[int]]:
