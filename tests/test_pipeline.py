@@ -7,6 +7,7 @@ import pytest
 import r3con
 from r3con.errors import RunFailed
 from r3con.pipeline import run
+from r3con.testing import FakeLLMServer
 
 from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, schema_reply, stack
 
@@ -129,8 +130,6 @@ def _long_documents(n: int = 10) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("cache_blocks", "cold"), [(40, True), (200_000, False)])
 async def test_calls_put_the_shared_part_first_when_the_endpoint_did_not_keep_the_documents(
         tmp_path, cache_blocks, cold):
-    from r3con.testing import FakeLLMServer
-
     # 40 blocks of 64 characters hold the system message but never a whole document
     with FakeLLMServer(cache_blocks=cache_blocks) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path, concurrency=2,
@@ -151,8 +150,6 @@ async def test_calls_put_the_shared_part_first_when_the_endpoint_did_not_keep_th
 
 
 async def test_a_rerun_places_every_call_as_the_first_run_did_and_asks_nothing_again(tmp_path):
-    from r3con.testing import FakeLLMServer
-
     with FakeLLMServer(cache_blocks=40) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path / "runs", concurrency=2,
                                           reasoning="direct", cache=True, cache_path=tmp_path / "llm.sqlite")

@@ -3,11 +3,15 @@ import math
 import pytest
 
 from r3con.config import Settings
-from r3con.errors import ConfigError
-from r3con.llm import Ledger
+from r3con.errors import BudgetExceeded, ConfigError, ProviderError
+from r3con.llm import Ledger, build_llm
+from r3con.llm.budget import CostCap
 from r3con.llm.embeddings import open_embedder
 from r3con.llm.layers import CallLog
+from r3con.llm.retry import Retrier, RetryBudget, RetryPolicy
+from r3con.testing import FakeLLMServer
 from r3con.testing._embeddings import vector
+from r3con.testing._faults import FaultPlan
 
 
 def test_scripted_vectors_are_deterministic_unit_vectors_that_reflect_shared_words():
@@ -47,8 +51,6 @@ def test_the_embedding_model_comes_from_the_environment():
 
 
 async def test_an_endpoint_without_embeddings_is_a_config_error(tmp_path):
-    from r3con.testing import FakeLLMServer
-
     with FakeLLMServer() as server:
         settings = Settings.resolve(env={}, base_url=server.base_url.replace("/v1", "/none"), embedding_model="m")
         async with open_embedder(settings, stage="rag-embed") as emb:
@@ -58,9 +60,6 @@ async def test_an_endpoint_without_embeddings_is_a_config_error(tmp_path):
 
 
 def _faulty(spec: str):
-    from r3con.testing import FakeLLMServer
-    from r3con.testing._faults import FaultPlan
-
     return FakeLLMServer(faults=FaultPlan.parse(spec))
 
 
@@ -80,9 +79,6 @@ async def test_transient_embeddings_failures_are_retried_and_counted(tmp_path):
 
 
 async def test_embeddings_spend_the_runs_retry_budget_and_then_fail_with_an_actionable_error(tmp_path):
-    from r3con.errors import ProviderError
-    from r3con.llm.retry import Retrier, RetryBudget, RetryPolicy
-
     with _faulty("500=1,max=5") as server:
         settings = Settings.resolve(env={}, base_url=server.base_url, embedding_model="hash-embed")
         budget = RetryBudget(1)
@@ -99,9 +95,6 @@ async def test_embeddings_spend_the_runs_retry_budget_and_then_fail_with_an_acti
 
 
 async def test_embeddings_count_against_max_cost_and_stop_before_passing_it(tmp_path):
-    from r3con.errors import BudgetExceeded
-    from r3con.llm.budget import CostCap
-
     prices = tmp_path / "prices.json"
     prices.write_text('{"hash-embed": {"input": 1000000, "output": 0}}')  # $1 a token: the cap binds at once
     with _faulty("") as server:
@@ -118,8 +111,6 @@ async def test_embeddings_count_against_max_cost_and_stop_before_passing_it(tmp_
 
 
 async def test_max_cost_needs_a_price_for_the_embeddings_model(tmp_path):
-    from r3con.llm.budget import CostCap
-
     with _faulty("") as server:
         settings = Settings.resolve(env={}, base_url=server.base_url, embedding_model="unpriced-embed")
         async with open_embedder(settings, stage="rag-embed", cap=CostCap(1.0)) as emb:
@@ -130,8 +121,6 @@ async def test_max_cost_needs_a_price_for_the_embeddings_model(tmp_path):
 
 
 async def test_a_runs_stack_hands_its_ledger_log_retries_and_cap_to_the_embedder(fake_server, tmp_path):
-    from r3con.llm import build_llm
-
     prices = tmp_path / "prices.json"
     prices.write_text('{"r3con-scripted": {"input": 1, "output": 1}, "hash-embed": {"input": 1, "output": 0}}')
     settings = Settings.resolve(env={}, base_url=fake_server.base_url, embedding_model="hash-embed",

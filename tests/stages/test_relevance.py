@@ -3,6 +3,7 @@ import re
 
 from r3con.corpus import documents_from_texts
 from r3con.errors import ProviderError
+from r3con.stages._common import DocumentReuse
 from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note
 
 from ..fakes import ScriptedLLM, document_number, user_text
@@ -97,6 +98,11 @@ def test_parse_note_recognises_none():
     assert parse_note("Nonetheless, X met Y.") == "Nonetheless, X met Y."
 
 
+def document_leads(request) -> bool:
+    """Whether the call's user message begins with its document (the cache layout's default)."""
+    return request.messages[1].content.startswith("<document")
+
+
 class ForgetfulCache(ScriptedLLM):
     """Reports the system message as cached on every call, and a document only if `keeps(doc)` (and it leads)."""
 
@@ -106,7 +112,7 @@ class ForgetfulCache(ScriptedLLM):
 
     async def complete(self, request):
         completion = await super().complete(request)
-        leads = request.messages[1].content.startswith("<document")
+        leads = document_leads(request)
         prompt = completion.usage.prompt_tokens
         cached = prompt - 40 if leads and request.round and request.round > 1 and self.keeps(request.doc) else 20
         return dataclasses.replace(completion, usage=dataclasses.replace(completion.usage, cached_tokens=cached))
@@ -116,17 +122,15 @@ LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was s
 
 
 async def test_round_two_probes_first_then_puts_the_notes_first_where_documents_left_the_cache():
-    from r3con.stages._common import DocumentReuse
-
     reuse = DocumentReuse()
     llm = ForgetfulCache(keeps=lambda doc: doc >= 6)  # round 2 goes backwards: documents 10..6 come first
     await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
     round2 = [r for r in llm.history if r.round == 2]
     probes = [r.doc for r in round2[:8]]
     assert probes == [10, 9, 7, 6, 5, 4, 2, 1], "the middles of eight slices of the call order 10..1"
-    assert all(r.messages[1].content.startswith("<document") for r in round2[:8]), "probes keep the document first"
+    assert all(document_leads(r) for r in round2[:8]), "probes keep the document first"
     assert reuse.rounds == [{"probes": 8, "kept": 4, "document_first": 5, "calls": 10}]
-    rest = {r.doc: r.messages[1].content.startswith("<document") for r in round2[8:]}
+    rest = {r.doc: document_leads(r) for r in round2[8:]}
     assert rest == {8: True, 3: False}, "within the kept positions the document leads, beyond them the notes"
     assert reuse.cold()
 
@@ -136,18 +140,14 @@ async def test_without_reported_cached_tokens_every_call_keeps_its_document_firs
         async def complete(self, request):
             return await ScriptedLLM.complete(self, request)
 
-    from r3con.stages._common import DocumentReuse
-
     reuse = DocumentReuse()
     llm = Silent(keeps=lambda doc: False)
     await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
-    assert all(r.messages[1].content.startswith("<document") for r in llm.history)
+    assert all(document_leads(r) for r in llm.history)
     assert reuse.rounds[0]["document_first"] == 10 and not reuse.cold()
 
 
 async def test_probes_are_only_calls_that_keep_their_document_first_anyway():
-    from r3con.stages._common import DocumentReuse
-
     short = [(f"Short {i}", "Tin.") for i in range(1, 7)]  # shorter than the notes: the notes lead them
     long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 60) for i in range(1, 7)]
     docs = documents_from_texts(short + long)
@@ -156,6 +156,6 @@ async def test_probes_are_only_calls_that_keep_their_document_first_anyway():
     await extract_relevance(llm, "the shared matter", docs, RelevanceOptions(rounds=2, reuse=reuse))
     round2 = [r for r in llm.history if r.round == 2]
     assert sorted(r.doc for r in round2[:6]) == [7, 8, 9, 10, 11, 12], "the six long documents probe"
-    assert all(r.messages[1].content.startswith("<document") for r in round2[:6])
-    assert all(not r.messages[1].content.startswith("<document") for r in round2[6:]), "short ones as before"
+    assert all(document_leads(r) for r in round2[:6])
+    assert all(not document_leads(r) for r in round2[6:]), "short ones as before"
     assert reuse.rounds == [{"probes": 6, "kept": 6, "document_first": 12, "calls": 12}]
