@@ -14,16 +14,18 @@
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import re
 import secrets
+import sqlite3
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import DiskFull, InputError
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -80,3 +82,27 @@ class RunDir:
                 writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
                                  for k, v in row.items()})
         return target
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` (or what it was raised from) says the disk or the quota is full."""
+    link: BaseException | None = exc
+    for _ in range(8):
+        if link is None:
+            return False
+        if isinstance(link, OSError) and link.errno in _FULL:
+            return True
+        if isinstance(link, sqlite3.OperationalError) and "disk is full" in str(link):
+            return True
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def disk_full(folder: Path, exc: BaseException) -> DiskFull:
+    """The error a full disk becomes: where r3con was writing, and that the run can go on once there is room."""
+    where = getattr(exc, "filename", None) or folder
+    return DiskFull(f"no space left on the device while writing {where}; free some space "
+                    f"(the run folder {folder} keeps what was done and can be resumed)")
