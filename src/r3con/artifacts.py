@@ -102,7 +102,6 @@ def is_disk_full(exc: BaseException) -> bool:
 
 
 def disk_full(folder: Path, exc: BaseException) -> DiskFull:
-    """The error a full disk becomes: where r3con was writing, and that the run can go on once there is room."""
+    """The error a full disk becomes: where r3con was writing (the CLI adds how to resume)."""
     where = getattr(exc, "filename", None) or folder
-    return DiskFull(f"no space left on the device while writing {where}; free some space "
-                    f"(the run folder {folder} keeps what was done and can be resumed)")
+    return DiskFull(f"no space left on the device while writing {where}; free some space")

@@ -32,7 +32,7 @@ def error_line(exc: BaseException) -> str:
     if isinstance(exc, R3conError):
         stage = f" in {exc.stage}" if exc.stage and exc.stage not in str(exc) else ""
         line = f"r3con: error{stage}: {exc}"
-        if folder is not None and str(folder) not in line:
+        if folder is not None and "--resume" not in line:
             line += f"; the run folder {folder} keeps what was done: continue with r3con run --resume {folder}"
         return line
     if is_disk_full(exc):
