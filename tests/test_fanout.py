@@ -57,22 +57,51 @@ async def test_unusable_output_is_the_documents_failure_too():
     BudgetExceeded("the next call could cost $0.01 more than --max-cost $0.05 allows; rerun with a higher --max-cost"),
     ConfigError("http://x/v1 refused the API key; set OPENAI_API_KEY or pass --api-key"),
     InputError("a document is unusable"),
-    KeyError("a bug"),
-], ids=["budget", "config", "input", "bug"])
-async def test_anything_else_stops_the_other_documents_and_propagates_unchanged(error):
+], ids=["budget", "config", "input"])
+async def test_an_r3con_stop_propagates_unchanged_after_the_calls_under_way_come_back(error):
     finished: list[int] = []
 
     async def call(n: int) -> int:
         if n == 1:
             raise error
-        await asyncio.sleep(5)  # would finish long after; must be cancelled instead
+        await asyncio.sleep(0.05)  # a call already sent: paid for, so its reply is kept (the cache stores it)
         finished.append(n)
         return n
 
     with pytest.raises(type(error)) as raised:
-        await asyncio.wait_for(fan_out("populate", [1, 2, 3], call, key=str), timeout=2)
+        await fan_out("populate", [1, 2, 3], call, key=str)
     assert raised.value is error  # the very exception: not a Failure, not rewrapped
-    assert finished == []
+    assert sorted(finished) == [2, 3]
+
+
+async def test_no_item_starts_after_a_stop():
+    started: list[int] = []
+
+    async def call(n: int) -> int:
+        started.append(n)
+        if n == 1:
+            raise BudgetExceeded("--max-cost reached")
+        return n
+
+    with pytest.raises(BudgetExceeded):
+        await fan_out("populate", [1, 2, 3, 4], call, key=str, limit=1)
+    assert started == [1]
+
+
+async def test_a_bug_cancels_the_other_documents_and_propagates_unchanged():
+    finished: list[int] = []
+    bug = KeyError("a bug")
+
+    async def call(n: int) -> int:
+        if n == 1:
+            raise bug
+        await asyncio.sleep(5)  # would finish long after; must be cancelled instead
+        finished.append(n)
+        return n
+
+    with pytest.raises(KeyError) as raised:
+        await asyncio.wait_for(fan_out("populate", [1, 2, 3], call, key=str), timeout=2)
+    assert raised.value is bug and finished == []
 
 
 async def test_at_most_limit_items_run_at_once():

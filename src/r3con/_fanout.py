@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TypeVar
 
-from .errors import OutputError, ProviderError, RunFailed
+from .errors import OutputError, ProviderError, R3conError, RunFailed
 from .results import Failure
 
 T = TypeVar("T")
@@ -35,20 +35,31 @@ async def fan_out(
     bounds the requests, and a batch needs them issued together); results in the order of `items`.
 
     A document's own failure becomes a `Failure` (labelled with `key(item)`; `context`, e.g. "round 2",
-    prefixes its error) in its place. Any other exception cancels the items still running and is raised
-    as it was. `on_done(stage)` is called as each item ends, failed or not.
+    prefixes its error) in its place. Any other r3con error (a budget stop, a configuration error)
+    stops the stage: no item starts after it, the calls already under way finish (they are paid for,
+    and the cache keeps them for a rerun), then the first such error is raised as it was. Our own bugs
+    cancel the other items at once and propagate unchanged. `on_done(stage)` is called as each item ends.
     """
     gate = asyncio.Semaphore(limit) if limit else None
+    stops: list[R3conError] = []
 
-    async def one(item: T) -> R | Failure:
+    async def guarded(item: T) -> R:
+        if gate is None:
+            return await fn(item)
+        async with gate:
+            if stops:  # the stage is stopping: do not start another item
+                raise stops[0]
+            return await fn(item)
+
+    async def one(item: T) -> R | Failure | None:
         try:
-            if gate is None:
-                return await fn(item)
-            async with gate:
-                return await fn(item)
+            return await guarded(item)
         except DOCUMENT_ERRORS as exc:
             error = f"{context}: {exc}" if context else str(exc)
             return Failure(stage=stage, doc=key(item), error=error, cause=cause_of(exc))
+        except R3conError as exc:  # not this document's failure: the stage stops once the others are back
+            stops.append(exc)
+            return None
         finally:
             if on_done is not None:
                 on_done(stage)
@@ -59,9 +70,11 @@ async def fan_out(
             tasks = [group.create_task(one(item)) for item in items]
     except BaseExceptionGroup as failed:
         error = _first(failed)
+    if error is None and stops:
+        error = stops[0]
     if error is not None:
         raise error  # outside the handler, so the error keeps its own context
-    return [task.result() for task in tasks]
+    return [result for task in tasks if (result := task.result()) is not None]
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:

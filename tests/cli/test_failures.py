@@ -211,14 +211,16 @@ def test_a_budget_stop_inside_a_fan_out_keeps_its_kind_and_what_was_spent(capsys
     prices.write_text(json.dumps({"r3con-scripted": {"input": 10.0, "output": 20.0}}))
     with FakeLLMServer() as server:
         code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, runs, "--prices", str(prices),
-                                                            "--max-cost", "0.1", "--concurrency", "1"))
+                                                            "--max-cost", "0.15", "--concurrency", "1"))
         called = len(server.calls())
     line = one_line(err)
     assert code == 1
     assert "--max-cost" in line and "documents failed" not in line, line
     folder = run_folder(runs)
     usage = json.loads((folder / "usage.json").read_text())
-    assert 0 < usage["cost_usd"] <= 0.1 and usage["calls"] == called == answered(runs)  # each paid call is kept
+    assert json.loads((folder / "error.json").read_text())["stage"] == "populate"  # inside its fan-out
+    assert any(c["stage"] == "populate" and c.get("error") is None for c in calls_logged(folder))  # the call under way came back
+    assert 0 < usage["cost_usd"] <= 0.15 and usage["calls"] == called == answered(runs)  # each paid call is kept
     assert f"r3con run --resume {folder}" in line
 
 

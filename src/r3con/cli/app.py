@@ -79,6 +79,7 @@ def run(
     rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
     tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one request may take (default 600)")] = None,
+    part_tokens: Annotated[int | None, typer.Option("--part-tokens", help="Tokens one document part may take; longer documents are split (default: what the window leaves)")] = None,
     max_failed_share: Annotated[float | None, typer.Option("--max-failed-share", help="Share of documents (0 to 1) that may fail in a stage before the run stops (default 0.5)")] = None,
     pdf_password: Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
@@ -92,7 +93,7 @@ def run(
         rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
         concurrency=concurrency, layout=layout, sandbox_mode=sandbox, out_dir=out,
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
-        request_timeout_s=timeout, max_failed_share=max_failed_share,
+        request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
         prices_file=prices,
     )
