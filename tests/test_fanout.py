@@ -143,8 +143,9 @@ def test_the_failed_share_names_the_common_cause_and_a_flag_that_exists():
     with pytest.raises(RunFailed) as raised:
         check_failed_share("relevance", same, 58, 0.5)
     message = str(raised.value)
-    assert message.startswith("all 58 documents failed in relevance: HTTP 400 from the endpoint: too long;")
-    assert "--max-failed-share 50%" in message
+    assert message == ("all 58 documents failed in relevance: HTTP 400 from the endpoint: too long (more than "
+                       "--max-failed-share 50%); fix what the endpoint refused (calls.jsonl in the run folder has "
+                       "every call)")
     mixed = same[:20] + [Failure("relevance", str(n), "e", "connection refused at http://x") for n in range(21, 31)]
     with pytest.raises(RunFailed, match=r"30 of 58 documents failed in relevance, 20 of them with HTTP 400 .* "
                                         r"\(and 1 other cause\)"):

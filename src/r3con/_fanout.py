@@ -153,5 +153,15 @@ def check_failed_share(stage: str, failures: Sequence[Failure], total: int, max_
     else:
         head = (f"{len(failed)} of {total} {noun} failed in {stage}, {count} of them with {cause} "
                 f"(and {len(counts) - 1} other cause{'s' if len(counts) > 2 else ''})")
-    raise RunFailed(f"{head}; more than --max-failed-share {max_share:.0%} failed, so the answer would be "
-                    "meaningless; fix what failed (calls.jsonl in the run folder has every call) and run again")
+    raise RunFailed(f"{head} (more than --max-failed-share {max_share:.0%}); {_remedy(cause)}")
+
+
+def _remedy(cause: str) -> str:
+    """What to do about the commonest cause."""
+    if cause.startswith("connection refused"):
+        return "start the server or pass the right --base-url"
+    if cause.startswith("timed out"):
+        return "check that the server is up, or raise --timeout"
+    if cause.startswith("HTTP "):
+        return "fix what the endpoint refused (calls.jsonl in the run folder has every call)"
+    return "see calls.jsonl in the run folder for every call"

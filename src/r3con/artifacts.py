@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import DiskFull, InputError
+from .errors import DiskFull, InputError, R3conError
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -103,5 +103,7 @@ def is_disk_full(exc: BaseException) -> bool:
 
 def disk_full(folder: Path, exc: BaseException) -> DiskFull:
     """The error a full disk becomes: where r3con was writing (the CLI adds how to resume)."""
-    where = getattr(exc, "filename", None) or folder
+    link = exc.__cause__ if isinstance(exc, R3conError) and exc.__cause__ is not None else exc
+    where = getattr(link, "filename", None) or (
+        "the LLM cache" if isinstance(link, sqlite3.Error) else f"the run folder {folder}")
     return DiskFull(f"no space left on the device while writing {where}; free some space")

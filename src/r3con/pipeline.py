@@ -263,6 +263,17 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
                                                 "isolation": answer.isolation,
                                                 "steps": [s.to_dict() for s in answer.steps]})
+        stage = "finish"
+        _finish_manifest(run_dir, manifest, stats, reuse)
+        result = RunResult(
+            answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
+            records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
+            usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
+            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model,
+        )
+        _write_usage(run_dir, llm)
+        run_dir.write_text("answer.txt", result.answer + "\n")
+        run_dir.write_json("result.json", result.summary())
     except BaseException as exc:
         def save() -> None:
             _write_usage(run_dir, llm)
@@ -274,17 +285,6 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             full.run_dir, full.stage = run_dir.path, stage
             raise full from exc
         raise
-    _finish_manifest(run_dir, manifest, stats, reuse)
-
-    result = RunResult(
-        answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
-        records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
-        usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
-        elapsed_s=time.perf_counter() - started, model=llm.endpoint.model,
-    )
-    _write_usage(run_dir, llm)
-    run_dir.write_text("answer.txt", result.answer + "\n")
-    run_dir.write_json("result.json", result.summary())
     return result
 
 

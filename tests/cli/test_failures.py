@@ -91,7 +91,7 @@ def test_a_server_that_always_answers_500_is_named_with_its_words(capsys, monkey
     folder = run_folder(runs)
     assert code == 1 and out == ""
     assert line.startswith("r3con: error: all 3 documents failed in relevance: HTTP 500 from the endpoint: "
-                           "internal error;"), line
+                           "internal error (more than --max-failed-share 50%)"), line
     assert f"r3con run --resume {folder}" in line
     assert "--max-failed-share 50%" in line  # a flag that exists (see the next test)
     assert len(calls_logged(folder)) == sent  # every call it made is in the run folder
@@ -129,7 +129,8 @@ def test_a_refused_connection_says_connection_refused_and_where(capsys, monkeypa
                                                         "8192", "--retries", "0"))
     line = one_line(err)
     assert code == 1
-    assert f"all 3 documents failed in relevance: connection refused at {url};" in line, line
+    assert f"all 3 documents failed in relevance: connection refused at {url} (more than --max-failed-share 50%); " \
+           "start the server or pass the right --base-url" in line, line
     assert f"r3con run --resume {run_folder(runs)}" in line
 
 
@@ -154,7 +155,7 @@ def test_a_server_killed_mid_run_says_connection_refused(capsys, monkeypatch, co
         killer.join()
     finally:
         server.kill()
-        server.wait()
+        server.communicate()  # reaps it and closes its pipe
     line = one_line(err)
     assert code == 1
     assert "documents failed in relevance" in line and "connection refused at http://127.0.0.1" in line, line

@@ -33,7 +33,7 @@ def error_line(exc: BaseException) -> str:
         stage = f" in {exc.stage}" if exc.stage and exc.stage not in str(exc) else ""
         line = f"r3con: error{stage}: {exc}"
         if folder is not None and "--resume" not in line:
-            line += f"; the run folder {folder} keeps what was done: continue with r3con run --resume {folder}"
+            line += f"; then continue with r3con run --resume {folder} (the run folder keeps what was done)"
         return line
     if is_disk_full(exc):
         where = getattr(exc, "filename", None) or folder or "the output folder"

@@ -157,8 +157,8 @@ def interrupted_line(exc: BaseException) -> str:
         return "r3con: interrupted before the run began; nothing was sent"
     calls = Path(folder) / "calls.jsonl"
     count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
-    return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl, "
-            f"answered calls cached): continue with r3con run --resume {folder}")
+    return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
+            f"continue with r3con run --resume {folder}")
 
 
 @app.command()
