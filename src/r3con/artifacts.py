@@ -8,7 +8,7 @@
     calls.jsonl           every LLM call: stage, document, request, response, usage, latency
     usage.json            usage and cost, in total and per stage
     result.json           the answer, degraded documents, usage (what `r3con run --json` prints)
-    error.json            written when the run failed: stage and message
+    error.json            written when the run failed or was interrupted: stage, kind, message (a bug's traceback)
 """
 
 from __future__ import annotations
