@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -132,6 +133,17 @@ def test_a_refused_connection_says_connection_refused_and_where(capsys, monkeypa
     assert f"all 3 documents failed in relevance: connection refused at {url} (more than --max-failed-share 50%); " \
            "start the server or pass the right --base-url" in line, line
     assert f"r3con run --resume {run_folder(runs)}" in line
+
+
+def test_a_server_that_never_answers_says_timed_out_after_the_timeout(capsys, monkeypatch, corpus, tmp_path):
+    runs = tmp_path / "runs"
+    with FakeLLMServer(faults=FaultPlan.parse("hang=1.0,hang_s=3,max=1000")) as server:
+        code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, runs, "--timeout", "1",
+                                                            "--retries", "0"))
+    line = one_line(err)
+    assert code == 1
+    assert re.search(r"all 3 documents failed in relevance: timed out( after 1 s)? at http://127\.0\.0\.1:\d+/v1 "
+                     r"\(more than --max-failed-share 50%\); check that the server is up, or raise --timeout", line), line
 
 
 def test_a_server_killed_mid_run_says_connection_refused(capsys, monkeypatch, corpus, tmp_path):
