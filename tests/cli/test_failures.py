@@ -123,6 +123,40 @@ def test_populate_failing_everywhere_keeps_the_notes_and_names_the_cause(capsys,
     assert (folder / "notes" / "round-2.json").is_file() and (folder / "schema.json").is_file()
 
 
+def test_a_failing_single_call_stage_reports_the_endpoints_own_error(capsys, monkeypatch, corpus, tmp_path):
+    runs = tmp_path / "runs"
+    with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=schema")) as server:
+        code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, runs, "--retries", "0"))
+    line = one_line(err)
+    folder = run_folder(runs)
+    assert code == 1
+    assert line.startswith("r3con: error in schema: ") and "answered HTTP 500: internal error" in line, line
+    assert "OutputError" not in line and "schema proposal failed" not in line  # not rewrapped
+    assert line.endswith(f"continue with r3con run --resume {folder} (the run folder keeps what was done)")
+    assert (folder / "notes" / "round-2.json").is_file()
+
+
+def test_unusable_replies_everywhere_name_the_models_problem(capsys, monkeypatch, corpus, tmp_path):
+    runs = tmp_path / "runs"
+    with FakeLLMServer(faults=FaultPlan.parse("empty=1.0,max=1000,only=populate")) as server:
+        code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, runs))
+    line = one_line(err)
+    assert code == 1
+    assert "all 3 documents failed in populate: the reply was empty after 3 attempts (populate stage); raise " \
+           "the stage's max tokens or try another model (more than --max-failed-share 50%)" in line, line
+
+
+def test_a_run_folder_that_cannot_be_made_says_pass_a_writable_out(capsys, monkeypatch, corpus, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with FakeLLMServer() as server:
+        code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, blocker))
+        assert server.calls() == []  # nothing was sent
+    line = one_line(err)
+    assert code == 2 and line.startswith(f"r3con: error: cannot create run folder {blocker}/") and \
+        line.endswith("; pass a writable --out"), line
+
+
 def test_a_refused_connection_says_connection_refused_and_where(capsys, monkeypatch, corpus, tmp_path):
     runs = tmp_path / "runs"
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there

@@ -7,11 +7,13 @@ transcript.json and result.json and returns the `MethodOutcome` the eval harness
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -135,10 +137,13 @@ async def method_run(method: str, task: str, documents: Sequence[Document], sett
         })
         try:
             yield run
-        except R3conError as exc:
-            folder.write_json("error.json", {"method": method, "error": f"{type(exc).__name__}: {exc}",
-                                             "transcript": run.log})
-            _write_usage(run)
+        except BaseException as exc:  # what ended it (a bug's traceback too), and the usage so far; never masks exc
+            record: dict[str, Any] = {"method": method, "error": f"{type(exc).__name__}: {exc}", "transcript": run.log}
+            if not isinstance(exc, R3conError | asyncio.CancelledError | KeyboardInterrupt):
+                record["traceback"] = "".join(traceback.format_exception(exc))
+            with suppress(OSError):
+                folder.write_json("error.json", record)
+                _write_usage(run)
             raise
 
 
