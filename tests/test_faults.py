@@ -89,10 +89,11 @@ def test_documents_that_fail_for_good_are_degraded_and_the_run_goes_on(tmp_path)
 
 def test_a_failed_schema_proposal_fails_the_run(tmp_path):
     with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=schema")) as server:
-        with pytest.raises(r3con.OutputError, match="schema proposal failed"):
+        with pytest.raises(r3con.ProviderError, match="HTTP 500") as failed:  # the endpoint's error, as it was
             _run(server, tmp_path, "run", retries=1)
+    assert failed.value.status == 500 and failed.value.stage == "schema"
     with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=populate")) as server:
-        with pytest.raises(RunFailed, match="6 of 6 documents failed in populate"):
+        with pytest.raises(RunFailed, match="all 6 documents failed in populate: HTTP 500 from the endpoint: internal error"):
             _run(server, tmp_path, "run2", retries=0)
 
 

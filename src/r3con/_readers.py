@@ -9,18 +9,18 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from .errors import InputError
+from .errors import EncryptedDocument, InputError
 
 SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf"})
 _MAX_TITLE = 160
 
 
-def read_document(path: Path) -> tuple[str, str]:
-    """Return (title, text) of the file at `path`."""
+def read_document(path: Path, *, pdf_password: str | None = None) -> tuple[str, str]:
+    """Return (title, text) of the file at `path`; `pdf_password` opens encrypted PDFs."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".pdf":
-            return _read_pdf(path)
+            return _read_pdf(path, pdf_password)
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}; check the path and its permissions") from exc
@@ -116,14 +116,22 @@ def _read_html(text: str, path: Path) -> tuple[str, str]:
     return (parser.title.strip()[:_MAX_TITLE] or path.stem), body
 
 
-def _read_pdf(path: Path) -> tuple[str, str]:
+def _read_pdf(path: Path, password: str | None = None) -> tuple[str, str]:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import DependencyError, PdfReadError
 
     try:
         reader = PdfReader(str(path))
+        if reader.is_encrypted and not reader.decrypt(password or ""):  # "": opens PDFs locked only against editing
+            if password:
+                raise EncryptedDocument(f"{path} is encrypted and the password given does not open it; "
+                                        "check --pdf-password (or R3CON_PDF_PASSWORD)")
+            raise EncryptedDocument(f"{path} is encrypted: pass --pdf-password (or set R3CON_PDF_PASSWORD)")
         pages = [page.extract_text() or "" for page in reader.pages]
         title = (reader.metadata.title if reader.metadata and reader.metadata.title else "") or path.stem
+    except DependencyError as exc:
+        raise InputError(f"{path} is encrypted with AES, which needs the cryptography package: "
+                         "pip install cryptography") from exc
     except (PdfReadError, OSError, ValueError) as exc:
-        raise InputError(f"cannot read PDF {path}: {exc}; check that the file is a valid, unencrypted PDF") from exc
+        raise InputError(f"cannot read PDF {path}: {exc}; check that the file is a valid PDF") from exc
     return str(title)[:_MAX_TITLE], "\n\n".join(p.strip() for p in pages if p.strip())

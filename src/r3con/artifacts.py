@@ -8,22 +8,24 @@
     calls.jsonl           every LLM call: stage, document, request, response, usage, latency
     usage.json            usage and cost, in total and per stage
     result.json           the answer, degraded documents, usage (what `r3con run --json` prints)
-    error.json            written when the run failed: stage and message
+    error.json            written when the run failed or was interrupted: stage, kind, message (a bug's traceback)
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import re
 import secrets
+import sqlite3
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import DiskFull, InputError, R3conError
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -80,3 +82,28 @@ class RunDir:
                 writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
                                  for k, v in row.items()})
         return target
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` (or what it was raised from) says the disk or the quota is full."""
+    link: BaseException | None = exc
+    for _ in range(8):
+        if link is None:
+            return False
+        if isinstance(link, OSError) and link.errno in _FULL:
+            return True
+        if isinstance(link, sqlite3.OperationalError) and "disk is full" in str(link):
+            return True
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def disk_full(folder: Path, exc: BaseException) -> DiskFull:
+    """The error a full disk becomes: where r3con was writing (the CLI adds how to resume)."""
+    link = exc.__cause__ if isinstance(exc, R3conError) and exc.__cause__ is not None else exc
+    where = getattr(link, "filename", None) or (
+        "the LLM cache" if isinstance(link, sqlite3.Error) else f"the run folder {folder}")
+    return DiskFull(f"no space left on the device while writing {where}; free some space")

@@ -142,6 +142,8 @@ class Settings:
             raise ConfigError("--retries and the retry budget must be 0 or more")
         if (self.rpm is not None and self.rpm < 1) or (self.tpm is not None and self.tpm < 1):
             raise ConfigError("--rpm and --tpm must be at least 1 (leave them unset for no limit)")
+        if self.part_tokens is not None and self.part_tokens < 256:
+            raise ConfigError("--part-tokens must be at least 256 (leave it unset to fit the window)")
         if not 0.0 <= self.max_failed_share <= 1.0:
             raise ConfigError("--max-failed-share must be between 0 and 1")
         for stage in self.stage_models:

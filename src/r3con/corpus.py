@@ -75,12 +75,12 @@ def collect_paths(specs: Sequence[str | Path]) -> list[Path]:
     return unique
 
 
-def load_documents(specs: Sequence[str | Path]) -> tuple[Document, ...]:
+def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:
     """Read every supported file under `specs` into numbered documents (empty files are skipped)."""
     paths = collect_paths(specs)
     docs: list[Document] = []
     for path in paths:
-        title, text = read_document(path)
+        title, text = read_document(path, pdf_password=pdf_password)
         if text.strip():
             docs.append(Document(number=len(docs) + 1, title=title, text=text, source=str(path)))
     if not docs:

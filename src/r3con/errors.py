@@ -4,18 +4,23 @@
     ├── ConfigError            the user must change configuration (flags, env vars)   exit 2
     │   └── EndpointUnreachable  no server answers at the base URL                   exit 2
     ├── InputError             the documents, paths or data files are unusable         exit 2
+    │   └── EncryptedDocument    a PDF that needs a password (none given, or not its own)
     ├── ProviderError          the LLM endpoint answered with an error (status, body)  exit 1
     │   └── ContextTooLong       the request did not fit the model's context window
     ├── OutputError            the model's output stayed unusable after re-asking      exit 1
     ├── BudgetExceeded         the run would spend more than --max-cost allows         exit 1
     ├── SandboxError           the code sandbox could not be started as required       exit 1
+    ├── DiskFull               no space left to write the run folder (or the cache)    exit 1
     └── RunFailed              a stage failed in a way that makes the answer meaningless exit 1
 
-Every message is one line that says what to do. Third-party exceptions are translated at one
+Every message is one line that says what to do. The pipeline sets `run_dir` (the run folder that keeps
+what was done) and `stage` on an error that ends a run, for the CLI to say where to continue. Third-party exceptions are translated at one
 boundary (the LLM client, the corpus readers, the sandbox) with `raise ... from exc`.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class R3conError(Exception):
@@ -23,6 +28,8 @@ class R3conError(Exception):
 
     exit_code = 1
     usage: object = None  # the Usage of calls made before the error (set by the LLM layers), if any
+    run_dir: Path | None = None  # the run folder that keeps what was done (set by the pipeline), if any
+    stage: str | None = None  # the stage the run was in when it ended (set by the pipeline), if any
 
 
 class ConfigError(R3conError):
@@ -39,6 +46,10 @@ class InputError(R3conError):
     """Documents or other inputs cannot be used as given."""
 
     exit_code = 2
+
+
+class EncryptedDocument(InputError):
+    """A document is encrypted and no password given opens it."""
 
 
 class ProviderError(R3conError):
@@ -67,6 +78,10 @@ class BudgetExceeded(R3conError):
 
 class SandboxError(R3conError):
     """The code sandbox could not be started with the required isolation."""
+
+
+class DiskFull(R3conError):
+    """The disk ran out of space while r3con wrote the run folder or its cache."""
 
 
 class RunFailed(R3conError):

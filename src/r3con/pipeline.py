@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,10 +13,11 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from . import __version__
-from .artifacts import RunDir
+from ._fanout import check_failed_share
+from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document, split_documents
-from .errors import ConfigError, ContextTooLong, InputError, R3conError, RunFailed
+from .errors import ConfigError, ContextTooLong, InputError, R3conError
 from .llm import LLMStack, build_llm
 from .llm.types import Usage
 from .progress import NoProgress, Progress
@@ -127,12 +130,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
 
 
 def _check_failures(stage: str, failures: Sequence[Failure], total: int, settings: Settings) -> None:
-    failed = len({f.doc for f in failures if f.stage == stage})
-    if total and failed / total > settings.max_failed_share:
-        raise RunFailed(
-            f"{failed} of {total} documents failed in {stage} (more than --max-failed-share "
-            f"{settings.max_failed_share:.0%}); see calls.jsonl in the run folder, fix the endpoint and rerun"
-        )
+    check_failed_share(stage, failures, total, settings.max_failed_share)
 
 
 async def run(
@@ -265,22 +263,28 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
                                                 "isolation": answer.isolation,
                                                 "steps": [s.to_dict() for s in answer.steps]})
-    except R3conError as exc:
-        run_dir.write_json("error.json", {"stage": stage, "error": f"{type(exc).__name__}: {exc}"})
-        _write_usage(run_dir, llm)
+        stage = "finish"
         _finish_manifest(run_dir, manifest, stats, reuse)
-        raise
-    _finish_manifest(run_dir, manifest, stats, reuse)
+        result = RunResult(
+            answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
+            records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
+            usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
+            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model,
+        )
+        _write_usage(run_dir, llm)
+        run_dir.write_text("answer.txt", result.answer + "\n")
+        run_dir.write_json("result.json", result.summary())
+    except BaseException as exc:
+        def save() -> None:
+            _write_usage(run_dir, llm)
+            _finish_manifest(run_dir, manifest, stats, reuse)
 
-    result = RunResult(
-        answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
-        records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
-        usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
-        elapsed_s=time.perf_counter() - started, model=llm.endpoint.model,
-    )
-    _write_usage(run_dir, llm)
-    run_dir.write_text("answer.txt", result.answer + "\n")
-    run_dir.write_json("result.json", result.summary())
+        _record_end(run_dir, stage, exc, save)
+        if is_disk_full(exc):
+            full = disk_full(run_dir.path, exc)
+            full.run_dir, full.stage = run_dir.path, stage
+            raise full from exc
+        raise
     return result
 
 
@@ -291,9 +295,8 @@ async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice, stag
     while True:
         try:
             return await call(choice.text)
-        except R3conError as exc:
-            too_long = isinstance(exc, ContextTooLong) or isinstance(exc.__cause__, ContextTooLong)
-            if not too_long or budget == 0:
+        except ContextTooLong:
+            if budget == 0:
                 raise
             budget = shrink(budget, choice)
             choice = await selector.select(task, budget=budget, stage=stage)
@@ -307,6 +310,31 @@ def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], stats: Selection
     manifest["layout"]["shared_first_calls"] = dict(stats.shared_first)
     manifest["layout"]["document_reuse"] = reuse.to_dict()
     run_dir.write_json("manifest.json", manifest)
+
+
+def _record_end(run_dir: RunDir, stage: str, exc: BaseException, save: Callable[[], object]) -> None:
+    """What ended the run, in error.json (with the traceback for our own bugs), and the usage and
+    manifest so far; tags `exc` with the run folder and stage for the CLI. Never raises: the disk may
+    be full, and the error that ended the run is the one to report."""
+    if isinstance(exc, R3conError):
+        kind = "error"
+    elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+        kind = "interrupted"
+    else:
+        kind = "disk full" if is_disk_full(exc) else "internal error"
+    record: dict[str, Any] = {"stage": stage, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
+    if kind == "internal error":
+        record["traceback"] = "".join(traceback.format_exception(exc))
+    try:
+        exc.run_dir = run_dir.path  # type: ignore[attr-defined]  # any exception takes attributes
+        exc.stage = stage  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    try:
+        run_dir.write_json("error.json", record)
+        save()
+    except OSError:
+        pass
 
 
 def _key_order(key: str) -> tuple[int, ...]:

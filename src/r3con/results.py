@@ -12,6 +12,7 @@ class Failure:
     stage: str
     doc: str
     error: str
+    cause: str = ""  # what went wrong, short: "HTTP 500 from the endpoint: ...", "connection refused at ..."
 
     def to_dict(self) -> dict[str, str]:
-        return {"doc": self.doc, "stage": self.stage, "error": self.error}
+        return {"doc": self.doc, "stage": self.stage, "error": self.error, "cause": self.cause or self.error}

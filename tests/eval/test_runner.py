@@ -4,11 +4,12 @@ import json
 import pytest
 
 from r3con.config import Settings
-from r3con.errors import ConfigError, EndpointUnreachable, ProviderError, RunFailed
+from r3con.errors import BudgetExceeded, ConfigError, EndpointUnreachable, ProviderError, RunFailed
 from r3con.eval.judges import CAPPED, FAILED, JUDGE_ERROR, JUDGED
 from r3con.eval.records import read_record, record_path
 from r3con.eval.runner import run_eval
 from r3con.eval.tasks import TaskSet
+from r3con.testing import FakeLLMServer
 
 from ._fakes import FakeMethod, ScriptedLLM, make_task
 
@@ -162,3 +163,20 @@ async def test_no_judge_client_is_opened_when_nothing_needs_judging(tmp_path):
     # no judge_llm and no endpoint configured: a finished evaluation still reports
     result = await run_eval(TASKS, Settings(), tmp_path, method_fn=FakeMethod())
     assert result.summaries["r3con"].n == 3
+
+
+async def test_a_baseline_stopped_by_the_cost_cap_stops_the_evaluation_and_is_not_recorded_failed(tmp_path):
+    """structrag's per-document fan-out used to turn the budget stop into document failures, then a FAILED task."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"r3con-scripted": {"input": 1.0, "output": 100.0}}))
+    one = TaskSet(benchmark="loong", tasks=TASKS.tasks[:1])
+    with FakeLLMServer() as server:
+        capped = Settings.resolve(env={}, base_url=server.base_url, prices_file=prices, max_cost_usd=0.1, cache=False)
+        with pytest.raises(BudgetExceeded, match="--max-cost"):
+            await run_eval(one, capped, tmp_path, methods=("structrag",), judge_llm=ScriptedLLM(default=judge_by_answer))
+        assert {c["stage"] for c in server.calls()} == {"structrag-router"}  # stopped before the structurizer's calls
+        assert not record_path(tmp_path, "structrag", "t1").exists()  # not FAILED: a rerun with a higher cap runs it
+        raised = Settings.resolve(env={}, base_url=server.base_url, prices_file=prices, max_cost_usd=5.0, cache=False)
+        result = await run_eval(one, raised, tmp_path, methods=("structrag",), judge_llm=ScriptedLLM(default=judge_by_answer))
+    assert read_record(record_path(tmp_path, "structrag", "t1")).status != FAILED
+    assert result.ran == 1

@@ -1,10 +1,10 @@
+from r3con.llm.replies import final_answer_line
 from r3con.stages.answer import (
     AnswerOptions,
     answer_direct,
     answer_with_code,
     data_view,
     extract_code,
-    final_line,
 )
 
 from ..fakes import ScriptedLLM
@@ -72,4 +72,4 @@ def test_code_and_answer_extraction():
     assert extract_code("a\n```python\nx=1\n```\n```python\ny=2\n```") == "x=1"
     assert extract_code("```\nprint(1)\n```") == "print(1)"
     assert extract_code("no code") is None
-    assert final_line("reasoning\nAnswer: 12 people") == "12 people"
+    assert final_answer_line("reasoning\nAnswer: 12 people") == "12 people"

@@ -11,24 +11,26 @@ import asyncio
 import re
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from .. import __version__
+from .._fanout import check_failed_share, fan_out
 from .._prompts import Rendered
 from ..artifacts import RunDir
 from ..config import Settings
 from ..corpus import Document, split_documents
-from ..errors import ConfigError, InputError, R3conError, RunFailed
+from ..errors import ConfigError, InputError, R3conError
 from ..llm import LLMStack, build_llm
+from ..llm.replies import reply_text
 from ..llm.types import ChatRequest, Message
 from ..methods import MethodOutcome
 from ..results import Failure
-from ..stages._common import reply_text
 from ..tokens import estimate_tokens, longest_prefix_within
 
 T = TypeVar("T")
@@ -67,26 +69,15 @@ class MethodRun:
 
     async def each(self, stage: str, items: Sequence[T], fn: Callable[[T], Awaitable[R]],
                    label: Callable[[T], str]) -> list[R | None]:
-        """Run `fn` on every item at once (the client bounds concurrency); a failing item becomes a
-        Failure record and None, and the run goes on without it."""
-
-        async def one(item: T) -> R | None:
-            try:
-                return await fn(item)
-            except R3conError as exc:
-                self.failures.append(Failure(stage=stage, doc=label(item), error=f"{type(exc).__name__}: {exc}"))
-                return None
-
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        """Run `fn` on every item at once (the client bounds concurrency); an item's own provider or
+        output failure becomes a Failure record and None, and the run goes on without it."""
+        done = await fan_out(stage, items, fn, key=label)
+        self.failures.extend(r for r in done if isinstance(r, Failure))
+        return [None if isinstance(r, Failure) else r for r in done]
 
     def check_failures(self, stage: str, total: int) -> None:
         """Raise RunFailed when more than --max-failed-share of `total` items failed in `stage`."""
-        failed = sum(1 for f in self.failures if f.stage == stage)
-        if total and failed / total > self.settings.max_failed_share:
-            raise RunFailed(
-                f"{failed} of {total} items failed in {stage} (more than --max-failed-share "
-                f"{self.settings.max_failed_share:.0%}); see calls.jsonl in {self.dir.path}, fix the endpoint and rerun"
-            )
+        check_failed_share(stage, self.failures, total, self.settings.max_failed_share, noun="items")
 
     def finish(self, answer: str, *, capped: bool = False) -> MethodOutcome:
         """Write the answer, usage and transcript; the outcome the harness records."""
@@ -146,10 +137,13 @@ async def method_run(method: str, task: str, documents: Sequence[Document], sett
         })
         try:
             yield run
-        except R3conError as exc:
-            folder.write_json("error.json", {"method": method, "error": f"{type(exc).__name__}: {exc}",
-                                             "transcript": run.log})
-            _write_usage(run)
+        except BaseException as exc:  # what ended it (a bug's traceback too), and the usage so far; never masks exc
+            record: dict[str, Any] = {"method": method, "error": f"{type(exc).__name__}: {exc}", "transcript": run.log}
+            if not isinstance(exc, R3conError | asyncio.CancelledError | KeyboardInterrupt):
+                record["traceback"] = "".join(traceback.format_exception(exc))
+            with suppress(OSError):
+                folder.write_json("error.json", record)
+                _write_usage(run)
             raise
 
 
@@ -264,12 +258,6 @@ def fit_documents(documents: Sequence[Document], budget: int, policy: str) -> tu
 def budget_for(window: int, *reserved: int) -> int:
     """Tokens left in `window` for text after the reserved output and prompt tokens (at least 256)."""
     return max(256, window - sum(reserved) - PROMPT_OVERHEAD)
-
-
-def final_answer_line(text: str) -> str:
-    """The text after the last 'Answer:' marker, or the whole text when there is none."""
-    idx = text.rfind("Answer:")
-    return text[idx + len("Answer:"):].strip() if idx >= 0 else text.strip()
 
 
 def describe(documents: Sequence[Document]) -> list[Mapping[str, Any]]:

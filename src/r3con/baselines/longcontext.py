@@ -20,8 +20,9 @@ from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
 from ..errors import ConfigError
+from ..llm.replies import final_answer_line
 from ..methods import MethodFn, MethodOutcome
-from ._common import budget_for, check_options, final_answer_line, fit_documents, method_run
+from ._common import budget_for, check_options, fit_documents, method_run
 
 NAME = "longcontext"
 DESCRIPTION = "all documents in one prompt up to the context window (fair truncation), one answer"

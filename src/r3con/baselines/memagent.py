@@ -17,9 +17,10 @@ from pathlib import Path
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
+from ..llm.replies import final_answer_line
 from ..methods import MethodFn, MethodOutcome
 from ..tokens import estimate_tokens
-from ._common import budget_for, check_options, chunk_documents, final_answer_line, head, method_run
+from ._common import budget_for, check_options, chunk_documents, head, method_run
 
 NAME = "memagent"
 DESCRIPTION = "MemAgent: chunks read in order into a bounded memory that each step overwrites; answer from the memory"

@@ -15,9 +15,10 @@ from pathlib import Path
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
+from ..llm.replies import final_answer_line
 from ..methods import MethodFn, MethodOutcome
 from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
-from ._common import budget_for, check_options, chunk_documents, final_answer_line, method_run
+from ._common import budget_for, check_options, chunk_documents, method_run
 
 NAME = "rag"
 DESCRIPTION = "chunks ranked by BM25 (fused with dense retrieval when --embedding-model is set), top-k in a token budget"

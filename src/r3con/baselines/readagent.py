@@ -19,6 +19,7 @@ from typing import Any
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
+from ..llm.replies import final_answer_line
 from ..methods import MethodFn, MethodOutcome
 from ..tokens import estimate_tokens
 from ._common import (
@@ -27,7 +28,6 @@ from ._common import (
     check_options,
     chunk_documents,
     fair_shares,
-    final_answer_line,
     head,
     method_run,
 )

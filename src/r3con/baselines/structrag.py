@@ -19,15 +19,15 @@ from pathlib import Path
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
+from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest
 from ..methods import MethodFn, MethodOutcome
-from ..stages._common import document_first, document_messages, reply_text
+from ..stages._common import document_first, document_messages
 from ..tokens import estimate_tokens
 from ._common import (
     budget_for,
     check_options,
     fair_shares,
-    final_answer_line,
     head,
     method_run,
     split_to_parts,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from pathlib import Path
 
+from ..artifacts import is_disk_full
 from ..errors import R3conError
 from .app import app
 
@@ -15,14 +17,27 @@ def main() -> None:
     try:
         app()
     except R3conError as exc:
-        print(f"r3con: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        print("r3con: interrupted; the run folder keeps what was done", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # our own bug: say so plainly, keep the details available
+    except Exception as exc:  # our own bug (or a full disk): say so plainly, keep the details available
         if os.environ.get("R3CON_DEBUG"):
             traceback.print_exc()
-        print(f"r3con: internal error: {type(exc).__name__}: {exc} "
-              "(please report it; set R3CON_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         sys.exit(1)
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line an error ends a command with: what happened, its cause, and where the run folder is."""
+    folder: Path | None = getattr(exc, "run_dir", None)
+    if isinstance(exc, R3conError):
+        stage = f" in {exc.stage}" if exc.stage and exc.stage not in str(exc) else ""
+        line = f"r3con: error{stage}: {exc}"
+        if folder is not None and "--resume" not in line:
+            line += f"; then continue with r3con run --resume {folder} (the run folder keeps what was done)"
+        return line
+    if is_disk_full(exc):
+        where = getattr(exc, "filename", None) or folder or "the output folder"
+        return f"r3con: error: no space left on the device while writing {where}; free some space and run again"
+    saved = f"with {folder / 'error.json'}, which holds the traceback" if folder is not None else \
+        "set R3CON_DEBUG=1 for the traceback"
+    return f"r3con: internal error: {type(exc).__name__}: {exc} (a bug in r3con: please report it, {saved})"

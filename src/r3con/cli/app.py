@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -76,6 +79,9 @@ def run(
     rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
     tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one request may take (default 600)")] = None,
+    part_tokens: Annotated[int | None, typer.Option("--part-tokens", help="Tokens one document part may take; longer documents are split (default: what the window leaves)")] = None,
+    max_failed_share: Annotated[float | None, typer.Option("--max-failed-share", help="Share of documents (0 to 1) that may fail in a stage before the run stops (default 0.5)")] = None,
+    pdf_password: Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
 ) -> None:
@@ -87,7 +93,7 @@ def run(
         rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
         concurrency=concurrency, layout=layout, sandbox_mode=sandbox, out_dir=out,
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
-        request_timeout_s=timeout,
+        request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
         prices_file=prices,
     )
@@ -101,18 +107,58 @@ def run(
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
     settings.require_endpoint()
-    documents = load_documents(paths)
     progress = make_progress(quiet)
+    interrupted: KeyboardInterrupt | None = None
     try:
-        result = asyncio.run(run_pipeline(question, documents, settings, progress=progress, run_folder=resume))
+        with terminate_as_interrupt() as signals:
+            documents = load_documents(paths, pdf_password=pdf_password)
+            result = asyncio.run(run_pipeline(question, documents, settings, progress=progress, run_folder=resume))
+    except KeyboardInterrupt as exc:
+        interrupted = exc
     finally:
         if progress is not None:
             progress.close()
+    if interrupted is not None:
+        print(interrupted_line(interrupted), file=sys.stderr)
+        raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     print_result(result.summary(), as_json)
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[list[int]]:
+    """SIGTERM ends a run as Ctrl-C does: the run is cancelled and saves what it did. Yields the
+    signals received, so the exit code can say which one (130 for SIGINT, 143 for SIGTERM)."""
+    received: list[int] = []
+
+    def on_terminate(signum: int, frame: object) -> None:
+        received.append(signum)
+        signal.raise_signal(signal.SIGINT)  # asyncio cancels the run on SIGINT; outside it, KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_terminate)
+    except ValueError:  # not the main thread (a library caller's): leave the signals alone
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_line(exc: BaseException) -> str:
+    """What an interrupted run says: where the run folder is, what it kept, and how to continue."""
+    folder = next((getattr(e, "run_dir", None) for e in (exc, exc.__context__, exc.__cause__)
+                   if getattr(e, "run_dir", None) is not None), None)
+    if folder is None:
+        return "r3con: interrupted before the run began; nothing was sent"
+    calls = Path(folder) / "calls.jsonl"
+    count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
+    return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
+            f"continue with r3con run --resume {folder}")
 
 
 @app.command()

@@ -22,6 +22,7 @@ from pathlib import Path
 import jsonschema
 
 from ..errors import ConfigError
+from .replies import without_thinking
 from .types import LLM, ChatRequest, Completion, Usage
 
 _SCHEMA = """
@@ -102,18 +103,13 @@ def usable(request: ChatRequest, completion: Completion) -> bool:
     from ..stages._json import NoJSON, extract_json  # the very extraction the stages apply
 
     try:
-        value, _ = extract_json(_without_thinking(text))
+        value, _ = extract_json(without_thinking(text))
     except NoJSON:
         return False
     try:
         return bool(jsonschema.Draft202012Validator(dict(request.response_schema)).is_valid(value))
     except jsonschema.SchemaError:
         return False
-
-
-def _without_thinking(text: str) -> str:
-    end = text.rfind("</think>")
-    return text[end + len("</think>"):] if end >= 0 else text
 
 
 class Cached:

@@ -14,19 +14,17 @@ ledger bills the wasted ones too.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from ..errors import OutputError, R3conError
+from .replies import without_thinking
 from .retry import RetryBudget
 from .types import LLM, ChatRequest, Completion, Usage
-
-_THINK = re.compile(r"<think>.*?(</think>|$)", flags=re.DOTALL)
 
 
 def visible_text(completion: Completion) -> str:
     """The reply's content without thinking blocks."""
-    return _THINK.sub("", completion.content or "").strip()
+    return without_thinking(completion.content or "")
 
 
 class OutputChecked:

@@ -1,15 +1,14 @@
-"""Helpers shared by the stages: per-document message layout, note formatting, reply cleaning."""
+"""Helpers shared by the stages: per-document message layout, note formatting."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .._prompts import Rendered, render
 from ..corpus import Document
-from ..llm.types import Completion, Message, Usage
+from ..llm.types import Message, Usage
 from ..tokens import estimate_tokens
 
 
@@ -181,17 +180,3 @@ def format_notes(refs: Sequence[NoteRef]) -> str:
     if not refs:
         return "<notes>\n(no document was found relevant)\n</notes>"
     return render("notes", notes=refs).text
-
-
-_THINK = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
-
-
-def reply_text(completion: Completion) -> str:
-    """The reply without thinking blocks; falls back to reasoning content when content is empty."""
-    text = _THINK.sub("", completion.content or "")
-    if "<think>" in text:  # unterminated thinking: the answer, if any, follows no closing tag
-        text = ""
-    text = text.strip()
-    if not text and completion.reasoning:
-        text = completion.reasoning.strip()
-    return text

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._prompts import Rendered, render
-from ..errors import BudgetExceeded, OutputError, R3conError
+from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..sandbox import Sandbox, SandboxLimits
-from ._common import reply_text
 
 STAGE = "reason"
 _CODE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", flags=re.DOTALL)
@@ -112,22 +111,11 @@ async def answer_direct(
     """Answer from the notes and the data in one call, without code."""
     data = data_view(tables, options.data_view_chars) if tables else ""
     prompt = render("direct", task=task, notes=notes, schema=schema, data=data, missing=_missing_text(missing))
-    try:
-        completion = await llm.complete(ChatRequest(
-            messages=(Message("user", prompt.text),), stage=STAGE, mode="direct", max_tokens=options.max_tokens,
-            temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
-        ))
-    except BudgetExceeded:
-        raise  # --max-cost stops the run, not just this document
-    except R3conError as exc:
-        raise OutputError(f"direct reasoning failed: {exc}") from exc
-    return AnswerResult(answer=final_line(reply_text(completion)), mode="direct")
-
-
-def final_line(text: str) -> str:
-    """The text after the last 'Answer:' marker, or the whole text when there is none."""
-    idx = text.rfind("Answer:")
-    return text[idx + len("Answer:"):].strip() if idx >= 0 else text.strip()
+    completion = await llm.complete(ChatRequest(
+        messages=(Message("user", prompt.text),), stage=STAGE, mode="direct", max_tokens=options.max_tokens,
+        temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
+    ))
+    return AnswerResult(answer=final_answer_line(reply_text(completion)), mode="direct")
 
 
 async def answer_with_code(
@@ -180,19 +168,14 @@ async def run_agent(
         messages.append(Message("user", final.text))
         reply = await _ask(llm, messages, "final", options, final, stage)
         steps.append(AgentStep(options.max_steps + 1, reply, None, None))
-        return AnswerResult(answer=final_line(reply), mode="code", steps=tuple(steps), capped=True,
+        return AnswerResult(answer=final_answer_line(reply), mode="code", steps=tuple(steps), capped=True,
                             isolation=sandbox.isolation.to_dict())
 
 
 async def _ask(llm: LLM, messages: list[Message], mode: str, options: AnswerOptions, prompt: Any,
                stage: str = STAGE) -> str:
-    try:
-        completion = await llm.complete(ChatRequest(
-            messages=tuple(messages), stage=stage, mode=mode, max_tokens=options.max_tokens,
-            temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
-        ))
-    except BudgetExceeded:
-        raise  # --max-cost stops the run, not just this document
-    except R3conError as exc:
-        raise OutputError(f"the coding agent's call failed: {exc}") from exc
+    completion = await llm.complete(ChatRequest(
+        messages=tuple(messages), stage=stage, mode=mode, max_tokens=options.max_tokens,
+        temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
+    ))
     return reply_text(completion)

@@ -9,7 +9,6 @@ selector is given), never cut silently.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -17,9 +16,11 @@ from typing import Any
 
 import jsonschema
 
+from .._fanout import fan_out
 from .._prompts import render
 from ..corpus import Document
-from ..errors import BudgetExceeded, ContextTooLong, OutputError, R3conError
+from ..errors import ContextTooLong, OutputError
+from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
 from ..tokens import estimate_tokens
@@ -28,7 +29,6 @@ from ._common import (
     call_order,
     document_first,
     document_messages,
-    reply_text,
     shared_goes_first,
 )
 from ._json import NoJSON, extract_json
@@ -171,27 +171,20 @@ async def populate(
     form = _Form.of(schema, task)
     notes_tokens = estimate_tokens(notes)  # the same notes for every document: counted once
 
-    async def one(doc: Document) -> tuple[Document, _DocRecords | None, Failure | None]:
-        try:
-            return doc, await populate_document(llm, task, form, doc, notes, options, notes_tokens), None
-        except BudgetExceeded:
-            raise  # --max-cost stops the run, not just this document
-        except R3conError as exc:
-            return doc, None, Failure(STAGE, doc.key, str(exc))
-        finally:
-            if options.on_done:
-                options.on_done(STAGE)
+    async def one(doc: Document) -> _DocRecords:
+        return await populate_document(llm, task, form, doc, notes, options, notes_tokens)
 
-    sent = await asyncio.gather(*(one(doc) for doc in call_order(docs, options.reverse)))
-    by_key = {outcome[0].key: outcome for outcome in sent}
-    outcomes = [by_key[doc.key] for doc in docs]  # corpus order
+    order = call_order(docs, options.reverse)
+    sent = await fan_out(STAGE, order, one, key=lambda doc: doc.key, on_done=options.on_done)
+    by_key = {doc.key: outcome for doc, outcome in zip(order, sent, strict=True)}
+    outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []
     repaired = reasked = shared_first = 0
-    for doc, result, failure in outcomes:
-        if failure is not None or result is None:
-            failures.extend([failure] if failure else [])
+    for doc, result in outcomes:
+        if isinstance(result, Failure):
+            failures.append(result)
             continue
         count = 0
         for name, rows in result.records.items():

@@ -13,9 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .._fanout import DOCUMENT_ERRORS, cause_of
 from .._prompts import render
 from ..corpus import Document
-from ..errors import BudgetExceeded, ContextTooLong, R3conError
+from ..errors import ContextTooLong
+from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
 from ..results import Failure
 from ..tokens import estimate_tokens
@@ -27,7 +29,6 @@ from ._common import (
     document_first,
     document_messages,
     note_refs,
-    reply_text,
     shared_goes_first,
 )
 from .notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
@@ -179,10 +180,8 @@ async def extract_relevance(
             try:
                 note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options,
                                               choice, notes_first, probe)
-            except BudgetExceeded:
-                raise  # --max-cost stops the run, not just this document
-            except R3conError as exc:
-                return doc, None, Failure(STAGE, doc.key, f"round {round_no}: {exc}")
+            except DOCUMENT_ERRORS as exc:  # only the document's own failure; anything else stops the run
+                return doc, None, Failure(STAGE, doc.key, f"round {round_no}: {exc}", cause_of(exc))
             finally:
                 if options.on_done:
                     options.on_done(STAGE)

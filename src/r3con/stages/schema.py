@@ -15,9 +15,9 @@ from typing import Any
 import jsonschema
 
 from .._prompts import render
-from ..errors import BudgetExceeded, OutputError, R3conError
+from ..errors import OutputError
+from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ._common import reply_text
 from ._json import NoJSON, extract_json
 
 STAGE = "schema"
@@ -85,15 +85,10 @@ async def propose_schema(
     messages: list[Message] = [Message("user", prompt.text)]
     attempts: list[SchemaAttempt] = []
     for _ in range(max_attempts):
-        try:
-            completion = await llm.complete(
-                ChatRequest(messages=tuple(messages), stage=STAGE, temperature=temperature,
-                            prompt_name=prompt.name, prompt_hash=prompt.hash)
-            )
-        except BudgetExceeded:
-            raise  # --max-cost stops the run, not just this document
-        except R3conError as exc:
-            raise OutputError(f"schema proposal failed: {exc}") from exc
+        completion = await llm.complete(
+            ChatRequest(messages=tuple(messages), stage=STAGE, temperature=temperature,
+                        prompt_name=prompt.name, prompt_hash=prompt.hash)
+        )
         reply = reply_text(completion)
         try:
             value, _ = extract_json(reply)
