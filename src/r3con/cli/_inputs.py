@@ -1,0 +1,74 @@
+"""The end-of-run account of the inputs on stderr: one summary line, one warning line naming what was not used."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import RunFailed
+from ..inputs import Inputs
+
+_NAMED = 3  # inputs a warning names; the rest are counted, and listed in manifest.json
+
+
+def summary_line(inputs: Inputs) -> str:
+    """'inputs: 7 read (8 parts; 1 decoded as cp1252), 2 skipped (1 unsupported .docx, 1 empty), ...'."""
+    notes = []
+    parts = sum(r.parts for r in inputs.read)
+    if parts != len(inputs.read):
+        notes.append(f"{parts} parts")
+    notes += [f"{n} decoded as {enc}" for enc, n in sorted(Counter(r.encoding for r in inputs.read if r.encoding).items())]
+    if warned := sum(1 for r in inputs.read if r.warning):
+        notes.append(f"{warned} with a warning")
+    line = f"inputs: {len(inputs.read)} read" + (f" ({'; '.join(notes)})" if notes else "")
+    if inputs.skipped:
+        line += f", {len(inputs.skipped)} skipped ({_counts(s.kind for s in inputs.skipped)})"
+    if inputs.unreadable:
+        line += f", {len(inputs.unreadable)} unreadable"
+    if inputs.duplicates:
+        line += f", {len(inputs.duplicates)} duplicate{'s' * (len(inputs.duplicates) > 1)} (read once)"
+    if inputs.degraded:
+        stages = Counter(d.stage for d in inputs.degraded)
+        line += f", {len(inputs.degraded)} degraded " + ", ".join(f"{n} in {s}" if len(stages) > 1 else f"in {s}"
+                                                                 for s, n in stages.items())
+    if inputs.excluded:
+        line += f", {len(inputs.excluded)} excluded ({_counts(e.rule for e in inputs.excluded)})"
+    return line
+
+
+def issues_text(inputs: Inputs, run_dir: Path | None = None) -> str | None:
+    """'3 inputs not fully used: a.docx (unsupported ...), ...; full list: RUN/manifest.json', or None."""
+    issues = inputs.issues
+    if not issues:
+        return None
+    named = [f"{_name(what)} ({_clip(why)})" for what, why in issues[:_NAMED]]
+    more = f" and {len(issues) - _NAMED} more" if len(issues) > _NAMED else ""
+    where = f"; full list: {run_dir / 'manifest.json'}" if run_dir is not None else ""
+    noun = "input" if len(issues) == 1 else "inputs"
+    return f"{len(issues)} {noun} not fully used: {', '.join(named)}{more}{where}"
+
+
+def report_inputs(inputs: Inputs, run_dir: Path | None, *, quiet: bool = False, strict: bool = False) -> None:
+    """Print the summary (unless quiet) and the warning; with `strict`, RunFailed instead of the warning."""
+    if not quiet:
+        print(summary_line(inputs), file=sys.stderr)
+    text = issues_text(inputs, run_dir)
+    if text is None:
+        return
+    if strict:
+        raise RunFailed(f"--strict: {text}")
+    print(f"warning: {text}; --strict makes this an error", file=sys.stderr)
+
+
+def _counts(kinds: Iterable[str]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in Counter(kinds).most_common())
+
+
+def _name(what: str) -> str:
+    return what if what.startswith("document ") else Path(what).name
+
+
+def _clip(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
