@@ -1,7 +1,8 @@
-"""Readers that turn a file into its title and text. Third-party errors become InputError here.
+"""Readers that turn a file into its title and text. Third-party errors become InputError here
+(their messages leave the path out: the caller names the file).
 
 A file that holds no usable text raises NotText (binary, no text layer); one that is not read as its
-kind (a CSV with an unterminated quote, JSON Lines with a bad line) is read as plain text from there,
+kind (a CSV with an unterminated quote, JSON Lines with a bad line) is kept as plain text,
 with a warning that names the line, never merged or renumbered silently.
 """
 
@@ -11,6 +12,7 @@ import codecs
 import csv
 import io
 import json
+import logging
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -53,7 +55,7 @@ def read_document(path: Path) -> FileText:
             return _read_pdf(path)
         raw = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}; check the path and its permissions") from exc
+        raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
     text, encoding = decode(raw)
     if suffix in {".html", ".htm"}:
         title, body = _read_html(text, path)
@@ -200,12 +202,17 @@ def _read_pdf(path: Path) -> FileText:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
+    pypdf_log = logging.getLogger("pypdf")
+    level = pypdf_log.level
+    pypdf_log.setLevel(logging.ERROR)  # its repair notes ("EOF marker not found") would cut into the progress
     try:
         reader = PdfReader(str(path))
         pages = [page.extract_text() or "" for page in reader.pages]
         title = (reader.metadata.title if reader.metadata and reader.metadata.title else "") or path.stem
     except (PdfReadError, OSError, ValueError) as exc:
-        raise InputError(f"cannot read PDF {path}: {exc}; check that the file is a valid, unencrypted PDF") from exc
+        raise InputError(f"cannot read the PDF: {exc}; check that the file is a valid, unencrypted PDF") from exc
+    finally:
+        pypdf_log.setLevel(level)
     text = "\n\n".join(p.strip() for p in pages if p.strip())
     if not text:
         raise NotText(OCR_HINT, "no text layer")

@@ -123,7 +123,7 @@ def folder_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
     if name in _DEPENDENCIES:
         return "dependencies"
     if name == RUNS_FOLDER or is_run_folder(path):
-        return "r3con run folder"
+        return "r3con runs"
     if name.startswith(".") and not rules.include_hidden:
         return "hidden"
     return None

@@ -124,8 +124,8 @@ class Inputs:
     def issues(self) -> tuple[tuple[str, str], ...]:
         """(what, why) for every input not fully used: the ones a user must hear about (and `--strict` fails on)."""
         return (
-            *((s.source, s.reason) for s in self.skipped),
             *((u.source, u.reason) for u in self.unreadable),
+            *((s.source, s.reason) for s in self.skipped),
             *((r.source, r.warning) for r in self.read if r.warning),
             *((f"document {d.doc}", f"degraded in {d.stage}: {d.cause}") for d in self.degraded),
         )

@@ -39,15 +39,22 @@ def summary_line(inputs: Inputs) -> str:
 
 
 def issues_text(inputs: Inputs, run_dir: Path | None = None) -> str | None:
-    """'3 inputs not fully used: a.docx (unsupported ...), ...; full list: RUN/manifest.json', or None."""
-    issues = inputs.issues
-    if not issues:
+    """'3 inputs not fully used: documents 2, 5 degraded in populate (...), a.docx (...); full list: ...', or None."""
+    total = len(inputs.issues)
+    if not total:
         return None
-    named = [f"{_name(what)} ({_clip(why)})" for what, why in issues[:_NAMED]]
-    more = f" and {len(issues) - _NAMED} more" if len(issues) > _NAMED else ""
+    named = []
+    for stage in dict.fromkeys(d.stage for d in inputs.degraded):
+        group = [d for d in inputs.degraded if d.stage == stage]
+        keys = ", ".join(d.doc for d in group[:5]) + (f" and {len(group) - 5} more" if len(group) > 5 else "")
+        noun = "document" if len(group) == 1 else "documents"
+        named.append(f"{noun} {keys} degraded in {stage} ({_clip(_last_error(group[0].cause))})")
+    files = [(what, why) for what, why in inputs.issues if not what.startswith("document ")]
+    named += [f"{Path(what).name} ({_clip(why)})" for what, why in files[:_NAMED]]
+    more = f" and {len(files) - _NAMED} more" if len(files) > _NAMED else ""
     where = f"; full list: {run_dir / 'manifest.json'}" if run_dir is not None else ""
-    noun = "input" if len(issues) == 1 else "inputs"
-    return f"{len(issues)} {noun} not fully used: {', '.join(named)}{more}{where}"
+    noun = "input" if total == 1 else "inputs"
+    return f"{total} {noun} not fully used: {', '.join(named)}{more}{where}"
 
 
 def report_inputs(inputs: Inputs, run_dir: Path | None, *, quiet: bool = False, strict: bool = False) -> None:
@@ -66,9 +73,10 @@ def _counts(kinds: Iterable[str]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in Counter(kinds).most_common())
 
 
-def _name(what: str) -> str:
-    return what if what.startswith("document ") else Path(what).name
+def _last_error(cause: str) -> str:
+    """The server's own words from a cause that wraps them ('giving up after 3 attempts; last error: ...')."""
+    return cause.rpartition("last error: ")[2]
 
 
-def _clip(text: str, limit: int = 90) -> str:
+def _clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

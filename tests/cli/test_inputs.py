@@ -1,0 +1,153 @@
+"""`r3con run` on folders as users have them: every input accounted for, warned about, and `--strict`."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from r3con.testing import FakeLLMServer, FaultPlan
+
+from ..bad_inputs import assert_every_file_accounted, messy_folder
+from ..conftest import r3con_cli
+
+QUESTION = "How old are the people named?"
+FAST_RETRIES = {"R3CON_RETRY_BASE_S": "0.001"}
+
+
+def stderr_lines(proc) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
+def one_line(proc, prefix: str) -> str:
+    (line,) = [line for line in stderr_lines(proc) if line.startswith(prefix)]
+    return line
+
+
+def test_a_messy_folder_is_accounted_for_and_named_in_one_warning(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    expected = messy_folder(docs)
+    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+                     "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert_every_file_accounted(data["inputs"], docs, expected)
+    assert data["documents"] == 5 and data["inputs"]["degraded"] == []
+    manifest = json.loads((Path(data["run_dir"]) / "manifest.json").read_text())
+    assert manifest["inputs"] == data["inputs"]
+    assert one_line(proc, "inputs:") == (
+        "inputs: 5 read (1 decoded as cp1252; 2 with a warning), 6 skipped (2 empty, 1 binary, "
+        "1 unsupported .png, 1 unsupported .docx, 1 no text layer), 2 unreadable, 1 duplicate (read once), "
+        "7 excluded (2 virtualenv, 2 r3con runs, 1 version control, 1 dependencies, 1 hidden)")
+    warning = one_line(proc, "warning:")
+    assert warning.startswith("warning: 10 inputs not fully used: broken.pdf (cannot read the PDF: ")
+    assert warning.endswith(f"and 7 more; full list: {data['run_dir']}/manifest.json; --strict makes this an error")
+    assert "Traceback" not in proc.stderr and "EOF marker" not in proc.stderr
+    run_text = "".join(p.read_text(errors="replace") for p in Path(data["run_dir"]).rglob("*") if p.is_file())
+    assert "sk-secret" not in run_text and "an earlier answer" not in run_text and "a commit message" not in run_text
+
+
+def test_strict_exits_1_after_writing_everything(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    messy_folder(docs)
+    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+                     "--strict", "--quiet")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.strip()  # the answer is still printed
+    (line,) = stderr_lines(proc)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert line.startswith("r3con: error: --strict: 10 inputs not fully used: broken.pdf (")
+    assert line.endswith(f"and 7 more; full list: {run_dir}/manifest.json")
+    assert {"answer.txt", "result.json", "manifest.json"} <= {p.name for p in run_dir.iterdir()}
+    assert len(json.loads((run_dir / "result.json").read_text())["inputs"]["skipped"]) == 6
+
+
+def test_a_clean_folder_passes_strict_without_a_warning(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old.")
+    (docs / "b.md").write_text("# Letter\n\nBob Stone, aged 41.")
+    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+                     "--strict")
+    assert proc.returncode == 0, proc.stderr
+    assert one_line(proc, "inputs:") == "inputs: 2 read"
+    assert not [line for line in stderr_lines(proc) if line.startswith(("warning:", "r3con: error"))]
+
+
+def test_a_run_inside_the_documents_folder_never_reads_its_own_runs(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old.")
+    (docs / ".env.txt").write_text("OPENAI_API_KEY=sk-secret")
+    (docs / ".git").mkdir()
+    (docs / ".git" / "HEAD.txt").write_text("ref: main")
+    counts = []
+    for _ in range(3):  # the default ./r3con-runs, then a custom --out: both stay out
+        proc = r3con_cli("run", QUESTION, ".", "--base-url", fake_server.base_url, "--json", "--quiet", cwd=docs)
+        assert proc.returncode == 0, proc.stderr
+        counts.append(json.loads(proc.stdout)["documents"])
+    r3con_cli("run", QUESTION, ".", "--base-url", fake_server.base_url, "--quiet", "--out", "mine", cwd=docs)
+    (earlier,) = (docs / "mine").iterdir()  # a run folder under another name: known by its manifest
+    proc = r3con_cli("run", QUESTION, ".", "--base-url", fake_server.base_url, "--json", "--out", "mine", cwd=docs)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert counts == [1, 1, 1] and data["documents"] == 1
+    assert {e["source"]: e["rule"] for e in data["inputs"]["excluded"]} == {
+        ".git": "version control", f"mine/{earlier.name}": "r3con runs", "r3con-runs": "r3con runs",
+        ".env.txt": "hidden"}
+    assert one_line(proc, "inputs:") == (
+        "inputs: 1 read, 4 excluded (2 r3con runs, 1 version control, 1 hidden)")
+
+
+def test_exclude_and_include_hidden_are_counted(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old.")
+    (docs / "people.csv").write_text("name,age\nBob,41\n")
+    (docs / ".notes.md").write_text("# Notes\n\nCid is 29.")
+    (docs / "drafts").mkdir()
+    (docs / "drafts" / "d.txt").write_text("draft")
+    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+                     "--include-hidden", "--exclude", "*.csv", "--exclude", "drafts", "--json")
+    assert proc.returncode == 0, proc.stderr
+    inputs = json.loads(proc.stdout)["inputs"]
+    assert sorted(Path(r["source"]).name for r in inputs["read"]) == [".notes.md", "a.txt"]
+    assert sorted((Path(e["source"]).name, e["rule"]) for e in inputs["excluded"]) == [
+        ("drafts", "--exclude drafts"), ("people.csv", "--exclude *.csv")]
+    assert one_line(proc, "inputs:") == "inputs: 2 read, 2 excluded (1 --exclude drafts, 1 --exclude *.csv)"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_documents_degraded_by_server_errors_are_named(strict, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"person-{i:02}.txt").write_text(f"Person {i}\n\nPerson {i} is {20 + i} years old and lives in Oslo.")
+    env = {**FAST_RETRIES, "R3CON_MAX_FAILED_SHARE": "0.95"}
+    with FakeLLMServer(port=0, faults=FaultPlan.parse("500=0.4,only=populate,max=1000,seed=3")) as server:
+        proc = r3con_cli("run", QUESTION, str(docs), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
+                         "--retries", "0", "--no-cache", "--json", *(["--strict"] if strict else []), env=env)
+    assert proc.returncode == (1 if strict else 0), proc.stderr
+    data = json.loads(proc.stdout)
+    degraded = data["inputs"]["degraded"]
+    assert 1 <= len(degraded) < 12
+    assert [d["doc"] for d in degraded] == [d["doc"] for d in data["degraded"]]
+    assert all(d["stage"] == "populate" and "500" in d["cause"] for d in degraded)
+    assert f"{len(degraded)} degraded in populate" in one_line(proc, "inputs:")
+    n = len(degraded)
+    keys = ", ".join(d["doc"] for d in degraded[:5]) + (f" and {n - 5} more" if n > 5 else "")
+    line = one_line(proc, "r3con: error: --strict:" if strict else "warning:")
+    assert f"{n} input{'s' * (n > 1)} not fully used: document{'s' * (n > 1)} {keys} degraded in populate (" in line
+    assert "HTTP 500" in line
+    assert f"full list: {data['run_dir']}/manifest.json" in line
+    manifest = json.loads((Path(data["run_dir"]) / "manifest.json").read_text())
+    assert manifest["inputs"]["degraded"] == degraded
+
+
+def test_estimate_reports_the_inputs_too(tmp_path):
+    docs = tmp_path / "docs"
+    messy_folder(docs)
+    proc = r3con_cli("estimate", QUESTION, str(docs), "--model", "gpt-4o-mini", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["documents"] == 5 and len(data["inputs"]["skipped"]) == 6
+    assert one_line(proc, "inputs:").startswith("inputs: 5 read (1 decoded as cp1252; 2 with a warning), 6 skipped")
