@@ -56,10 +56,11 @@ def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> W
             else:
                 files.append(path)
         elif glob.has_magic(text):
-            matches = sorted(Path(m) for m in glob.glob(text, recursive=True, include_hidden=True))
+            pattern = os.path.expanduser(text)
+            matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True, include_hidden=True))
             if not matches:
                 raise InputError(f"no file matches {text!r}; check the pattern or quote it for your shell")
-            files.extend(_filter_matches(_literal_base(text), matches, rules, excluded))
+            files.extend(_filter_matches(_literal_base(pattern), matches, rules, excluded))
         else:
             raise InputError(f"no such file or folder: {text}; pass existing files, folders or globs")
     seen: set[Path] = set()
@@ -97,7 +98,7 @@ def _filter_matches(base: Path, matches: list[Path], rules: WalkRules, excluded:
     """The files among a glob's matches that the folder rules keep (the glob's literal base is the root)."""
     found = []
     for match in matches:
-        if not match.is_file():
+        if match.is_dir():  # a dangling link stays in: it is reported as unreadable, not dropped
             continue
         rule = None
         for parent in reversed(match.parents):
@@ -162,7 +163,7 @@ def _user_rule(relative: PurePath, name: str, rules: WalkRules) -> str | None:
 
 def _literal_base(pattern: str) -> Path:
     """The folder a glob pattern starts in: its components before the first wildcard."""
-    parts = Path(pattern).expanduser().parts
+    parts = Path(pattern).parts
     literal = []
     for part in parts[:-1]:
         if glob.has_magic(part):

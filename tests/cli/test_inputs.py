@@ -1,5 +1,6 @@
 """`r3con run` on folders as users have them: every input accounted for, warned about, and `--strict`."""
 
+import io
 import json
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from r3con.testing import FakeLLMServer, FaultPlan
 
-from ..bad_inputs import assert_every_file_accounted, messy_folder
+from ..bad_inputs import LATIN, assert_every_file_accounted, blank_pdf, categories, docx_bytes, messy_folder
 from ..conftest import r3con_cli
 
 QUESTION = "How old are the people named?"
@@ -151,3 +152,109 @@ def test_estimate_reports_the_inputs_too(tmp_path):
     data = json.loads(proc.stdout)
     assert data["documents"] == 5 and len(data["inputs"]["skipped"]) == 6
     assert one_line(proc, "inputs:").startswith("inputs: 5 read (1 decoded as cp1252; 2 with a warning), 6 skipped")
+
+
+def _mostly_scanned_pdf() -> bytes:
+    from pypdf import PdfReader, PdfWriter
+
+    from ..test_corpus import _minimal_pdf
+
+    writer = PdfWriter()
+    writer.append(PdfReader(io.BytesIO(_minimal_pdf("Cover page"))))
+    for _ in range(3):
+        writer.add_blank_page(width=612, height=792)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+GOOD = "Registry\n\nAnn Lee is 34 years old and lives in Oslo.\n"
+RUN_DIR = {"manifest.json": '{"task": "q", "r3con_version": "0.1.0"}', "calls.jsonl": "{}\n", "answer.txt": "old"}
+# (case, {path: content}, category, the file or folder it lists, what the line says, exit code with --strict)
+BATTERY = [
+    ("image-only pdf", {"scan.pdf": blank_pdf(2)}, "skipped", "scan.pdf", "scan.pdf (no text layer: OCR it first (e.g. ocrmypdf))", 1),
+    ("empty file", {"empty.txt": ""}, "skipped", "empty.txt", "empty.txt (empty: no text in it)", 1),
+    ("white space only", {"blank.md": " \n\t\n"}, "skipped", "blank.md", "blank.md (empty", 1),
+    ("html with only a script", {"app.html": "<html><script>var x = 1;</script></html>"}, "skipped", "app.html",
+     "app.html (empty", 1),
+    ("word document", {"report.docx": docx_bytes()}, "skipped", "report.docx",
+     "report.docx (unsupported .docx type: r3con reads .txt .md .json .jsonl .csv .html .pdf)", 1),
+    ("image", {"photo.png": b"\x89PNG\r\n\x1a\n" + bytes(40)}, "skipped", "photo.png", "photo.png (unsupported .png", 1),
+    ("no extension", {"LICENSE": "MIT License\n"}, "skipped", "LICENSE", "LICENSE (unsupported (no extension)", 1),
+    ("binary .txt with NUL bytes", {"blob.txt": b"PK\x03\x04\x00\x00data\x00"}, "skipped", "blob.txt",
+     "blob.txt (binary (NUL bytes): not a text file)", 1),
+    ("undecodable .txt", {"noise.txt": bytes(range(128, 256)) * 20}, "skipped", "noise.txt",
+     "noise.txt (binary: no text encoding fits its bytes)", 1),
+    ("broken pdf", {"broken.pdf": b"%PDF-1.4 not really"}, "unreadable", "broken.pdf", "broken.pdf (cannot read the PDF: ", 1),
+    ("dangling link", {"gone.txt": None}, "unreadable", "gone.txt",
+     "gone.txt (cannot read it: No such file or directory; check the path and its permissions)", 1),
+    ("csv with an unterminated quote", {"people.csv": 'name,age\nAnn,34\n"Bob,41\nCid,29\n'}, "read", "people.csv",
+     "people.csv (CSV record at line 3: unterminated quote; read as plain text)", 1),
+    ("jsonl with a bad line", {"log.jsonl": '{"a": 1}\n{"b": }\n{"c": 3}\n'}, "read", "log.jsonl",
+     "log.jsonl (line 2 not valid JSON (Expecting value); kept as plain text)", 1),
+    ("json that does not parse", {"data.json": '{"a": [1, 2}\n'}, "read", "data.json",
+     "data.json (not valid JSON (", 1),
+    ("mostly scanned pdf", {"book.pdf": _mostly_scanned_pdf()}, "read", "book.pdf",
+     "book.pdf (3 of 4 pages have no text layer: OCR it first (e.g. ocrmypdf))", 1),
+    ("latin-1 text", {"latin.txt": LATIN.encode("latin-1")}, "read", "latin.txt", "1 decoded as cp1252", 0),
+    ("utf-16 text", {"wide.txt": "Ærlig talt, sa Åse.".encode("utf-16")}, "read", "wide.txt", "1 decoded as utf-16", 0),
+    ("identical copy", {"z-copy.txt": GOOD}, "duplicates", "z-copy.txt", "1 duplicate (read once)", 0),
+    ("hidden secrets", {".env.txt": "OPENAI_API_KEY=sk-secret\n"}, "excluded", ".env.txt", "1 excluded (1 hidden)", 0),
+    ("git folder", {".git/HEAD.txt": "ref: main"}, "excluded", ".git", "1 excluded (1 version control)", 0),
+    ("node_modules", {"node_modules/p/README.md": "# p\n\ndep"}, "excluded", "node_modules", "1 excluded (1 dependencies)", 0),
+    ("__pycache__", {"__pycache__/notes.txt": "cache"}, "excluded", "__pycache__", "1 excluded (1 dependencies)", 0),
+    (".venv", {".venv/lib/x.txt": "venv file"}, "excluded", ".venv", "1 excluded (1 virtualenv)", 0),
+    ("virtualenv under another name", {"py/pyvenv.cfg": "home = /usr", "py/x.txt": "v"}, "excluded", "py",
+     "1 excluded (1 virtualenv)", 0),
+    ("earlier r3con-runs", {"r3con-runs/2026-q/answer.txt": "old answer"}, "excluded", "r3con-runs",
+     "1 excluded (1 r3con runs)", 0),
+    ("run folder under another name", {f"out/2026-q/{k}": v for k, v in RUN_DIR.items()}, "excluded", "out/2026-q",
+     "1 excluded (1 r3con runs)", 0),
+]
+
+
+@pytest.mark.parametrize("case, files, category, listed, says, strict_code", BATTERY, ids=[c[0] for c in BATTERY])
+def test_each_bad_input_is_listed_once_and_said_in_one_line(case, files, category, listed, says, strict_code,
+                                                            fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text(GOOD)
+    for rel, content in files.items():
+        path = docs / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if content is None:
+            path.symlink_to(docs / "moved-away.txt")
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+                     "--strict", "--json", "--reasoning", "direct", "--rounds", "1")
+    assert proc.returncode == strict_code, proc.stderr
+    inputs = json.loads(proc.stdout)["inputs"]
+    seen = categories(inputs, docs)
+    assert seen.pop(listed) == [category]
+    assert seen.pop("good.txt", ["read"]) == ["read"]  # an identical copy makes good.txt the one read
+    assert seen == {}, "every file in exactly one category"
+    summary = one_line(proc, "inputs:")
+    problems = [line for line in stderr_lines(proc) if line.startswith(("warning:", "r3con: error"))]
+    if strict_code:
+        (line,) = problems
+        assert line.startswith("r3con: error: --strict: 1 input not fully used: ") and says in line
+        assert line.endswith("/manifest.json")
+    else:
+        assert says in summary and problems == []
+
+
+def test_a_folder_with_nothing_readable_exits_2_and_says_why(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "scan.pdf").write_bytes(blank_pdf())
+    (docs / ".notes.txt").write_text("hidden notes")
+    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 2
+    (line,) = stderr_lines(proc)
+    assert line == (f"r3con: error: no readable document in {docs} (scan.pdf: no text layer: OCR it first (e.g. "
+                    "ocrmypdf); 1 excluded (hidden, version control, run folders...; see --include-hidden)); "
+                    "supported: .txt .md .json .jsonl .csv .html .pdf")
+    assert not (tmp_path / "runs").exists()

@@ -29,7 +29,7 @@ NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens 
 CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
 MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the spend (USD, from the price table) would pass this; rerun to resume")]
 Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
-Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders matching GLOB in folder walks, e.g. '*.log' or 'drafts/*' (repeatable)", metavar="GLOB")]
+Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
 IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
 Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
 
