@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from r3con.cli._inputs import issues_text, summary_line
+from r3con.inputs import DegradedInput, Inputs, ReadInput
 from r3con.testing import FakeLLMServer, FaultPlan
 
 from ..bad_inputs import LATIN, assert_every_file_accounted, blank_pdf, categories, docx_bytes, messy_folder
@@ -258,3 +260,14 @@ def test_a_folder_with_nothing_readable_exits_2_and_says_why(tmp_path):
                     "ocrmypdf); 1 excluded (hidden, version control, run folders...; see --include-hidden)); "
                     "supported: .txt .md .json .jsonl .csv .html .pdf")
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_lines_group_degraded_documents_by_stage():
+    inputs = Inputs(read=(ReadInput(1, "a.txt", parts=2), ReadInput(2, "b.txt")), degraded=(
+        DegradedInput("1.1", "relevance", "x: giving up after 7 attempts; last error: x answered HTTP 500: boom"),
+        DegradedInput("1.2", "populate", "the reply was not valid JSON"),
+        DegradedInput("2", "populate", "the reply was not valid JSON")))
+    assert summary_line(inputs) == "inputs: 2 read (3 parts), 3 degraded (1 in relevance, 2 in populate)"
+    assert issues_text(inputs, Path("RUN")) == (
+        "3 inputs not fully used: document 1.1 degraded in relevance (x answered HTTP 500: boom), "
+        "documents 1.2, 2 degraded in populate (the reply was not valid JSON); full list: RUN/manifest.json")

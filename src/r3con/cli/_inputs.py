@@ -31,8 +31,8 @@ def summary_line(inputs: Inputs) -> str:
         line += f", {len(inputs.duplicates)} duplicate{'s' * (len(inputs.duplicates) > 1)} (read once)"
     if inputs.degraded:
         stages = Counter(d.stage for d in inputs.degraded)
-        line += f", {len(inputs.degraded)} degraded " + ", ".join(f"{n} in {s}" if len(stages) > 1 else f"in {s}"
-                                                                 for s, n in stages.items())
+        where = f"in {next(iter(stages))}" if len(stages) == 1 else f"({', '.join(f'{n} in {s}' for s, n in stages.items())})"
+        line += f", {len(inputs.degraded)} degraded {where}"
     if inputs.excluded:
         line += f", {len(inputs.excluded)} excluded ({_counts(e.rule for e in inputs.excluded)})"
     return line
