@@ -1,4 +1,5 @@
 import io
+import os
 import random
 from pathlib import Path
 
@@ -250,3 +251,22 @@ def test_when_nothing_is_readable_the_error_says_why(tmp_path):
     message = str(info.value)
     assert "no readable document" in message and "OCR it first" in message and "unsupported .docx" in message
     assert "1 excluded" in message and "--include-hidden" in message and "\n" not in message
+
+
+def test_a_folder_that_cannot_be_listed_is_unreadable_not_dropped(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "b.txt").write_text("b")
+    real = os.scandir
+
+    def scandir(path="."):  # what a folder without read permission does (the tests may run as root)
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    corpus = load_corpus([tmp_path])
+    assert [d.title for d in corpus.documents] == ["a"]
+    (entry,) = corpus.inputs.unreadable
+    assert entry.source == str(tmp_path / "locked")
+    assert entry.reason == "cannot list the folder: Permission denied; check its permissions"

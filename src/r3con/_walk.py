@@ -16,7 +16,7 @@ from fnmatch import fnmatch
 from pathlib import Path, PurePath
 
 from .errors import InputError
-from .inputs import ExcludedInput
+from .inputs import ExcludedInput, UnreadableInput
 
 RUNS_FOLDER = "r3con-runs"  # the default --out
 _VCS = frozenset({".git", ".hg", ".svn", ".bzr"})
@@ -34,21 +34,23 @@ class WalkRules:
 
 @dataclass(frozen=True)
 class Walk:
-    """The files to read, in order, and what was left out."""
+    """The files to read, in order, what was left out, and folders that could not be listed."""
 
     files: tuple[Path, ...]
     excluded: tuple[ExcludedInput, ...]
+    unreadable: tuple[UnreadableInput, ...] = ()
 
 
 def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> Walk:
     """Expand files, folders (recursively) and globs; InputError for a path or pattern that names nothing."""
     files: list[Path] = []
     excluded: dict[str, str] = {}
+    unlisted: list[UnreadableInput] = []
     for spec in specs:
         text = str(spec)
         path = Path(text).expanduser()
         if path.is_dir():
-            files.extend(_walk_folder(path, rules, excluded))
+            files.extend(_walk_folder(path, rules, excluded, unlisted))
         elif path.is_file():
             rule = _user_rule(path, path.name, rules)
             if rule:
@@ -70,12 +72,18 @@ def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> W
         if r not in seen:
             seen.add(r)
             unique.append(p)
-    return Walk(files=tuple(unique), excluded=tuple(ExcludedInput(s, r) for s, r in excluded.items()))
+    return Walk(files=tuple(unique), excluded=tuple(ExcludedInput(s, r) for s, r in excluded.items()),
+                unreadable=tuple(unlisted))
 
 
-def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str]) -> list[Path]:
+def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
+                 unlisted: list[UnreadableInput]) -> list[Path]:
+    def unlistable(exc: OSError) -> None:  # os.walk would skip such a folder without a word
+        unlisted.append(UnreadableInput(str(exc.filename), f"cannot list the folder: {exc.strerror or exc}; "
+                                                           "check its permissions"))
+
     found: list[Path] = []
-    for folder, dirs, names in os.walk(root):
+    for folder, dirs, names in os.walk(root, onerror=unlistable):
         here = Path(folder)
         kept = []
         for name in sorted(dirs):

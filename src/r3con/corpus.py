@@ -68,7 +68,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     docs: list[Document] = []
     read: list[ReadInput] = []
     skipped: list[SkippedInput] = []
-    unreadable: list[UnreadableInput] = []
+    unreadable: list[UnreadableInput] = list(walk.unreadable)
     duplicates: list[DuplicateInput] = []
     first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
     for path in walk.files:
