@@ -270,3 +270,15 @@ def test_a_folder_that_cannot_be_listed_is_unreadable_not_dropped(tmp_path, monk
     (entry,) = corpus.inputs.unreadable
     assert entry.source == str(tmp_path / "locked")
     assert entry.reason == "cannot list the folder: Permission denied; check its permissions"
+
+
+def test_a_link_to_a_folder_is_counted_not_followed(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.txt").write_text("b")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("a")
+    (tmp_path / "docs" / "more").symlink_to(tmp_path / "elsewhere")
+    corpus = load_corpus([tmp_path / "docs"])
+    assert [d.title for d in corpus.documents] == ["a"]
+    assert [(Path(e.source).name, e.rule) for e in corpus.inputs.excluded] == [("more", "link to a folder")]
+    assert [d.title for d in load_corpus([tmp_path / "docs" / "more"]).documents] == ["b"]  # named: read

@@ -2,8 +2,9 @@
 
 A walk leaves out r3con's own run folders (an earlier run's documents, notes and calls would become
 documents of the next), hidden files and folders (`.env.txt`), version control, virtualenvs and
-dependency folders, and whatever `--exclude GLOB` names. A file named explicitly is always read,
-unless an `--exclude` glob names it. Every exclusion is counted: a pruned folder once.
+dependency folders, and whatever `--exclude GLOB` names; it does not follow links to folders. A file
+named explicitly is always read, unless an `--exclude` glob names it. Every exclusion is counted: a
+left-out folder once.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
         here = Path(folder)
         kept = []
         for name in sorted(dirs):
-            rule = folder_rule(here / name, root, rules)
+            # a link to a folder is not followed (it may loop, or lead out of the tree): counted, not entered
+            rule = folder_rule(here / name, root, rules) or ("link to a folder" if (here / name).is_symlink() else None)
             if rule:
                 excluded[str(here / name)] = rule
             else:
