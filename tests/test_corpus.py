@@ -1,10 +1,16 @@
+import io
+import os
 import random
+from pathlib import Path
 
 import pytest
+from pypdf import PdfReader, PdfWriter
 
-from r3con.corpus import Document, collect_paths, load_documents, split_documents, split_text
+from r3con.corpus import Document, collect_paths, load_corpus, load_documents, split_documents, split_text
 from r3con.errors import InputError
 from r3con.tokens import estimate_tokens
+
+from .bad_inputs import LATIN, assert_every_file_accounted, blank_pdf, docx_bytes, messy_folder
 
 
 def test_split_keeps_every_character_once_and_respects_the_budget():
@@ -105,10 +111,174 @@ def test_pdf_text_is_extracted_and_a_broken_pdf_is_an_input_error(tmp_path):
     (doc,) = load_documents([tmp_path / "report.pdf"])
     assert "Quarterly revenue rose" in doc.text and doc.title == "report"
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 garbage")
-    with pytest.raises(InputError, match="cannot read PDF"):
+    with pytest.raises(InputError, match="broken.pdf: cannot read the PDF"):
         load_documents([tmp_path / "broken.pdf"])
 
 
 def test_token_estimate_counts_cjk_characters_as_tokens():
     assert estimate_tokens("") == 0
     assert estimate_tokens("宇宙" * 100) > estimate_tokens("ab" * 100) * 3
+
+
+def test_a_messy_folder_accounts_for_every_file_in_exactly_one_category(tmp_path):
+    root = tmp_path / "docs"
+    expected = messy_folder(root)
+    corpus = load_corpus([root])
+    inputs = corpus.inputs.to_dict()
+    assert_every_file_accounted(inputs, root, expected)
+    assert [Path(d.source).name for d in corpus.documents] == [
+        "events.jsonl", "latin.txt", "letter.md", "notes.txt", "people.csv"]
+    assert [r["doc"] for r in inputs["read"]] == [1, 2, 3, 4, 5]
+    reasons = {Path(s["source"]).name: s["reason"] for s in inputs["skipped"] + inputs["unreadable"]}
+    assert reasons["scan.pdf"] == "no text layer: OCR it first (e.g. ocrmypdf)"
+    assert reasons["empty.txt"].startswith("empty") and reasons["blank.md"].startswith("empty")
+    assert reasons["blob.txt"].startswith("binary")
+    assert reasons["report.docx"].startswith("unsupported .docx") and ".pdf" in reasons["report.docx"]
+    assert reasons["broken.pdf"].startswith("cannot read the PDF:") and "No such file" in reasons["gone.txt"]
+    assert inputs["duplicates"] == [{"source": str(root / "saved" / "notes.txt"), "same_as": str(root / "notes.txt")}]
+    rules = {Path(e["source"]).name: e["rule"] for e in inputs["excluded"]}
+    assert rules == {".git": "version control", ".venv": "virtualenv", "env": "virtualenv",
+                     "node_modules": "dependencies", "old-run": "r3con runs", "r3con-runs": "r3con runs",
+                     ".env.txt": "hidden"}
+    assert not any("sk-secret" in d.text or "earlier answer" in d.text for d in corpus.documents)
+
+
+def test_text_that_is_not_utf8_is_decoded_and_the_encoding_said(tmp_path):
+    (tmp_path / "latin.txt").write_bytes(LATIN.encode("latin-1"))
+    (tmp_path / "utf16.txt").write_text("Ærlig talt, sa Åse.", encoding="utf-16")
+    (tmp_path / "utf8.txt").write_text("Grüße aus Köln", encoding="utf-8")
+    corpus = load_corpus([tmp_path])
+    texts = {Path(d.source).name: d.text for d in corpus.documents}
+    assert texts["latin.txt"] == LATIN and texts["utf16.txt"] == "Ærlig talt, sa Åse."
+    encodings = {Path(r.source).name: r.encoding for r in corpus.inputs.read}
+    assert encodings == {"latin.txt": "cp1252", "utf16.txt": "utf-16", "utf8.txt": None}
+
+
+def test_a_csv_with_an_unterminated_quote_is_read_verbatim_with_its_line(tmp_path):
+    rows = 'name,age\nAnn,34\nBob,41\n"Cid Park,29\nDee,52\n'
+    (tmp_path / "people.csv").write_text(rows)
+    (tmp_path / "good.csv").write_text('name,note\nAnn,"two\nlines"\nBob,ok\n')
+    corpus = load_corpus([tmp_path])
+    bad = next(d for d in corpus.documents if d.title == "people")
+    assert bad.text == rows  # every row, none merged into a quoted field
+    read = {Path(r.source).name: r.warning for r in corpus.inputs.read}
+    assert read["people.csv"] == "CSV record at line 4: unterminated quote; read as plain text"
+    assert read["good.csv"] is None
+    assert next(d for d in corpus.documents if d.title == "good").text == "name | note\nAnn | two\nlines\nBob | ok"
+
+
+def test_jsonl_bad_lines_are_kept_and_numbered_as_in_the_file(tmp_path):
+    # U+2028 inside a JSON string is valid JSON; str.splitlines would cut the record there and misnumber
+    lines = ['{"a": 1}', '{"s": "x\u2028y"}', "", '{"b": oops}', '{"c": 3}', "not json"]
+    (tmp_path / "log.jsonl").write_text("\n".join(lines) + "\n")
+    corpus = load_corpus([tmp_path])
+    (doc,) = corpus.documents
+    (read,) = corpus.inputs.read
+    assert read.warning is not None and read.warning.startswith("lines 4, 6 not valid JSON")
+    assert '{"b": oops}' in doc.text and "not json" in doc.text and '"c": 3' in doc.text and "x\u2028y" in doc.text
+    (tmp_path / "log.jsonl").unlink()
+    (tmp_path / "one.json").write_text('{"k": [1,\n 2,,]}')
+    (read,) = load_corpus([tmp_path]).inputs.read
+    assert read.warning is not None and "at line 2" in read.warning
+
+
+def test_identical_documents_are_read_once(tmp_path):
+    for name in ("a.txt", "b.txt", "c.md"):
+        (tmp_path / name).write_text("Same words in every file.")
+    (tmp_path / "d.txt").write_text("Other words.")
+    corpus = load_corpus([tmp_path])
+    assert [Path(d.source).name for d in corpus.documents] == ["a.txt", "d.txt"]
+    assert [(Path(d.source).name, Path(d.same_as).name) for d in corpus.inputs.duplicates] == [
+        ("b.txt", "a.txt"), ("c.md", "a.txt")]
+
+
+def test_explicit_hidden_files_are_read_and_exclude_globs_apply_everywhere(tmp_path):
+    (tmp_path / ".env.txt").write_text("KEY=1")
+    (tmp_path / "keep.txt").write_text("keep")
+    (tmp_path / "draft.log.txt").write_text("draft")
+    (tmp_path / "drafts").mkdir()
+    (tmp_path / "drafts" / "x.txt").write_text("x")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "c.txt").write_text("commit")
+    assert [d.title for d in load_corpus([tmp_path / ".env.txt"]).documents] == [".env"]
+    corpus = load_corpus([tmp_path], exclude=["drafts", "*.log.txt"], include_hidden=True)
+    assert sorted(Path(d.source).name for d in corpus.documents) == [".env.txt", "keep.txt"]
+    assert {Path(e.source).name: e.rule for e in corpus.inputs.excluded} == {
+        "drafts": "--exclude drafts", "draft.log.txt": "--exclude *.log.txt", ".git": "version control"}
+    named = load_corpus([tmp_path / "keep.txt", tmp_path / "draft.log.txt"], exclude=["*.log.txt"])
+    assert [d.title for d in named.documents] == ["keep"] and len(named.inputs.excluded) == 1
+
+
+def test_globs_leave_out_what_folder_walks_leave_out(tmp_path):
+    (tmp_path / "node_modules" / "p").mkdir(parents=True)
+    (tmp_path / "node_modules" / "p" / "r.md").write_text("dep")
+    (tmp_path / "a.md").write_text("a")
+    (tmp_path / ".hidden.md").write_text("h")
+    corpus = load_corpus([str(tmp_path / "**" / "*.md")])
+    assert [Path(d.source).name for d in corpus.documents] == ["a.md"]
+    assert sorted(e.rule for e in corpus.inputs.excluded) == ["dependencies", "hidden"]
+
+
+def test_a_run_folder_under_any_name_is_not_read_but_one_named_explicitly_is_a_folder_of_files(tmp_path):
+    run = tmp_path / "docs" / "my-runs" / "2026-q"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text('{"task": "q", "r3con_version": "0.1.0"}')
+    (run / "answer.txt").write_text("earlier answer")
+    (tmp_path / "docs" / "a.txt").write_text("a")
+    corpus = load_corpus([tmp_path / "docs"])
+    assert [d.title for d in corpus.documents] == ["a"]
+    assert [(Path(e.source).name, e.rule) for e in corpus.inputs.excluded] == [("2026-q", "r3con runs")]
+
+
+def test_a_mostly_scanned_pdf_is_read_with_a_warning(tmp_path):
+    writer = PdfWriter()
+    writer.append(PdfReader(io.BytesIO(_minimal_pdf("Cover page"))))
+    for _ in range(3):
+        writer.add_blank_page(width=612, height=792)
+    with (tmp_path / "scan.pdf").open("wb") as f:
+        writer.write(f)
+    corpus = load_corpus([tmp_path])
+    assert "Cover page" in corpus.documents[0].text
+    assert corpus.inputs.read[0].warning == "3 of 4 pages have no text layer: OCR it first (e.g. ocrmypdf)"
+
+
+def test_when_nothing_is_readable_the_error_says_why(tmp_path):
+    (tmp_path / "scan.pdf").write_bytes(blank_pdf())
+    (tmp_path / "a.docx").write_bytes(docx_bytes())
+    (tmp_path / ".notes.txt").write_text("hidden")
+    with pytest.raises(InputError) as info:
+        load_corpus([tmp_path])
+    message = str(info.value)
+    assert "no readable document" in message and "OCR it first" in message and "unsupported .docx" in message
+    assert "1 excluded" in message and "--include-hidden" in message and "\n" not in message
+
+
+def test_a_folder_that_cannot_be_listed_is_unreadable_not_dropped(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "b.txt").write_text("b")
+    real = os.scandir
+
+    def scandir(path="."):  # what a folder without read permission does (the tests may run as root)
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    corpus = load_corpus([tmp_path])
+    assert [d.title for d in corpus.documents] == ["a"]
+    (entry,) = corpus.inputs.unreadable
+    assert entry.source == str(tmp_path / "locked")
+    assert entry.reason == "cannot list the folder: Permission denied; check its permissions"
+
+
+def test_a_link_to_a_folder_is_counted_not_followed(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.txt").write_text("b")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("a")
+    (tmp_path / "docs" / "more").symlink_to(tmp_path / "elsewhere")
+    corpus = load_corpus([tmp_path / "docs"])
+    assert [d.title for d in corpus.documents] == ["a"]
+    assert [(Path(e.source).name, e.rule) for e in corpus.inputs.excluded] == [("more", "link to a folder")]
+    assert [d.title for d in load_corpus([tmp_path / "docs" / "more"]).documents] == ["b"]  # named: read

@@ -5,7 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .config import Settings  # noqa: E402
-from .corpus import Document, documents_from_texts, load_documents, split_documents  # noqa: E402
+from .corpus import Corpus, Document, documents_from_texts, load_corpus, load_documents, split_documents  # noqa: E402
 from .errors import (  # noqa: E402
     BudgetExceeded,
     ConfigError,
@@ -17,16 +17,19 @@ from .errors import (  # noqa: E402
     RunFailed,
     SandboxError,
 )
+from .inputs import Inputs  # noqa: E402
 from .pipeline import RunResult, run  # noqa: E402
 from .results import Failure  # noqa: E402
 
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
+    "Corpus",
     "Document",
     "EndpointUnreachable",
     "Failure",
     "InputError",
+    "Inputs",
     "OutputError",
     "ProviderError",
     "R3conError",
@@ -36,6 +39,7 @@ __all__ = [
     "Settings",
     "__version__",
     "documents_from_texts",
+    "load_corpus",
     "load_documents",
     "run",
     "split_documents",

@@ -1,53 +1,111 @@
-"""Readers that turn a file into (title, text). Third-party errors become InputError here."""
+"""Readers that turn a file into its title and text. Third-party errors become InputError here
+(their messages leave the path out: the caller names the file).
+
+A file that holds no usable text raises NotText (binary, no text layer); one that is not read as its
+kind (a CSV with an unterminated quote, JSON Lines with a bad line) is kept as plain text,
+with a warning that names the line, never merged or renumbered silently.
+"""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
+import logging
 import re
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 from .errors import EncryptedDocument, InputError
 
 SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf"})
+READABLE = ".txt .md .json .jsonl .csv .html .pdf"  # for messages: the kinds, in the order users know them
 _MAX_TITLE = 160
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+OCR_HINT = "no text layer: OCR it first (e.g. ocrmypdf)"
 
 
-def read_document(path: Path, *, pdf_password: str | None = None) -> tuple[str, str]:
-    """Return (title, text) of the file at `path`; `pdf_password` opens encrypted PDFs."""
+class NotText(Exception):
+    """The file holds no text r3con can use; `kind` groups the reason (binary, no text layer)."""
+
+    def __init__(self, reason: str, kind: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class FileText:
+    """What a reader got from a file: `encoding` when it was not UTF-8, `warning` when not read as its kind."""
+
+    title: str
+    text: str
+    encoding: str | None = None
+    warning: str | None = None
+
+
+def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
+    """The title and text of the file at `path` (`pdf_password` opens encrypted PDFs); NotText or InputError
+    when there is none to read."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".pdf":
             return _read_pdf(path, pdf_password)
         raw = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}; check the path and its permissions") from exc
-    text = _decode(raw, path)
+        raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
+    text, encoding = decode(raw)
     if suffix in {".html", ".htm"}:
-        return _read_html(text, path)
+        title, body = _read_html(text, path)
+        return FileText(title, body, encoding)
     if suffix in {".json", ".jsonl"}:
-        return path.stem, _read_json(text, path, lines=suffix == ".jsonl")
+        body, warning = _read_json(text, lines=suffix == ".jsonl")
+        return FileText(path.stem, body, encoding, warning)
     if suffix == ".csv":
-        return path.stem, _read_csv(text)
+        body, warning = _read_csv(text)
+        return FileText(path.stem, body, encoding, warning)
     if suffix in {".md", ".markdown"}:
         m = re.search(r"^#\s+(.+)$", text, flags=re.MULTILINE)
-        return (m.group(1).strip()[:_MAX_TITLE] if m else path.stem), text
-    return _title_from_first_line(text, path)
+        return FileText((m.group(1).strip()[:_MAX_TITLE] if m else path.stem), text, encoding)
+    title, text = _title_from_first_line(text, path)
+    return FileText(title, text, encoding)
 
 
-def _decode(raw: bytes, path: Path) -> str:
-    for encoding in ("utf-8-sig", "utf-16"):
-        try:
-            text = raw.decode(encoding)
-            if "\x00" not in text:
-                return text
-        except UnicodeDecodeError:
-            continue
-    if b"\x00" in raw[:4096]:
-        raise InputError(f"{path} looks binary; pass text, Markdown, JSON, CSV, HTML or PDF files")
-    return raw.decode("latin-1")
+def decode(raw: bytes) -> tuple[str, str | None]:
+    """(text, encoding): None for UTF-8; otherwise the detected one. NotText for bytes that are no text."""
+    for bom, marked in _BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw.decode(marked), (None if marked == "utf-8-sig" else marked)
+            except UnicodeDecodeError:
+                break
+    if b"\x00" in raw:
+        raise NotText("binary (NUL bytes): not a text file", "binary")
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError:
+        pass
+    encoding = _detect(raw)
+    if encoding is None:
+        raise NotText("binary: no text encoding fits its bytes", "binary")
+    return raw.decode(encoding), encoding
+
+
+def _detect(raw: bytes) -> str | None:
+    """The encoding charset-normalizer finds least chaotic; among equals, cp1252 (Western text's usual one)."""
+    from charset_normalizer import from_bytes
+
+    matches = list(from_bytes(raw))
+    if not matches:
+        return None
+    least = min(m.chaos for m in matches)
+    calm = [m for m in matches if m.chaos <= least + 0.01]
+    if any("cp1252" in m.could_be_from_charset for m in calm):
+        return "cp1252"
+    return str(codecs.lookup(calm[0].encoding).name)
 
 
 def _title_from_first_line(text: str, path: Path) -> tuple[str, str]:
@@ -59,19 +117,44 @@ def _title_from_first_line(text: str, path: Path) -> tuple[str, str]:
     return path.stem, text
 
 
-def _read_json(text: str, path: Path, *, lines: bool) -> str:
+def _read_json(text: str, *, lines: bool) -> tuple[str, str | None]:
+    """Pretty-printed JSON; a line (JSON Lines) or a file that does not parse is kept verbatim, with a warning."""
+    if not lines:
+        try:
+            return json.dumps(json.loads(text), ensure_ascii=False, indent=1), None
+        except json.JSONDecodeError as exc:
+            return text, f"not valid JSON ({exc.msg} at line {exc.lineno}); read as plain text"
+    out: list[str] = []
+    bad: list[tuple[int, str]] = []
+    # split on \n only: str.splitlines also breaks at U+2028 and other separators JSON strings may hold
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.dumps(json.loads(line), ensure_ascii=False, indent=1))
+        except json.JSONDecodeError as exc:
+            bad.append((number, exc.msg))
+            out.append(line.rstrip("\r"))
+    if not bad:
+        return "\n".join(out), None
+    numbers = ", ".join(str(n) for n, _ in bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+    which = "line" if len(bad) == 1 else "lines"
+    return "\n".join(out), f"{which} {numbers} not valid JSON ({bad[0][1]}); kept as plain text"
+
+
+def _read_csv(text: str) -> tuple[str, str | None]:
+    """Rows as 'a | b' lines; a CSV that does not parse (an unterminated quote) is read as plain text."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    rows: list[list[str]] = []
+    start = 1
     try:
-        if lines:
-            values = [json.loads(line) for line in text.splitlines() if line.strip()]
-            return "\n".join(json.dumps(v, ensure_ascii=False, indent=1) for v in values)
-        return json.dumps(json.loads(text), ensure_ascii=False, indent=1)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); fix it or rename it .txt") from exc
-
-
-def _read_csv(text: str) -> str:
-    rows = list(csv.reader(io.StringIO(text)))
-    return "\n".join(" | ".join(cell.strip() for cell in row) for row in rows)
+        for row in reader:
+            rows.append(row)
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        what = "unterminated quote" if "end of data" in str(exc) else str(exc)
+        return text, f"CSV record at line {start}: {what}; read as plain text"
+    return "\n".join(" | ".join(cell.strip() for cell in row) for row in rows), None
 
 
 class _HTMLText(HTMLParser):
@@ -116,10 +199,13 @@ def _read_html(text: str, path: Path) -> tuple[str, str]:
     return (parser.title.strip()[:_MAX_TITLE] or path.stem), body
 
 
-def _read_pdf(path: Path, password: str | None = None) -> tuple[str, str]:
+def _read_pdf(path: Path, password: str | None = None) -> FileText:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, PdfReadError
 
+    pypdf_log = logging.getLogger("pypdf")
+    level = pypdf_log.level
+    pypdf_log.setLevel(logging.ERROR)  # its repair notes ("EOF marker not found") would cut into the progress
     try:
         reader = PdfReader(str(path))
         if reader.is_encrypted and not reader.decrypt(password or ""):  # "": opens PDFs locked only against editing
@@ -133,5 +219,15 @@ def _read_pdf(path: Path, password: str | None = None) -> tuple[str, str]:
         raise InputError(f"{path} is encrypted with AES, which needs the cryptography package: "
                          "pip install cryptography") from exc
     except (PdfReadError, OSError, ValueError) as exc:
-        raise InputError(f"cannot read PDF {path}: {exc}; check that the file is a valid PDF") from exc
-    return str(title)[:_MAX_TITLE], "\n\n".join(p.strip() for p in pages if p.strip())
+        raise InputError(f"cannot read the PDF: {exc}; check that the file is a valid PDF") from exc
+    finally:
+        pypdf_log.setLevel(level)
+    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    if not text:
+        raise NotText(OCR_HINT, "no text layer")
+    # blank pages are common; a file mostly of pages without text is a scan with a text cover or notes
+    blank = [i for i, p in enumerate(pages, start=1) if not p.strip()]
+    warning = None
+    if len(blank) * 2 > len(pages):
+        warning = f"{len(blank)} of {len(pages)} pages have no text layer: OCR it first (e.g. ocrmypdf)"
+    return FileText(str(title)[:_MAX_TITLE], text, warning=warning)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import glob
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from ._readers import SUPPORTED_SUFFIXES, read_document
-from .errors import InputError
+from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
+from ._walk import WalkRules, walk_paths
+from .errors import EncryptedDocument, InputError
+from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
 from .tokens import estimate_tokens, longest_prefix_within
 
 
@@ -46,47 +48,83 @@ class Document:
         return f"Document {self.number}, part {self.part} of {self.parts}"
 
 
-def collect_paths(specs: Sequence[str | Path]) -> list[Path]:
-    """Expand files, folders (recursively) and globs into a sorted, de-duplicated list of files."""
-    found: list[Path] = []
-    for spec in specs:
-        text = str(spec)
-        path = Path(text).expanduser()
-        if path.is_dir():
-            found.extend(
-                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES)
-            )
-        elif path.is_file():
-            found.append(path)
-        elif glob.has_magic(text):
-            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
-            if not matches:
-                raise InputError(f"no file matches {text!r}; check the pattern or quote it for your shell")
-            found.extend(matches)
-        else:
-            raise InputError(f"no such file or folder: {text}; pass existing files, folders or globs")
-    seen: set[Path] = set()
-    unique = []
-    for p in found:
-        r = p.resolve()
-        if r not in seen:
-            seen.add(r)
-            unique.append(p)
-    return unique
+@dataclass(frozen=True)
+class Corpus:
+    """The documents read from paths, and the account of every file they named (`inputs`)."""
+
+    documents: tuple[Document, ...]
+    inputs: Inputs
+
+
+def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), include_hidden: bool = False,
+                pdf_password: str | None = None) -> Corpus:
+    """Read every file under `specs` into numbered documents, accounting for each file that was not read.
+
+    Folder walks leave out run folders, hidden files, version control, virtualenvs and dependency
+    folders, and what an `exclude` glob names. Unsupported, empty and binary files and PDFs without a
+    text layer are skipped; files that cannot be read are unreadable; a file whose text equals an
+    earlier one's is read once. InputError when no document is left.
+    """
+    walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
+    docs: list[Document] = []
+    read: list[ReadInput] = []
+    skipped: list[SkippedInput] = []
+    unreadable: list[UnreadableInput] = list(walk.unreadable)
+    duplicates: list[DuplicateInput] = []
+    first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
+    for path in walk.files:
+        source = str(path)
+        suffix = path.suffix.lower()
+        if suffix not in SUPPORTED_SUFFIXES:
+            kind = f"unsupported {suffix or '(no extension)'}"
+            skipped.append(SkippedInput(source, f"{kind} type: r3con reads {READABLE}", kind))
+            continue
+        try:
+            got = read_document(path, pdf_password=pdf_password)
+        except NotText as exc:
+            skipped.append(SkippedInput(source, exc.reason, exc.kind))
+            continue
+        except EncryptedDocument:
+            raise  # the user can fix it with a password: refuse the run rather than read around it
+        except InputError as exc:
+            unreadable.append(UnreadableInput(source, str(exc)))
+            continue
+        if not got.text.strip():
+            skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
+            continue
+        digest = hashlib.sha256(got.text.encode("utf-8", "surrogatepass")).hexdigest()
+        if digest in first_with:
+            duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
+            continue
+        first_with[digest] = source
+        docs.append(Document(number=len(docs) + 1, title=got.title, text=got.text, source=source))
+        read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
+    inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
+                    duplicates=tuple(duplicates), excluded=walk.excluded)
+    if not docs:
+        raise InputError(_nothing_read(specs, inputs))
+    return Corpus(documents=tuple(docs), inputs=inputs)
 
 
 def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:
-    """Read every supported file under `specs` into numbered documents (empty files are skipped)."""
-    paths = collect_paths(specs)
-    docs: list[Document] = []
-    for path in paths:
-        title, text = read_document(path, pdf_password=pdf_password)
-        if text.strip():
-            docs.append(Document(number=len(docs) + 1, title=title, text=text, source=str(path)))
-    if not docs:
-        kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
-        raise InputError(f"no readable document in {', '.join(map(str, specs))}; supported: {kinds}")
-    return tuple(docs)
+    """Read every supported file under `specs` into numbered documents (see `load_corpus` for what is left out)."""
+    return load_corpus(specs, pdf_password=pdf_password).documents
+
+
+def collect_paths(specs: Sequence[str | Path]) -> list[Path]:
+    """The files that `specs` name, as a walk with the default exclusions finds them."""
+    return list(walk_paths(specs).files)
+
+
+def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:
+    where = ", ".join(map(str, specs))
+    why = [f"{Path(source).name}: {reason}" for source, reason in inputs.issues[:3]]
+    if len(inputs.issues) > 3:
+        why.append(f"{len(inputs.issues) - 3} more")
+    if inputs.excluded:
+        why.append(f"{len(inputs.excluded)} excluded (hidden, version control, run folders...; see --include-hidden)")
+    detail = f" ({'; '.join(why)})" if why else ""
+    return f"no readable document in {where}{detail}; supported: {READABLE}"
 
 
 def documents_from_texts(items: Iterable[tuple[str, str]]) -> tuple[Document, ...]:

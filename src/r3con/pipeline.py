@@ -18,6 +18,7 @@ from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document, split_documents
 from .errors import ConfigError, ContextTooLong, InputError, R3conError
+from .inputs import Inputs
 from .llm import LLMStack, build_llm
 from .llm.types import Usage
 from .progress import NoProgress, Progress
@@ -55,6 +56,7 @@ class RunResult:
     elapsed_s: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
     model: str = ""  # the model the endpoint served (the configured one, or the first it lists)
+    inputs: Inputs = Inputs()  # what became of every input: read, skipped, unreadable, duplicates, degraded
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -75,6 +77,7 @@ class RunResult:
             "degraded": [f.to_dict() for f in self.degraded],
             "capped": self.capped,
             "usage": usage,
+            "inputs": self.inputs.to_dict(),
         }
 
 
@@ -136,11 +139,13 @@ def _check_failures(stage: str, failures: Sequence[Failure], total: int, setting
 async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
+    inputs: Inputs | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
     `run_folder`: an existing run folder to continue in (`--resume`); with the LLM cache, every call that
-    had succeeded there costs nothing again.
+    had succeeded there costs nothing again. `inputs`: the account of the files the documents came
+    from (`load_corpus`); the run adds parts and degraded documents to it.
     """
     if not task.strip():
         raise InputError("the question is empty; pass the question as the first argument")
@@ -148,12 +153,12 @@ async def run(
         raise InputError("no documents given; pass files, folders or globs")
     run_dir = RunDir(run_folder) if run_folder is not None else RunDir.create(settings.out_dir, task)
     if llm is not None:
-        return await _run(task, tuple(documents), settings, llm, run_dir, progress or NoProgress())
+        return await _run(task, tuple(documents), settings, llm, run_dir, progress or NoProgress(), inputs)
     async with build_llm(settings, calls_log=run_dir.calls_path) as stack:
         if notes_ranking(settings) != "embeddings":
-            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress())
+            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(), inputs)
         async with stack.embedder(settings, "relevance") as embedder:
-            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(),
+            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(), inputs,
                               embed=embedder.embed if embedder is not None else None)
 
 
@@ -167,11 +172,14 @@ def notes_ranking(settings: Settings) -> str:
 
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
-               run_dir: RunDir, progress: Progress, embed: Embed | None = None) -> RunResult:
+               run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
+               embed: Embed | None = None) -> RunResult:
     started = time.perf_counter()
     budget = part_budget(settings, llm.endpoint.context_window)
     parts = split_documents(docs, budget)
     manifest = _manifest(task, docs, parts, settings, llm, budget)
+    account = (inputs or Inputs.of(docs)).with_parts(parts)
+    manifest["inputs"] = account.to_dict()
     notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
     breakpoints = use_breakpoints(settings, llm)
     stats = SelectionStats()
@@ -264,12 +272,14 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                                                 "isolation": answer.isolation,
                                                 "steps": [s.to_dict() for s in answer.steps]})
         stage = "finish"
+        account = account.with_degraded(failures)
+        manifest["inputs"] = account.to_dict()
         _finish_manifest(run_dir, manifest, stats, reuse)
         result = RunResult(
             answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
             records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
-            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model,
+            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=account,
         )
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
@@ -277,6 +287,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     except BaseException as exc:
         def save() -> None:
             _write_usage(run_dir, llm)
+            manifest["inputs"] = account.with_degraded(failures).to_dict()
             _finish_manifest(run_dir, manifest, stats, reuse)
 
         _record_end(run_dir, stage, exc, save)

@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from ..config import Settings
-from ..corpus import load_documents
+from ..corpus import load_corpus
 from ..errors import ConfigError, InputError
+from ._inputs import report_inputs, summary_line
 from ._progress import cached_line, make_progress, usage_line
 
 app = typer.Typer(
@@ -31,6 +32,8 @@ NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens 
 CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
 MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the spend (USD, from the price table) would pass this; rerun to resume")]
 Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
+Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
+IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
 Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
 
 
@@ -84,6 +87,9 @@ def run(
     pdf_password: Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
+    exclude: Exclude = None,
+    include_hidden: IncludeHidden = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     from ..pipeline import run as run_pipeline
@@ -111,8 +117,9 @@ def run(
     interrupted: KeyboardInterrupt | None = None
     try:
         with terminate_as_interrupt() as signals:
-            documents = load_documents(paths, pdf_password=pdf_password)
-            result = asyncio.run(run_pipeline(question, documents, settings, progress=progress, run_folder=resume))
+            corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
+            result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
+                                              run_folder=resume, inputs=corpus.inputs))
     except KeyboardInterrupt as exc:
         interrupted = exc
     finally:
@@ -126,6 +133,7 @@ def run(
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
+    report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
 
 
 @contextmanager
@@ -193,6 +201,8 @@ def estimate(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table")] = False,
+    exclude: Exclude = None,
+    include_hidden: IncludeHidden = False,
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model."""
     from ..estimate import Assumptions, estimate_run
@@ -205,13 +215,15 @@ def estimate(
     )
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
-    documents = load_documents(paths)
+    corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
+    documents = corpus.documents
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
     result = asyncio.run(estimate_run(question, documents, settings, counter=counter,
                                       assumptions=Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)))
+    print(summary_line(corpus.inputs), file=sys.stderr)
     if as_json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
         return
     print_estimate(result)
 

@@ -1,0 +1,182 @@
+"""The files that paths, folders and globs name, and what a folder walk leaves out by rule.
+
+A walk leaves out r3con's own run folders (an earlier run's documents, notes and calls would become
+documents of the next), hidden files and folders (`.env.txt`), version control, virtualenvs and
+dependency folders, and whatever `--exclude GLOB` names; it does not follow links to folders. A file
+named explicitly is always read, unless an `--exclude` glob names it. Every exclusion is counted: a
+left-out folder once.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path, PurePath
+
+from .errors import InputError
+from .inputs import ExcludedInput, UnreadableInput
+
+RUNS_FOLDER = "r3con-runs"  # the default --out
+_VCS = frozenset({".git", ".hg", ".svn", ".bzr"})
+_VIRTUALENVS = frozenset({".venv", "venv"})
+_DEPENDENCIES = frozenset({"node_modules", "__pycache__", "site-packages"})
+
+
+@dataclass(frozen=True)
+class WalkRules:
+    """What a walk leaves out beyond the defaults: `--exclude` globs; hidden files only without `--include-hidden`."""
+
+    exclude: tuple[str, ...] = ()
+    include_hidden: bool = False
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The files to read, in order, what was left out, and folders that could not be listed."""
+
+    files: tuple[Path, ...]
+    excluded: tuple[ExcludedInput, ...]
+    unreadable: tuple[UnreadableInput, ...] = ()
+
+
+def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> Walk:
+    """Expand files, folders (recursively) and globs; InputError for a path or pattern that names nothing."""
+    files: list[Path] = []
+    excluded: dict[str, str] = {}
+    unlisted: list[UnreadableInput] = []
+    for spec in specs:
+        text = str(spec)
+        path = Path(text).expanduser()
+        if path.is_dir():
+            files.extend(_walk_folder(path, rules, excluded, unlisted))
+        elif path.is_file():
+            rule = _user_rule(path, path.name, rules)
+            if rule:
+                excluded[str(path)] = rule
+            else:
+                files.append(path)
+        elif glob.has_magic(text):
+            pattern = os.path.expanduser(text)
+            matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True, include_hidden=True))
+            if not matches:
+                raise InputError(f"no file matches {text!r}; check the pattern or quote it for your shell")
+            files.extend(_filter_matches(_literal_base(pattern), matches, rules, excluded))
+        else:
+            raise InputError(f"no such file or folder: {text}; pass existing files, folders or globs")
+    seen: set[Path] = set()
+    unique = []
+    for p in files:
+        r = p.resolve()
+        if r not in seen:
+            seen.add(r)
+            unique.append(p)
+    return Walk(files=tuple(unique), excluded=tuple(ExcludedInput(s, r) for s, r in excluded.items()),
+                unreadable=tuple(unlisted))
+
+
+def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
+                 unlisted: list[UnreadableInput]) -> list[Path]:
+    def unlistable(exc: OSError) -> None:  # os.walk would skip such a folder without a word
+        unlisted.append(UnreadableInput(str(exc.filename), f"cannot list the folder: {exc.strerror or exc}; "
+                                                           "check its permissions"))
+
+    found: list[Path] = []
+    for folder, dirs, names in os.walk(root, onerror=unlistable):
+        here = Path(folder)
+        kept = []
+        for name in sorted(dirs):
+            # a link to a folder is not followed (it may loop, or lead out of the tree): counted, not entered
+            rule = folder_rule(here / name, root, rules) or ("link to a folder" if (here / name).is_symlink() else None)
+            if rule:
+                excluded[str(here / name)] = rule
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        for name in names:
+            rule = file_rule(here / name, root, rules)
+            if rule:
+                excluded[str(here / name)] = rule
+            else:
+                found.append(here / name)
+    return sorted(found)
+
+
+def _filter_matches(base: Path, matches: list[Path], rules: WalkRules, excluded: dict[str, str]) -> list[Path]:
+    """The files among a glob's matches that the folder rules keep (the glob's literal base is the root)."""
+    found = []
+    for match in matches:
+        if match.is_dir():  # a dangling link stays in: it is reported as unreadable, not dropped
+            continue
+        rule = None
+        for parent in reversed(match.parents):
+            if parent != base and parent.is_relative_to(base) and (rule := folder_rule(parent, base, rules)):
+                excluded.setdefault(str(parent), rule)
+                break
+        if rule is None and (rule := file_rule(match, base, rules)):
+            excluded[str(match)] = rule
+        if rule is None:
+            found.append(match)
+    return found
+
+
+def folder_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
+    """Why a walk does not enter the folder `path` (below `root`), or None."""
+    name = path.name
+    if rule := _user_rule(path.relative_to(root), name, rules):
+        return rule
+    if name in _VCS:
+        return "version control"
+    if name in _VIRTUALENVS or (path / "pyvenv.cfg").is_file():
+        return "virtualenv"
+    if name in _DEPENDENCIES:
+        return "dependencies"
+    if name == RUNS_FOLDER or is_run_folder(path):
+        return "r3con runs"
+    if name.startswith(".") and not rules.include_hidden:
+        return "hidden"
+    return None
+
+
+def file_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
+    """Why a walk does not read the file `path` (below `root`), or None."""
+    if rule := _user_rule(path.relative_to(root), path.name, rules):
+        return rule
+    if path.name.startswith(".") and not rules.include_hidden:
+        return "hidden"
+    return None
+
+
+def is_run_folder(path: Path) -> bool:
+    """A folder r3con wrote a run into: its manifest.json beside calls.jsonl, or naming r3con's version."""
+    manifest = path / "manifest.json"
+    if not manifest.is_file():
+        return False
+    if (path / "calls.jsonl").exists():
+        return True
+    try:
+        with manifest.open("rb") as f:
+            return b'"r3con_version"' in f.read(4096)
+    except OSError:
+        return False
+
+
+def _user_rule(relative: PurePath, name: str, rules: WalkRules) -> str | None:
+    for pattern in rules.exclude:
+        bare = pattern.rstrip("/")
+        if fnmatch(name, bare) or fnmatch(relative.as_posix(), bare) or fnmatch(str(relative), bare):
+            return f"--exclude {pattern}"
+    return None
+
+
+def _literal_base(pattern: str) -> Path:
+    """The folder a glob pattern starts in: its components before the first wildcard."""
+    parts = Path(pattern).parts
+    literal = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        literal.append(part)
+    return Path(*literal) if literal else Path(".")

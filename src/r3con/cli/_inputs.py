@@ -1,0 +1,82 @@
+"""The end-of-run account of the inputs on stderr: one summary line, one warning line naming what was not used."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import RunFailed
+from ..inputs import Inputs
+
+_NAMED = 3  # inputs a warning names; the rest are counted, and listed in manifest.json
+
+
+def summary_line(inputs: Inputs) -> str:
+    """'inputs: 7 read (8 parts; 1 decoded as cp1252), 2 skipped (1 unsupported .docx, 1 empty), ...'."""
+    notes = []
+    parts = sum(r.parts for r in inputs.read)
+    if parts != len(inputs.read):
+        notes.append(f"{parts} parts")
+    notes += [f"{n} decoded as {enc}" for enc, n in sorted(Counter(r.encoding for r in inputs.read if r.encoding).items())]
+    if warned := sum(1 for r in inputs.read if r.warning):
+        notes.append(f"{warned} with a warning")
+    line = f"inputs: {len(inputs.read)} read" + (f" ({'; '.join(notes)})" if notes else "")
+    if inputs.skipped:
+        line += f", {len(inputs.skipped)} skipped ({_counts(s.kind for s in inputs.skipped)})"
+    if inputs.unreadable:
+        line += f", {len(inputs.unreadable)} unreadable"
+    if inputs.duplicates:
+        line += f", {len(inputs.duplicates)} duplicate{'s' * (len(inputs.duplicates) > 1)} (read once)"
+    if inputs.degraded:
+        stages = Counter(d.stage for d in inputs.degraded)
+        where = f"in {next(iter(stages))}" if len(stages) == 1 else f"({', '.join(f'{n} in {s}' for s, n in stages.items())})"
+        line += f", {len(inputs.degraded)} degraded {where}"
+    if inputs.excluded:
+        line += f", {len(inputs.excluded)} excluded ({_counts(e.rule for e in inputs.excluded)})"
+    return line
+
+
+def issues_text(inputs: Inputs, run_dir: Path | None = None) -> str | None:
+    """'3 inputs not fully used: documents 2, 5 degraded in populate (...), a.docx (...); full list: ...', or None."""
+    total = len(inputs.issues)
+    if not total:
+        return None
+    named = []
+    for stage in dict.fromkeys(d.stage for d in inputs.degraded):
+        group = [d for d in inputs.degraded if d.stage == stage]
+        keys = ", ".join(d.doc for d in group[:5]) + (f" and {len(group) - 5} more" if len(group) > 5 else "")
+        noun = "document" if len(group) == 1 else "documents"
+        named.append(f"{noun} {keys} degraded in {stage} ({_clip(_last_error(group[0].cause))})")
+    files = [(what, why) for what, why in inputs.issues if not what.startswith("document ")]
+    named += [f"{Path(what).name} ({_clip(why)})" for what, why in files[:_NAMED]]
+    more = f" and {len(files) - _NAMED} more" if len(files) > _NAMED else ""
+    where = f"; full list: {run_dir / 'manifest.json'}" if run_dir is not None else ""
+    noun = "input" if total == 1 else "inputs"
+    return f"{total} {noun} not fully used: {', '.join(named)}{more}{where}"
+
+
+def report_inputs(inputs: Inputs, run_dir: Path | None, *, quiet: bool = False, strict: bool = False) -> None:
+    """Print the summary (unless quiet) and the warning; with `strict`, RunFailed instead of the warning."""
+    if not quiet:
+        print(summary_line(inputs), file=sys.stderr)
+    text = issues_text(inputs, run_dir)
+    if text is None:
+        return
+    if strict:
+        raise RunFailed(f"--strict: {text}")
+    print(f"warning: {text}; --strict makes this an error", file=sys.stderr)
+
+
+def _counts(kinds: Iterable[str]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in Counter(kinds).most_common())
+
+
+def _last_error(cause: str) -> str:
+    """The server's own words from a cause that wraps them ('giving up after 3 attempts; last error: ...')."""
+    return cause.rpartition("last error: ")[2]
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,141 @@
+"""What became of every input of a run: read, skipped, unreadable, duplicate, excluded, degraded.
+
+Loading the documents fills the first five; the pipeline adds the parts each document was split
+into and the documents a stage had to go on without. Nothing given to r3con goes unaccounted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .corpus import Document
+    from .results import Failure
+
+
+@dataclass(frozen=True)
+class ReadInput:
+    """A file read as document `doc`; `encoding` when it was not UTF-8, `warning` when not read as its kind."""
+
+    doc: int
+    source: str
+    parts: int = 1
+    encoding: str | None = None
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"doc": self.doc, "source": self.source, "parts": self.parts}
+        if self.encoding:
+            out["encoding"] = self.encoding
+        if self.warning:
+            out["warning"] = self.warning
+        return out
+
+
+@dataclass(frozen=True)
+class SkippedInput:
+    """A file that holds no text r3con can use; `kind` groups the reasons (unsupported, empty, binary, no text layer)."""
+
+    source: str
+    reason: str
+    kind: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "reason": self.reason, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class UnreadableInput:
+    """A file that could not be read (permissions, a broken PDF); `reason` says what to do."""
+
+    source: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class DuplicateInput:
+    """A file whose text is identical to an earlier one's: read once, as `same_as`."""
+
+    source: str
+    same_as: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "same_as": self.same_as}
+
+
+@dataclass(frozen=True)
+class ExcludedInput:
+    """A file or folder a folder walk left out, and the rule that did (hidden, version control, --exclude GLOB...)."""
+
+    source: str
+    rule: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "rule": self.rule}
+
+
+@dataclass(frozen=True)
+class DegradedInput:
+    """A document (or part) a stage went on without, and why."""
+
+    doc: str
+    stage: str
+    cause: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"doc": self.doc, "stage": self.stage, "cause": self.cause}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The account of every input of a run (manifest.json and `--json` carry it as `inputs`)."""
+
+    read: tuple[ReadInput, ...] = ()
+    skipped: tuple[SkippedInput, ...] = ()
+    unreadable: tuple[UnreadableInput, ...] = ()
+    duplicates: tuple[DuplicateInput, ...] = ()
+    excluded: tuple[ExcludedInput, ...] = ()
+    degraded: tuple[DegradedInput, ...] = ()
+
+    @classmethod
+    def of(cls, documents: Iterable[Document]) -> Inputs:
+        """The account of documents given in memory (every one read)."""
+        return cls(read=tuple(ReadInput(doc=d.number, source=d.source) for d in documents if d.part == 1))
+
+    def with_parts(self, parts: Sequence[Document]) -> Inputs:
+        """The same account, with how many parts each read document was split into."""
+        counts = Counter(p.number for p in parts)
+        return replace(self, read=tuple(replace(r, parts=counts.get(r.doc, r.parts)) for r in self.read))
+
+    def with_degraded(self, failures: Iterable[Failure]) -> Inputs:
+        """The same account, with the documents the stages had to go on without."""
+        seen = {(d.doc, d.stage) for d in self.degraded}
+        added = [DegradedInput(doc=f.doc, stage=f.stage, cause=f.error) for f in failures
+                 if (f.doc, f.stage) not in seen]
+        return replace(self, degraded=self.degraded + tuple(added))
+
+    @property
+    def issues(self) -> tuple[tuple[str, str], ...]:
+        """(what, why) for every input not fully used: the ones a user must hear about (and `--strict` fails on)."""
+        return (
+            *((u.source, u.reason) for u in self.unreadable),
+            *((s.source, s.reason) for s in self.skipped),
+            *((r.source, r.warning) for r in self.read if r.warning),
+            *((f"document {d.doc}", f"degraded in {d.stage}: {d.cause}") for d in self.degraded),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "read": [r.to_dict() for r in self.read],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "unreadable": [u.to_dict() for u in self.unreadable],
+            "degraded": [d.to_dict() for d in self.degraded],
+            "duplicates": [d.to_dict() for d in self.duplicates],
+            "excluded": [e.to_dict() for e in self.excluded],
+        }

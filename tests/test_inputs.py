@@ -1,0 +1,50 @@
+"""The account of a run's inputs: parts and degraded documents added to what loading found."""
+
+import json
+
+import r3con
+from r3con.corpus import Document, split_documents
+from r3con.inputs import DegradedInput, Inputs, ReadInput, SkippedInput, UnreadableInput
+from r3con.pipeline import run
+from r3con.results import Failure
+
+
+def test_parts_and_degraded_documents_join_the_account_once():
+    docs = (Document(1, "Short", "tiny", source="a.txt"), Document(2, "Long", "Word. " * 3000, source="b.txt"))
+    parts = split_documents(docs, 300)
+    inputs = Inputs.of(docs).with_parts(parts)
+    assert [(r.source, r.parts) for r in inputs.read] == [("a.txt", 1), ("b.txt", len(parts) - 1)]
+    failure = Failure(stage="populate", doc="2.1", error="HTTP 500: internal error")
+    twice = inputs.with_degraded([failure]).with_degraded([failure])
+    assert twice.degraded == (DegradedInput(doc="2.1", stage="populate", cause="HTTP 500: internal error"),)
+    assert twice.issues == (("document 2.1", "degraded in populate: HTTP 500: internal error"),)
+
+
+def test_issues_list_what_a_user_must_hear_about_and_only_that():
+    inputs = Inputs(
+        read=(ReadInput(1, "a.txt"), ReadInput(2, "b.csv", warning="CSV record at line 3: unterminated quote"),
+              ReadInput(3, "c.txt", encoding="cp1252")),
+        skipped=(SkippedInput("d.pdf", "no text layer: OCR it first (e.g. ocrmypdf)", "no text layer"),),
+        unreadable=(UnreadableInput("e.pdf", "cannot read the PDF: broken"),),
+    )
+    assert [what for what, _ in inputs.issues] == ["e.pdf", "d.pdf", "b.csv"]
+    data = inputs.to_dict()
+    assert set(data) == {"read", "skipped", "unreadable", "degraded", "duplicates", "excluded"}
+    assert data["read"][2] == {"doc": 3, "source": "c.txt", "parts": 1, "encoding": "cp1252"}
+
+
+async def test_a_library_run_accounts_for_its_inputs_in_the_result_and_the_manifest(fake_server, tmp_path, clean_env):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old. " + "She lives in Oslo. " * 400)
+    (tmp_path / "docs" / "b.docx").write_bytes(b"PK\x03\x04")
+    corpus = r3con.load_corpus([tmp_path / "docs"])
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path / "runs",
+                                      part_tokens=1000)
+    result = await run("How old is Ann?", corpus.documents, settings, inputs=corpus.inputs)
+    (read,) = result.inputs.read
+    assert read.parts == len(result.parts) > 1
+    assert result.summary()["inputs"]["skipped"][0]["kind"] == "unsupported .docx"
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["inputs"] == result.summary()["inputs"]
+    plain = await run("How old is Ann?", corpus.documents, settings)  # documents alone: every one counted as read
+    assert [r.source for r in plain.inputs.read] == [read.source] and not plain.inputs.skipped
