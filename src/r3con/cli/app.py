@@ -10,15 +10,64 @@ from typing import Annotated, Any
 
 import typer
 
-from ..config import Settings
+from ..config import Settings, parse_stage_models
 from ..corpus import load_documents
+from ..display import cached_line, make_progress, usage_line
 from ..errors import ConfigError, InputError
-from ._progress import cached_line, make_progress, usage_line
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
     help="Answer questions whose evidence is scattered across many documents (R3CON).",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"r3con {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    """Answer questions whose evidence is scattered across many documents (R3CON)."""
+
+
+_TYPE_WORDS = {"<int>": "INTEGER", "<float>": "NUMBER", "<str>": "TEXT", "<path>": "PATH", "<list[str]>": "TEXT",
+               "<bool>": ""}
+
+
+def command() -> Any:
+    """The command of `app`, with help that names values in words (TEXT, PATH) instead of Python types."""
+    root = typer.main.get_command(app)
+
+    def plain(cmd: Any) -> None:
+        for param in cmd.params:
+            if param.param_type_name == "argument" or getattr(param, "is_flag", False) \
+                    or not hasattr(param, "display_type"):
+                label = ""
+            else:
+                shown = param.display_type(None)
+                label = _TYPE_WORDS.get(str(shown), str(shown or "").strip("<>").upper())
+            param.display_type_rich = lambda ctx, label=label: label or None
+        help_option = cmd.get_help_option
+
+        def plain_help_option(ctx: Any, get: Any = help_option) -> Any:
+            option = get(ctx)
+            if option is not None:
+                option.display_type_rich = lambda ctx: None
+            return option
+
+        cmd.get_help_option = plain_help_option
+        for sub in getattr(cmd, "commands", {}).values():
+            plain(sub)
+
+    plain(root)
+    return root
 
 BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
@@ -31,14 +80,33 @@ Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send rel
 Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
 
 
-def parse_stage_models(values: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values or []:
-        stage, sep, model = value.partition("=")
-        if not sep or not stage or not model:
-            raise ConfigError(f"--stage-model {value!r} must look like STAGE=MODEL, e.g. relevance=qwen3.5-4b")
-        out[stage.strip()] = model.strip()
-    return out
+def read_question(question: str | None, question_file: Path | None) -> str | None:
+    """The question as given: `-` reads standard input, `@FILE` (or --question-file FILE) reads a file."""
+    if question_file is not None:
+        if question is not None:
+            raise InputError("pass the question either as an argument or with --question-file, not both")
+        return _read_question_file(question_file)
+    if question == "-":
+        text = sys.stdin.read().strip()
+        if not text:
+            raise InputError("the question from standard input is empty; pipe the question in, e.g. "
+                             "echo 'Who wrote to whom?' | r3con run - PATHS")
+        return text
+    if question is not None and question.startswith("@") and len(question) > 1 and not any(c.isspace() for c in question):
+        return _read_question_file(Path(question[1:]))
+    return question
+
+
+def _read_question_file(path: Path) -> str:
+    try:
+        text = path.expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"cannot read the question from {path}: {reason}; pass a UTF-8 text file "
+                         "(or the question itself, in quotes)") from exc
+    if not text:
+        raise InputError(f"the question file {path} is empty; write the question into it")
+    return text
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
@@ -50,7 +118,7 @@ def print_result(summary: dict[str, Any], as_json: bool) -> None:
 
 @app.command()
 def run(
-    question: Annotated[str | None, typer.Argument(help="The question to answer.", show_default=False)] = None,
+    question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
     paths: Annotated[list[str] | None, typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
@@ -71,7 +139,9 @@ def run(
     out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders (default ./r3con-runs)")] = None,
     cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
-    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache, and --max-cost counts what RUN_DIR already spent")] = None,
+    question_file: Annotated[Path | None, typer.Option("--question-file", help="Read the question from this UTF-8 file")] = None,
+    log_calls: Annotated[str | None, typer.Option("--log-calls", help="What calls.jsonl keeps: compact (default: every reply, one full request per prompt template and every failed one), full (every request), meta (tokens, cost, timing only)")] = None,
     retries: Annotated[int | None, typer.Option("--retries", help="Retries per call on 429, 5xx, timeouts, dropped connections (default 6)")] = None,
     rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
     tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
@@ -89,19 +159,26 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices,
+        prices_file=prices, log_calls=log_calls,
     )
+    question = read_question(question, question_file)
+    plan = None
     if resume is not None:
-        from ..resume import read_resume
+        from ..resume import check_question, check_settings, read_resume
 
         plan = read_resume(resume)
-        question, paths = question or plan.task, paths or list(plan.sources)
+        question, paths = check_question(plan, question), paths or list(plan.sources)
+        check_settings(plan, flags)
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
     settings.require_endpoint()
     documents = load_documents(paths)
+    if plan is not None:
+        from ..resume import check_documents
+
+        check_documents(plan, documents)
     progress = make_progress(quiet)
     try:
         result = asyncio.run(run_pipeline(question, documents, settings, progress=progress, run_folder=resume))

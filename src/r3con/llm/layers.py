@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -99,26 +100,42 @@ class Accounted:
 
 
 class CallLog:
-    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a file.
+    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a private file.
 
+    `detail` says how much of each call it keeps: "full" every request and reply; "compact" (the
+    default) every reply, and the request of the first call of each prompt template and of every call
+    that failed (the others are rebuilt from the run's documents and notes; `request_hash` names them);
+    "meta" neither requests nor replies, only what was called, tokens, cost, latency and errors.
     The file stays open and each line is flushed as it is written, so a killed run keeps every call
     it logged; `close()` (or the end of `build_llm`) releases it.
     """
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, detail: str = "full"):
         self.path = path
+        self.detail = detail
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        self._seen: set[str] = set()
+
+    def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
+        if self.detail == "full" or "request" not in record:
+            return record
+        prompt = str(record.get("prompt_hash") or record.get("prompt") or record.get("stage"))
+        first = prompt not in self._seen
+        self._seen.add(prompt)
+        drop = {"request", "response"} if self.detail == "meta" else (
+            set() if first or "error" in record else {"request"})
+        return {k: v for k, v in record.items() if k not in drop}
 
     def write(self, record: dict[str, Any]) -> None:
         if self.path is None:
             return
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
+            line = json.dumps(self._kept(record), ensure_ascii=False, default=str) + "\n"
             if self._fh is None:
-                self._fh = self.path.open("a", encoding="utf-8")
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
+                self._fh = os.fdopen(fd, "a", encoding="utf-8")
             self._fh.write(line)
             self._fh.flush()
 
