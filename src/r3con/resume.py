@@ -99,6 +99,16 @@ def _same(saved: Any, value: Any) -> bool:
     return str(saved) == str(value) or saved == value
 
 
+def check_sources(plan: ResumePlan) -> list[str]:
+    """The saved run's document files, to read again; ConfigError if one is gone."""
+    gone = [s for s in plan.sources if not Path(s).exists()]
+    if gone:
+        raise ConfigError(f"--resume {plan.run_dir}: its document {gone[0]} is gone"
+                          f"{f' (and {len(gone) - 1} more)' if len(gone) > 1 else ''}; put it back to continue "
+                          f"the run, or {_new_run_hint(plan)}")
+    return list(plan.sources)
+
+
 def check_documents(plan: ResumePlan, documents: Sequence[Document]) -> None:
     """ConfigError if the documents differ from the saved run's (other files, or files changed since)."""
     now = [(d.source, len(d.text), content_hash(d.text)) for d in documents]

@@ -83,8 +83,6 @@ Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table 
 def read_question(question: str | None, question_file: Path | None) -> str | None:
     """The question as given: `-` reads standard input, `@FILE` (or --question-file FILE) reads a file."""
     if question_file is not None:
-        if question is not None:
-            raise InputError("pass the question either as an argument or with --question-file, not both")
         return _read_question_file(question_file)
     if question == "-":
         text = sys.stdin.read().strip()
@@ -161,13 +159,15 @@ def run(
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
         prices_file=prices, log_calls=log_calls,
     )
+    if question_file is not None and question is not None:  # with --question-file every argument is a path
+        question, paths = None, [question, *(paths or [])]
     question = read_question(question, question_file)
     plan = None
     if resume is not None:
-        from ..resume import check_question, check_settings, read_resume
+        from ..resume import check_question, check_settings, check_sources, read_resume
 
         plan = read_resume(resume)
-        question, paths = check_question(plan, question), paths or list(plan.sources)
+        question, paths = check_question(plan, question), paths or check_sources(plan)
         check_settings(plan, flags)
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:

@@ -53,6 +53,9 @@ class CostCap:
         return self.spent_usd - self.spent_before
 
     def _stop(self, worst_usd: float) -> str:
+        if self.spent_before and self.spent_usd == self.spent_before:  # a resume with no room for even one call
+            return (f"this run folder already spent ${self.spent_before:.4f} of --max-cost ${self.limit_usd:.4f}, "
+                    f"too little is left for its next call (up to ${worst_usd:.4f}); raise --max-cost to continue it")
         earlier = f" (${self.spent_before:.4f} of it by earlier attempts of this run folder)" if self.spent_before else ""
         return (f"stopped before passing --max-cost ${self.limit_usd:.4f}: ${self.spent_usd:.4f} spent{earlier}, "
                 f"the next call could cost up to ${worst_usd:.4f}; raise --max-cost and rerun the same "
