@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import R3conError
+from ..errors import BudgetExceeded, R3conError
 from .pricing import PriceTable
 from .types import LLM, ChatRequest, Completion, Usage
 
@@ -123,8 +123,9 @@ class CallLog:
         prompt = str(record.get("prompt_hash") or record.get("prompt") or record.get("stage"))
         first = prompt not in self._seen
         self._seen.add(prompt)
+        failed = "error" in record and not record.get("refused")  # a refused call never reached the endpoint
         drop = {"request", "response"} if self.detail == "meta" else (
-            set() if first or "error" in record else {"request"})
+            set() if first or failed else {"request"})
         return {k: v for k, v in record.items() if k not in drop}
 
     def write(self, record: dict[str, Any]) -> None:
@@ -176,6 +177,8 @@ class Recorded:
             completion = await self.inner.complete(request)
         except R3conError as exc:
             record.update(error=f"{type(exc).__name__}: {exc}", latency_s=round(time.time() - started, 4))
+            if isinstance(exc, BudgetExceeded):
+                record["refused"] = True
             self.log.write(record)
             raise
         record.update(
