@@ -160,7 +160,8 @@ def run(
         prices_file=prices, log_calls=log_calls,
     )
     if question_file is not None and question is not None:  # with --question-file every argument is a path
-        question, paths = None, [question, *(paths or [])]
+        paths = [question, *(paths or [])]
+        question = None
     question = read_question(question, question_file)
     plan = None
     if resume is not None:

@@ -74,13 +74,6 @@ class CostCap:
         self._in_flight += 1
         return True
 
-    def reserve(self, worst_usd: float) -> None:
-        """Reserve the worst case of one call now, or raise BudgetExceeded (for callers that cannot wait)."""
-        with self._lock:
-            if not self._try(worst_usd):
-                self.tripped = self._stop(worst_usd)
-                raise BudgetExceeded(self.tripped)
-
     async def acquire(self, worst_usd: float) -> None:
         """Reserve the worst case of one call, waiting for calls in flight to settle if it does not fit yet."""
         loop = asyncio.get_running_loop()
