@@ -74,9 +74,14 @@ async def test_earlier_spend_of_the_run_folder_counts_against_the_cap(tmp_path):
         {"stage": "schema", "error": "ProviderError: 500"},
     ]) + "\n{\"cut by a kill")
     assert spent_in(log) == pytest.approx(0.003)
-    cap = CostCap(0.004, spent_before=spent_in(log))
-    guard = BudgetGuard(ScriptedLLM(default=lambda r: "y" * 4000), cap, PRICES)
-    with pytest.raises(BudgetExceeded, match=r"\$0.0030 of it by earlier attempts of this run folder"):
+    llm = ScriptedLLM(default=lambda r: "y" * 4000)  # $0.002 a call, $0.0021 worst case
+    with pytest.raises(BudgetExceeded, match=r"already spent \$0.0030 of --max-cost \$0.0040.*raise --max-cost"):
+        await BudgetGuard(llm, CostCap(0.004, spent_before=spent_in(log)), PRICES).complete(request())
+    assert llm.history == [], "no room for even one call: nothing was sent"
+    guard = BudgetGuard(llm, CostCap(0.0075, spent_before=spent_in(log)), PRICES)
+    await guard.complete(request())
+    await guard.complete(request())
+    with pytest.raises(BudgetExceeded, match=r"\$0.0072 spent \(\$0.0030 of it by earlier attempts"):
         await guard.complete(request())
 
 
@@ -121,3 +126,22 @@ def test_the_cli_prints_one_line_when_the_cap_is_reached(fake_server, tmp_path):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--max-cost $0.0200" in lines[0] and "rerun the same command" in lines[0]
+
+
+async def test_runs_opened_inside_sharing_spend_against_one_cap_which_settings_do_not_carry(fake_server, tmp_path):
+    from r3con.llm import build_llm
+    from r3con.llm.budget import sharing
+
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", cache=False,
+                                      prices_file=prices_file(tmp_path), max_cost_usd=1.0)
+    assert "cost_cap" not in settings.public()
+    cap = CostCap(1.0)
+    with sharing(cap):
+        async with build_llm(settings) as one, build_llm(settings) as two:
+            assert one.cost_cap is cap and two.cost_cap is cap
+            await one.complete(ChatRequest(messages=(Message("user", "hello"),), stage="reason", max_tokens=50))
+            first = cap.spent_usd
+            await two.complete(ChatRequest(messages=(Message("user", "hello"),), stage="reason", max_tokens=50))
+    assert 0 < first < cap.spent_usd, "both runs' calls were charged to the one cap"
+    async with build_llm(settings) as alone:  # outside: a cap of its own
+        assert alone.cost_cap is not cap and alone.cost_cap is not None

@@ -75,7 +75,7 @@ Model = Annotated[str | None, typer.Option("--model", help="Model id; default: t
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
 NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens the other documents' notes may take in a call; beyond it the most relevant go in full, the rest as an index (0: all in full, as the paper; default: what the window leaves)")]
 CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
-MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the spend (USD, from the price table) would pass this; rerun to resume")]
+MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the run folder's spend (USD, from the price table) would pass this; --resume RUN_DIR with a higher cap continues and pays only the rest")]
 Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
 Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
 

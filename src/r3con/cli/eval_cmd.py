@@ -100,7 +100,7 @@ def run(
     stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight per client (default 8)")] = None,
     embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="Model of the endpoint's /v1/embeddings for dense retrieval in rag and raptor (env R3CON_EMBEDDING_MODEL; default: BM25 only)")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the whole evaluation's spend (USD) would pass this; rerun to resume")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before this command's spend (USD; every task's method and the judge) would pass this; rerun to resume")] = None,
     batch: Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API")] = None,
     cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
