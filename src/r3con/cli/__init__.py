@@ -7,14 +7,14 @@ import sys
 import traceback
 
 from ..errors import R3conError
-from .app import app as app
-from .app import command
+from ._help import plain_command
+from .app import app
 
 
 def main() -> None:
     """Entry point of the `r3con` command: errors become one line and an exit code, never a traceback."""
     try:
-        command()(prog_name="r3con")
+        plain_command(app)(prog_name="r3con")
     except R3conError as exc:
         print(f"r3con: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -14,6 +14,7 @@ from ..config import Settings, parse_stage_models
 from ..corpus import load_documents
 from ..display import cached_line, make_progress, usage_line
 from ..errors import ConfigError, InputError
+from ._question import read_question
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -37,38 +38,6 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-_TYPE_WORDS = {"<int>": "INTEGER", "<float>": "NUMBER", "<str>": "TEXT", "<path>": "PATH", "<list[str]>": "TEXT",
-               "<bool>": ""}
-
-
-def command() -> Any:
-    """The command of `app`, with help that names values in words (TEXT, PATH) instead of Python types."""
-    root = typer.main.get_command(app)
-
-    def plain(cmd: Any) -> None:
-        for param in cmd.params:
-            if param.param_type_name == "argument" or getattr(param, "is_flag", False) \
-                    or not hasattr(param, "display_type"):
-                label = ""
-            else:
-                shown = param.display_type(None)
-                label = _TYPE_WORDS.get(str(shown), str(shown or "").strip("<>").upper())
-            param.display_type_rich = lambda ctx, label=label: label or None
-        help_option = cmd.get_help_option
-
-        def plain_help_option(ctx: Any, get: Any = help_option) -> Any:
-            option = get(ctx)
-            if option is not None:
-                option.display_type_rich = lambda ctx: None
-            return option
-
-        cmd.get_help_option = plain_help_option
-        for sub in getattr(cmd, "commands", {}).values():
-            plain(sub)
-
-    plain(root)
-    return root
-
 BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
 Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")]
@@ -78,33 +47,6 @@ CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", hel
 MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the run folder's spend (USD, from the price table) would pass this; --resume RUN_DIR with a higher cap continues and pays only the rest")]
 Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
 Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
-
-
-def read_question(question: str | None, question_file: Path | None) -> str | None:
-    """The question as given: `-` reads standard input, `@FILE` (or --question-file FILE) reads a file."""
-    if question_file is not None:
-        return _read_question_file(question_file)
-    if question == "-":
-        text = sys.stdin.read().strip()
-        if not text:
-            raise InputError("the question from standard input is empty; pipe the question in, e.g. "
-                             "echo 'Who wrote to whom?' | r3con run - PATHS")
-        return text
-    if question is not None and question.startswith("@") and len(question) > 1 and not any(c.isspace() for c in question):
-        return _read_question_file(Path(question[1:]))
-    return question
-
-
-def _read_question_file(path: Path) -> str:
-    try:
-        text = path.expanduser().read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputError(f"cannot read the question from {path}: {reason}; pass a UTF-8 text file "
-                         "(or the question itself, in quotes)") from exc
-    if not text:
-        raise InputError(f"the question file {path} is empty; write the question into it")
-    return text
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
