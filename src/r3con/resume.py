@@ -25,7 +25,7 @@ _NOT_RESUMED = {"api_key"}  # hidden in manifests; comes from the environment or
 OPERATIONAL = frozenset({
     "base_url", "api_key", "concurrency", "request_timeout_s", "http_client", "max_cost_usd", "batch_poll_s",
     "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
-    "prices_file", "out_dir", "log_calls", "sandbox_timeout_s", "sandbox_memory_mb",
+    "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
 })
 
 
