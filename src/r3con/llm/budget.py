@@ -47,11 +47,6 @@ class CostCap:
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.tripped: str | None = None
 
-    @property
-    def spent_now(self) -> float:
-        """USD spent against the cap by this attempt (without earlier attempts)."""
-        return self.spent_usd - self.spent_before
-
     def _stop(self, worst_usd: float) -> str:
         if self.spent_before and self.spent_usd == self.spent_before:  # a resume with no room for even one call
             return (f"this run folder already spent ${self.spent_before:.4f} of --max-cost ${self.limit_usd:.4f}, "
