@@ -128,6 +128,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
                 notes_budget_tokens=budget if notes == "on" else 0, rounds=rounds, concurrency=16,
                 context_window=32_768, max_steps=4, sandbox_timeout_s=120,
                 http_client=os.environ.get("R3CON_HTTP_CLIENT") or "auto",
+                log_calls="full",  # the document-cache figures read each call's prompt from calls.jsonl
             )
             from r3con.llm.client import use_aiohttp
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,83 @@ def test_resume_reads_the_task_sources_and_settings(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(InputError, match="in memory"):
         read_resume(tmp_path)
+
+
+def _folder_bytes(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def finished(corpus, tmp_path):
+    """A finished run, its folder, and the scripted server it ran against (still running)."""
+    with FakeLLMServer() as server:
+        proc = r3con_cli(*_args(server, corpus, tmp_path))
+        assert proc.returncode == 0, proc.stderr
+        yield server, Path(json.loads(proc.stdout)["run_dir"])
+
+
+def _changed_corpus(corpus, how):
+    if how == "a new document":
+        (corpus / "99.txt").write_text("Record 99\n\nIvy Ash is 51 years old.")
+    elif how == "a removed document":
+        (corpus / "00.txt").unlink()
+    else:
+        (corpus / "03.txt").write_text("Record 3\n\nDan Moss is 99 years old and works in Rome.")
+
+
+@pytest.mark.parametrize("how, message", [
+    ("another question", "continues the question"),
+    ("a new document", "the documents differ"),
+    ("a removed document", "is gone"),
+    ("an edited document", "changed since its run"),
+    ("another setting", "rounds"),
+])
+def test_a_resume_that_would_compute_another_run_is_refused_and_the_run_is_untouched(finished, corpus, how, message):
+    server, folder = finished
+    before, calls = _folder_bytes(folder), len(server.calls())
+    args = ["run", "--resume", str(folder), "--base-url", server.base_url, "--quiet"]
+    if how == "another question":
+        args[1:1] = ["How many people work in Oslo?", str(corpus)]
+    elif how == "another setting":
+        args += ["--rounds", "3"]
+    else:
+        _changed_corpus(corpus, how)
+        if how == "a new document":  # the same folder given again now holds one more file
+            args[1:1] = [QUESTION, str(corpus)]
+    proc = r3con_cli(*args)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert message in line and "start a new run" in line and str(folder) in line
+    assert _folder_bytes(folder) == before, "the earlier run's artifacts are byte-identical"
+    assert len(server.calls()) == calls
+
+
+def test_a_resume_with_the_same_question_and_paths_given_again_continues(finished, corpus):
+    server, folder = finished
+    proc = r3con_cli("run", QUESTION, str(corpus), "--resume", str(folder), "--base-url", server.base_url,
+                     "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["usage"]["calls"] == 0, "everything came from the cache"
+
+
+@pytest.mark.parametrize("case", ["unreachable endpoint", "unpriced model", "missing document", "bad setting"])
+def test_a_failed_start_leaves_no_run_folder(corpus, tmp_path, case):
+    from .conftest import free_port
+
+    runs = tmp_path / "runs"
+    base = f"http://127.0.0.1:{free_port()}/v1"
+    args = ["run", QUESTION, str(corpus), "--out", str(runs), "--quiet"]
+    with FakeLLMServer() as server:
+        if case == "unreachable endpoint":
+            args += ["--base-url", base]
+        elif case == "unpriced model":
+            args += ["--base-url", server.base_url, "--max-cost", "1"]
+        elif case == "missing document":
+            args = ["run", QUESTION, str(corpus / "nope.txt"), "--out", str(runs), "--base-url", server.base_url]
+        else:
+            args += ["--base-url", server.base_url, "--layout", "sideways"]
+        proc = r3con_cli(*args)
+        assert not [c for c in server.calls() if str(c.get("path", "")).endswith("/chat/completions")]
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not runs.exists() or list(runs.iterdir()) == [], "no empty run folder"

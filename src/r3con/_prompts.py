@@ -51,6 +51,16 @@ def render(name: str, **variables: Any) -> Rendered:
     return Rendered(text=text, name=name, hash=template_hash(name))
 
 
+def render_source(source: str, **variables: Any) -> str:
+    """Render a template given as text (a user's, e.g. `--judge-prompt`) with the same strict environment."""
+    return _environment().from_string(source).render(**variables).strip()
+
+
+def parse_source(source: str) -> None:
+    """Raise jinja2.TemplateSyntaxError if `source` is not a valid template."""
+    _environment().parse(source)
+
+
 @cache
 def template_hash(name: str) -> str:
     """The first 12 hex digits of the SHA-256 of the template's source."""

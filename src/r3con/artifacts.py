@@ -1,30 +1,36 @@
 """The run folder: everything a run did, written as it happens, so a run can be inspected and resumed.
 
-    manifest.json         task, documents (titles, sizes, parts), settings, endpoint, versions
+    manifest.json         task, documents (titles, sizes, parts, content hashes), settings, endpoint,
+                          versions, and the attempts made in this folder
     notes/round-N.json    each round's note per document
     schema.json           the accepted schema; schema_attempts.json every proposal and its problem
     records.json          all records with their source documents; records/TABLE.csv one file a table
     transcript.json       the agent's steps: reply, code, output, errors
-    calls.jsonl           every LLM call: stage, document, request, response, usage, latency
+    calls.jsonl           every LLM call: stage, document, usage, latency, reply (requests: `--log-calls`)
     usage.json            usage and cost, in total and per stage
     result.json           the answer, degraded documents, usage (what `r3con run --json` prints)
     error.json            written when the run failed or was interrupted: stage, kind, message (a bug's traceback)
+
+The folder holds the user's documents and what the model said about them: it is private (0700, its
+files 0600), and every file is written whole (a temporary file, then a rename).
 """
 
 from __future__ import annotations
 
 import csv
 import errno
+import io
 import json
 import os
 import re
 import secrets
+import shutil
 import sqlite3
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._files import PRIVATE_DIR, make_private, write_atomic
 from .errors import DiskFull, InputError, R3conError
 
 
@@ -34,20 +40,44 @@ def _slug(text: str, limit: int = 40) -> str:
 
 
 class RunDir:
-    """A run's folder; every write is atomic (temp file, then rename)."""
+    """A run's folder; every write is atomic (temp file, then rename) and private."""
 
     def __init__(self, path: Path):
         self.path = path
 
     @classmethod
-    def create(cls, out_dir: Path, task: str) -> RunDir:
+    def allocate(cls, out_dir: Path, task: str) -> RunDir:
+        """A new run folder's name under `out_dir`, not yet created (`open()` creates it when the run starts)."""
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        path = Path(out_dir) / f"{stamp}-{_slug(task)}-{secrets.token_hex(2)}"
+        return cls(Path(out_dir) / f"{stamp}-{_slug(task)}-{secrets.token_hex(2)}")
+
+    @classmethod
+    def create(cls, out_dir: Path, task: str) -> RunDir:
+        """A new run folder under `out_dir`, created now."""
+        return cls.allocate(out_dir, task).open()
+
+    def open(self, *, new: bool = True) -> RunDir:
+        """Create the folder (private); `new`: it must not exist yet."""
         try:
-            path.mkdir(parents=True, exist_ok=False)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(mode=PRIVATE_DIR, exist_ok=not new)
+            os.chmod(self.path, PRIVATE_DIR)
         except OSError as exc:
-            raise InputError(f"cannot create run folder {path}: {exc.strerror or exc}; pass a writable --out") from exc
-        return cls(path)
+            raise InputError(f"cannot create run folder {self.path}: {exc.strerror or exc}; "
+                             "pass a writable --out") from exc
+        return self
+
+    def discard_if_unused(self) -> bool:
+        """Remove the folder if no LLM call was made in it (a start that failed); True if removed."""
+        if self.calls_path.exists() or not self.path.is_dir():
+            return False
+        shutil.rmtree(self.path, ignore_errors=True)
+        return True
+
+    def seal(self) -> None:
+        """Make every file in the folder private, including what other writers (the sandbox) left there."""
+        if self.path.is_dir():
+            make_private(self.path)
 
     @property
     def calls_path(self) -> Path:
@@ -57,31 +87,31 @@ class RunDir:
     def scratch_root(self) -> Path:
         return self.path / "sandbox"
 
+    def _folder(self, target: Path) -> None:
+        if not target.parent.is_dir():
+            target.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+
     def write_json(self, name: str, data: Any) -> Path:
         return self.write_text(name, json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n")
 
     def write_text(self, name: str, text: str) -> Path:
         target = self.path / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-        return target
+        self._folder(target)
+        return write_atomic(target, text)
 
     def write_table_csv(self, table: str, rows: list[dict[str, Any]]) -> Path:
         fields: list[str] = []
         for row in rows:
             fields.extend(k for k in row if k not in fields)
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
+                             for k, v in row.items()})
         target = self.path / "records" / f"{_slug(table, 80)}.csv"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields)
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
-                                 for k, v in row.items()})
-        return target
+        self._folder(target)
+        return write_atomic(target, buffer.getvalue(), newline="")
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)

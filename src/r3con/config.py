@@ -47,7 +47,6 @@ class Settings:
     notes_budget_tokens: int | None = None
     notes_ranking: Literal["auto", "bm25", "embeddings"] = "auto"  # auto: embeddings if --embedding-model is set
     max_cost_usd: float | None = None
-    cost_cap: object | None = field(default=None, compare=False, repr=False)  # a shared llm.budget.CostCap
     batch: bool = False
     batch_poll_s: float = 30.0
     cache: bool = True  # content-addressed cache of LLM calls; off with --no-cache
@@ -60,6 +59,7 @@ class Settings:
     tpm: int | None = None  # estimated tokens per minute to the endpoint (None: unlimited)
     max_tokens_cap: int = 16_384  # a reply cut at max_tokens is asked again with twice the budget, up to this
     out_dir: Path = Path("r3con-runs")
+    log_calls: Literal["full", "compact", "meta"] = "compact"  # what calls.jsonl keeps of each request and reply
     prices_file: Path | None = None
     sandbox_mode: Literal["best", "strict"] = "best"
     sandbox_timeout_s: float = 60.0
@@ -75,8 +75,6 @@ class Settings:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "cost_cap":
-                continue
             if f.name == "api_key":
                 value = "***" if value else None
             elif isinstance(value, Path):
@@ -93,7 +91,7 @@ class Settings:
         hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            if f.name in ("stage_models", "cost_cap"):
+            if f.name == "stage_models":
                 continue
             raw = env.get(f"R3CON_{f.name.upper()}")
             if raw is not None and raw != "":
@@ -146,14 +144,28 @@ class Settings:
             raise ConfigError("--part-tokens must be at least 256 (leave it unset to fit the window)")
         if not 0.0 <= self.max_failed_share <= 1.0:
             raise ConfigError("--max-failed-share must be between 0 and 1")
+        if self.log_calls not in ("full", "compact", "meta"):
+            raise ConfigError("--log-calls must be 'full', 'compact' or 'meta'")
         for stage in self.stage_models:
             if stage not in STAGES:
                 raise ConfigError(f"unknown stage {stage!r} for a stage model; use one of {', '.join(STAGES)}")
 
     def require_endpoint(self) -> str:
+        """The base URL, or a ConfigError saying how to set it."""
         if not self.base_url:
             raise ConfigError("no endpoint configured: set OPENAI_BASE_URL or R3CON_BASE_URL, or pass --base-url")
         return self.base_url
+
+
+def parse_stage_models(values: list[str] | tuple[str, ...] | None) -> dict[str, str]:
+    """`--stage-model STAGE=MODEL` values as {stage: model}; ConfigError on a value of another shape."""
+    out: dict[str, str] = {}
+    for value in values or []:
+        stage, sep, model = value.partition("=")
+        if not sep or not stage.strip() or not model.strip():
+            raise ConfigError(f"--stage-model {value!r} must look like STAGE=MODEL, e.g. relevance=qwen3.5-4b")
+        out[stage.strip()] = model.strip()
+    return out
 
 
 def default_cache_path(env: Mapping[str, str]) -> Path | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 import traceback
@@ -19,10 +20,12 @@ from .config import Settings
 from .corpus import Document, split_documents
 from .errors import ConfigError, ContextTooLong, InputError, R3conError
 from .inputs import Inputs
-from .llm import LLMStack, build_llm
+from .llm import CostCap, LLMStack, build_llm
+from .llm.budget import spent_in
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
+from .resume import content_hash
 from .sandbox import SandboxLimits
 from .stages._common import DocumentReuse, note_refs
 from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
@@ -125,7 +128,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
-             "tokens_estimate": estimate_tokens(d.text),
+             "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
              "parts": sum(1 for p in parts if p.number == d.number)}
             for d in docs
         ],
@@ -140,26 +143,49 @@ async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None,
+    cap: CostCap | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
     `run_folder`: an existing run folder to continue in (`--resume`); with the LLM cache, every call that
     had succeeded there costs nothing again. `inputs`: the account of the files the documents came
     from (`load_corpus`); the run adds parts and degraded documents to it.
+    had succeeded there costs nothing again, and `--max-cost` counts what its earlier attempts paid.
+    `cap`: a spending cap shared with other runs (instead of one from `settings.max_cost_usd`).
+    The folder is created only once the endpoint answered; a start that fails before any LLM call
+    leaves no folder behind.
     """
     if not task.strip():
         raise InputError("the question is empty; pass the question as the first argument")
     if not documents:
         raise InputError("no documents given; pass files, folders or globs")
-    run_dir = RunDir(run_folder) if run_folder is not None else RunDir.create(settings.out_dir, task)
+    resumed = run_folder is not None
+    run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
     if llm is not None:
-        return await _run(task, tuple(documents), settings, llm, run_dir, progress or NoProgress(), inputs)
-    async with build_llm(settings, calls_log=run_dir.calls_path) as stack:
+        run_dir.open(new=not resumed)
+        return await _run_in(run_dir, resumed, task, tuple(documents), settings, llm, progress or NoProgress(), inputs)
+    async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
+        run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
-            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(), inputs)
+            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs)
         async with stack.embedder(settings, "relevance") as embedder:
-            return await _run(task, tuple(documents), settings, stack, run_dir, progress or NoProgress(), inputs,
-                              embed=embedder.embed if embedder is not None else None)
+            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
+                                 embed=embedder.embed if embedder is not None else None)
+
+
+async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
+                  llm: LLMStack, progress: Progress, inputs: Inputs | None,
+                  embed: Embed | None = None) -> RunResult:
+    """`_run` in `run_dir`; then the folder is made private, or removed if a new run made no call in it."""
+    try:
+        return await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed)
+    except BaseException:
+        used = llm.ledger.total()
+        if not resumed and not (used.calls or used.cache_hits):
+            run_dir.discard_if_unused()  # a start that failed before any LLM call leaves no folder
+        raise
+    finally:
+        run_dir.seal()
 
 
 def notes_ranking(settings: Settings) -> str:
@@ -173,13 +199,14 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None) -> RunResult:
+               embed: Embed | None = None, resumed: bool = False) -> RunResult:
     started = time.perf_counter()
     budget = part_budget(settings, llm.endpoint.context_window)
     parts = split_documents(docs, budget)
     manifest = _manifest(task, docs, parts, settings, llm, budget)
     account = (inputs or Inputs.of(docs)).with_parts(parts)
     manifest["inputs"] = account.to_dict()
+    manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
     notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
     breakpoints = use_breakpoints(settings, llm)
     stats = SelectionStats()
@@ -284,6 +311,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
         run_dir.write_json("result.json", result.summary())
+        (run_dir.path / "error.json").unlink(missing_ok=True)  # an earlier attempt's; the manifest's attempts keep it
     except BaseException as exc:
         def save() -> None:
             _write_usage(run_dir, llm)
@@ -348,6 +376,21 @@ def _record_end(run_dir: RunDir, stage: str, exc: BaseException, save: Callable[
         pass
 
 
+def _attempts(run_dir: RunDir, resumed: bool, started: str) -> list[dict[str, Any]]:
+    """The attempts made in this folder so far (from its manifest when resumed), this one last."""
+    earlier: list[dict[str, Any]] = []
+    if resumed:
+        try:
+            old = json.loads((run_dir.path / "manifest.json").read_text(encoding="utf-8"))
+            earlier = list(old.get("attempts") or [{"started": old.get("started")}])
+            error = json.loads((run_dir.path / "error.json").read_text(encoding="utf-8"))
+            if earlier and "error" not in earlier[-1]:
+                earlier[-1]["error"] = error.get("error")
+        except (OSError, ValueError, AttributeError):
+            pass
+    return [*earlier, {"started": started}]
+
+
 def _key_order(key: str) -> tuple[int, ...]:
     return tuple(int(p) for p in key.split("."))
 
@@ -359,4 +402,5 @@ def _notes_json(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dic
 def _write_usage(run_dir: RunDir, llm: LLMStack) -> None:
     total = llm.ledger.total().to_dict()
     total["by_stage"] = {k: v.to_dict() for k, v in llm.ledger.by_stage().items()}
+    total["run_folder_cost_usd"] = spent_in(run_dir.calls_path)  # this attempt and earlier ones (--resume)
     run_dir.write_json("usage.json", total)

@@ -1,22 +1,32 @@
 """`r3con run --resume RUN_DIR`: the question, documents and settings of an earlier run, from its manifest.
 
 Resuming is rerunning with the LLM cache: every call that had succeeded is answered from the cache,
-so only what was left (or failed) costs anything. The run continues in the same folder.
+so only what was left (or failed) costs anything. The run continues in the same folder, so a resume
+must compute the same run: another question, other documents (or changed files) or a setting that
+changes what the run computes are refused, and nothing of the earlier run is overwritten by another.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import Settings
-from .errors import InputError
+from .corpus import Document
+from .errors import ConfigError, InputError
 
 _NOT_RESUMED = {"api_key"}  # hidden in manifests; comes from the environment or --api-key again
+# Settings a resume may change: how the run reaches the endpoint and what it may spend, not what it computes.
+OPERATIONAL = frozenset({
+    "base_url", "api_key", "concurrency", "request_timeout_s", "http_client", "max_cost_usd", "batch_poll_s",
+    "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
+    "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
+})
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,12 @@ class ResumePlan:
     task: str
     sources: tuple[str, ...]
     settings: Mapping[str, Any]
+    documents: tuple[Mapping[str, Any], ...] = ()  # the manifest's entries: source, chars, sha256
+
+
+def content_hash(text: str) -> str:
+    """The SHA-256 of a document's text, kept in the manifest so a resume can tell the files changed."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 def read_resume(run_dir: Path) -> ResumePlan:
@@ -35,7 +51,8 @@ def read_resume(run_dir: Path) -> ResumePlan:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         task = str(manifest["task"])
-        sources = tuple(str(d["source"]) for d in manifest["documents"])
+        entries = tuple(dict(d) for d in manifest["documents"])
+        sources = tuple(str(d["source"]) for d in entries)
         saved = dict(manifest.get("settings") or {})
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"cannot resume from {run_dir}: no readable manifest.json ({exc}); "
@@ -47,4 +64,63 @@ def read_resume(run_dir: Path) -> ResumePlan:
     known = {f.name for f in dataclasses.fields(Settings)} - _NOT_RESUMED
     settings = {k: v for k, v in saved.items() if k in known and v is not None
                 and (isinstance(v, str | int | float | bool) or k == "stage_models")}
-    return ResumePlan(run_dir=Path(run_dir), task=task, sources=sources, settings=settings)
+    return ResumePlan(run_dir=Path(run_dir), task=task, sources=sources, settings=settings, documents=entries)
+
+
+def _new_run_hint(plan: ResumePlan) -> str:
+    return (f"start a new run instead (r3con run QUESTION PATHS, without --resume); calls it shares with "
+            f"{plan.run_dir} come from the LLM cache")
+
+
+def check_question(plan: ResumePlan, question: str | None) -> str:
+    """The question to resume with: the saved one; ConfigError if another was given."""
+    if question is not None and question.strip() != plan.task.strip():
+        raise ConfigError(f"--resume {plan.run_dir} continues the question {plan.task!r}, not {question!r}; "
+                          f"drop the question to continue it, or {_new_run_hint(plan)}")
+    return plan.task
+
+
+def check_settings(plan: ResumePlan, given: Mapping[str, Any]) -> None:
+    """ConfigError if a flag given with --resume changes what the saved run computes."""
+    for name, value in given.items():
+        if value is None or value == {} or name in OPERATIONAL or name not in plan.settings:
+            continue
+        saved = plan.settings[name]
+        if _same(saved, value):
+            continue
+        flag = "--" + name.replace("_usd", "").replace("_tokens", "").replace("_", "-")
+        raise ConfigError(f"--resume {plan.run_dir} ran with {name}={saved!r}; {flag} {value!r} would compute "
+                          f"another run over its artifacts: drop the flag to continue it, or {_new_run_hint(plan)}")
+
+
+def _same(saved: Any, value: Any) -> bool:
+    if isinstance(value, Mapping) and isinstance(saved, Mapping):
+        return dict(value) == dict(saved)
+    return str(saved) == str(value) or saved == value
+
+
+def check_sources(plan: ResumePlan) -> list[str]:
+    """The saved run's document files, to read again; ConfigError if one is gone."""
+    gone = [s for s in plan.sources if not Path(s).exists()]
+    if gone:
+        raise ConfigError(f"--resume {plan.run_dir}: its document {gone[0]} is gone"
+                          f"{f' (and {len(gone) - 1} more)' if len(gone) > 1 else ''}; put it back to continue "
+                          f"the run, or {_new_run_hint(plan)}")
+    return list(plan.sources)
+
+
+def check_documents(plan: ResumePlan, documents: Sequence[Document]) -> None:
+    """ConfigError if the documents differ from the saved run's (other files, or files changed since)."""
+    now = [(d.source, len(d.text), content_hash(d.text)) for d in documents]
+    saved = [(str(e.get("source")), e.get("chars"), e.get("sha256")) for e in plan.documents]
+    if [s for s, _, _ in now] != [s for s, _, _ in saved]:
+        gone = sorted(set(s for s, _, _ in saved) - set(s for s, _, _ in now))
+        added = sorted(set(s for s, _, _ in now) - set(s for s, _, _ in saved))
+        what = (f"{len(added)} new ({added[0]}{', ...' if len(added) > 1 else ''})" if added else "") + \
+               (", " if added and gone else "") + \
+               (f"{len(gone)} missing ({gone[0]}{', ...' if len(gone) > 1 else ''})" if gone else "")
+        raise ConfigError(f"--resume {plan.run_dir}: the documents differ from its run's ({what or 'another order'}); "
+                          f"pass no paths (or the same ones) to continue it, or {_new_run_hint(plan)}")
+    for (source, chars, digest), (_, saved_chars, saved_digest) in zip(now, saved, strict=True):
+        if (saved_digest is not None and digest != saved_digest) or (saved_chars is not None and chars != saved_chars):
+            raise ConfigError(f"--resume {plan.run_dir}: {source} changed since its run; {_new_run_hint(plan)}")

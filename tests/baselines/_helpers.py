@@ -37,7 +37,8 @@ def task(name: str) -> EvalTask:
 
 
 async def run(method: MethodFn, eval_task: EvalTask, server: FakeLLMServer, out: Path, **settings: Any) -> MethodOutcome:
-    resolved = Settings.resolve(env={}, base_url=server.base_url, **settings)
+    # the tests read the prompts each method sent from calls.jsonl, so it keeps every request
+    resolved = Settings.resolve(env={}, base_url=server.base_url, **{"log_calls": "full", **settings})
     return await method(eval_task.task_text, eval_task.documents, resolved, out)
 
 

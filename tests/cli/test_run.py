@@ -94,3 +94,48 @@ def test_fake_llm_prints_its_port_first():
         proc.terminate()
         proc.wait(timeout=10)
         proc.stdout.close()
+
+
+def test_version_prints_the_version():
+    import r3con
+
+    proc = r3con_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"r3con {r3con.__version__}"
+
+
+@pytest.mark.parametrize("how", ["stdin", "@file", "--question-file"])
+def test_the_question_comes_from_stdin_or_a_file(how, fake_server, corpus, tmp_path):
+    question = "How old are the people named?"
+    (tmp_path / "question.txt").write_text(question + "\n")
+    args = {"stdin": ["-"], "@file": [f"@{tmp_path / 'question.txt'}"],
+            "--question-file": ["--question-file", str(tmp_path / "question.txt")]}[how]
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
+    proc = subprocess.run([sys.executable, "-m", "r3con", "run", *args, str(corpus), "--base-url", fake_server.base_url,
+                           "--out", str(tmp_path / "runs"), "--json", "-q"], input=question if how == "stdin" else "",
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert json.loads((folder / "manifest.json").read_text())["task"] == question
+
+
+@pytest.mark.parametrize("args, message", [
+    (["@/no/such/question.txt"], "cannot read the question from /no/such/question.txt"),
+    (["-"], "the question from standard input is empty"),
+])
+def test_an_unreadable_question_exits_2_with_one_line(args, message, corpus, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "r3con", "run", *args, str(corpus), "--base-url", "http://x/v1",
+                           "--out", str(tmp_path / "runs")], input="", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert message in line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", [["run"], ["estimate"], ["eval", "run"], ["eval", "report"], ["fake-llm"], []])
+def test_help_names_values_in_words_not_python_types(command):
+    proc = r3con_cli(*command, "--help", env={"COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr
+    for python_type in ("<bool>", "<str>", "<int>", "<float>", "<path>", "list[str]"):
+        assert python_type not in proc.stdout, python_type
+    if command == ["run"]:
+        assert "--max-cost" in proc.stdout and "NUMBER" in proc.stdout and "--log-calls" in proc.stdout

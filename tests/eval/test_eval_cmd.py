@@ -106,3 +106,25 @@ def test_end_to_end_over_the_scripted_server(tmp_path, no_llm_env):
     judge_calls = [json.loads(line) for line in (out / "judge-calls.jsonl").read_text().splitlines()]
     assert judge_calls and all(c["stage"] == "judge" for c in judge_calls)
     assert Path(out / "report" / "corpusqa_pareto.png").is_file()
+
+
+def test_eval_run_without_matplotlib_writes_the_tables_and_says_how_to_get_plots(
+        tmp_path, silent_method, no_llm_env, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails, as without the extra
+    out = tmp_path / "eval"
+    result = runner.invoke(eval_app, ["run", "--benchmark", "corpusqa", "--data", str(TINY_CORPUSQA),
+                                      "--method", "silent", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(silent_method) == 3 and (out / "silent" / "financial_en_0001.json").is_file(), "nothing done is lost"
+    assert {p.name for p in (out / "report").iterdir()} == {"report.md", "summary.csv", "categories.csv", "report.json"}
+    hints = [line for line in result.stderr.splitlines() if "plots skipped" in line]
+    assert len(hints) == 1 and "pip install 'r3con[eval]'" in hints[0]
+    # `eval report` over the same folder writes to the same place by default, and does not fail either
+    (out / "report" / "report.md").unlink()
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(eval_app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "report" / "report.md").is_file() and not (tmp_path / "r3con-report").exists()
+    assert "plots skipped" in result.stderr

@@ -5,7 +5,7 @@ import pytest
 
 import r3con
 from r3con.errors import BudgetExceeded, ConfigError
-from r3con.llm.budget import BudgetGuard, CostCap
+from r3con.llm.budget import BudgetGuard, CostCap, spent_in
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message
 from r3con.pipeline import run
@@ -35,17 +35,54 @@ async def test_the_guard_stops_before_the_call_that_could_pass_the_cap():
     assert cap.spent_usd == pytest.approx(0.0042, rel=0.01)
 
 
-async def test_calls_in_flight_reserve_their_worst_case():
+async def test_only_calls_in_flight_reserve_and_a_call_that_does_not_fit_yet_waits_for_room():
+    in_flight = peak = 0
+
     class Slow(ScriptedLLM):
         async def complete(self, req):
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
             await asyncio.sleep(0.01)
+            in_flight -= 1
             return await super().complete(req)
 
-    llm = Slow(default=lambda r: "ok")
-    guard = BudgetGuard(llm, CostCap(0.0045), PRICES)  # room for two worst cases of about $0.0021
+    llm = Slow(default=lambda r: "ok")  # a cheap reply: about $0.0001 against a worst case of about $0.0021
+    cap = CostCap(0.0045)  # room for two worst cases at a time
+    guard = BudgetGuard(llm, cap, PRICES)
     outcomes = await asyncio.gather(*(guard.complete(request()) for _ in range(5)), return_exceptions=True)
-    assert sum(not isinstance(o, BaseException) for o in outcomes) == 2
+    assert not [o for o in outcomes if isinstance(o, BaseException)], "every call fit once the ones before settled"
+    assert peak == 2, "never more reserved than the cap can pay for"
+    assert cap.spent_usd <= cap.limit_usd and cap.tripped is None
+
+
+async def test_the_cap_trips_only_when_a_call_cannot_fit_with_nothing_in_flight():
+    llm = ScriptedLLM(default=lambda r: "y" * 4000)  # $0.002 a call
+    cap = CostCap(0.0101)
+    outcomes = await asyncio.gather(*(BudgetGuard(llm, cap, PRICES).complete(request()) for _ in range(8)),
+                                    return_exceptions=True)
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 4  # 4 x $0.0021 worst case fit in $0.0101
     assert all(isinstance(o, BudgetExceeded) for o in outcomes if isinstance(o, BaseException))
+    assert cap.spent_usd / cap.limit_usd > 0.8
+
+
+async def test_earlier_spend_of_the_run_folder_counts_against_the_cap(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [
+        {"stage": "relevance", "usage": {"cost_usd": 0.003}},
+        {"stage": "relevance", "from_cache": True, "usage": {"cost_usd": 0.5}},  # served by the cache: free
+        {"stage": "schema", "error": "ProviderError: 500"},
+    ]) + "\n{\"cut by a kill")
+    assert spent_in(log) == pytest.approx(0.003)
+    llm = ScriptedLLM(default=lambda r: "y" * 4000)  # $0.002 a call, $0.0021 worst case
+    with pytest.raises(BudgetExceeded, match=r"already spent \$0.0030 of --max-cost \$0.0040.*raise --max-cost"):
+        await BudgetGuard(llm, CostCap(0.004, spent_before=spent_in(log)), PRICES).complete(request())
+    assert llm.history == [], "no room for even one call: nothing was sent"
+    guard = BudgetGuard(llm, CostCap(0.0075, spent_before=spent_in(log)), PRICES)
+    await guard.complete(request())
+    await guard.complete(request())
+    with pytest.raises(BudgetExceeded, match=r"\$0.0072 spent \(\$0.0030 of it by earlier attempts"):
+        await guard.complete(request())
 
 
 async def test_a_model_without_a_price_cannot_be_capped():
@@ -89,3 +126,22 @@ def test_the_cli_prints_one_line_when_the_cap_is_reached(fake_server, tmp_path):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--max-cost $0.0200" in lines[0] and "rerun the same command" in lines[0]
+
+
+async def test_runs_opened_inside_sharing_spend_against_one_cap_which_settings_do_not_carry(fake_server, tmp_path):
+    from r3con.llm import build_llm
+    from r3con.llm.budget import sharing
+
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", cache=False,
+                                      prices_file=prices_file(tmp_path), max_cost_usd=1.0)
+    assert "cost_cap" not in settings.public()
+    cap = CostCap(1.0)
+    with sharing(cap):
+        async with build_llm(settings) as one, build_llm(settings) as two:
+            assert one.cost_cap is cap and two.cost_cap is cap
+            await one.complete(ChatRequest(messages=(Message("user", "hello"),), stage="reason", max_tokens=50))
+            first = cap.spent_usd
+            await two.complete(ChatRequest(messages=(Message("user", "hello"),), stage="reason", max_tokens=50))
+    assert 0 < first < cap.spent_usd, "both runs' calls were charged to the one cap"
+    async with build_llm(settings) as alone:  # outside: a cap of its own
+        assert alone.cost_cap is not cap and alone.cost_cap is not None

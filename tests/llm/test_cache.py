@@ -204,3 +204,15 @@ def test_the_default_cache_lives_under_xdg_cache_home(fake_server, tmp_path, mon
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "xdg" / "r3con" / "llm.sqlite").is_file()
     assert r3con.Settings.resolve(env={}).cache_path is None  # no home known: no cache
+
+
+def test_a_new_cache_file_and_its_journal_are_private(tmp_path):
+    import stat
+
+    cache = CallCache(tmp_path / "new" / "llm.sqlite")
+    try:
+        files = [p for p in (tmp_path / "new").iterdir() if p.is_file()]
+        assert files and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files), \
+            [(p.name, oct(p.stat().st_mode)) for p in files]
+    finally:
+        cache.close()

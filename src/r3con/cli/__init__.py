@@ -9,13 +9,14 @@ from pathlib import Path
 
 from ..artifacts import is_disk_full
 from ..errors import R3conError
+from ._help import plain_command
 from .app import app
 
 
 def main() -> None:
     """Entry point of the `r3con` command: errors become one line and an exit code, never a traceback."""
     try:
-        app()
+        plain_command(app)(prog_name="r3con")
     except R3conError as exc:
         print(error_line(exc), file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -32,6 +33,8 @@ def error_line(exc: BaseException) -> str:
     if isinstance(exc, R3conError):
         stage = f" in {exc.stage}" if exc.stage and exc.stage not in str(exc) else ""
         line = f"r3con: error{stage}: {exc}"
+        if folder is not None:
+            line = line.replace("--resume RUN_DIR", f"--resume {folder}")  # messages written before the folder was known
         if folder is not None and "--resume" not in line:
             line += f"; then continue with r3con run --resume {folder} (the run folder keeps what was done)"
         return line

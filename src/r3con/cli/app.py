@@ -13,16 +13,34 @@ from typing import Annotated, Any
 
 import typer
 
-from ..config import Settings
+from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
+from ..display import cached_line, make_progress, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
-from ._progress import cached_line, make_progress, usage_line
+from ._question import read_question
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
     help="Answer questions whose evidence is scattered across many documents (R3CON).",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"r3con {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    """Answer questions whose evidence is scattered across many documents (R3CON)."""
+
 
 BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
@@ -30,21 +48,11 @@ Model = Annotated[str | None, typer.Option("--model", help="Model id; default: t
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
 NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens the other documents' notes may take in a call; beyond it the most relevant go in full, the rest as an index (0: all in full, as the paper; default: what the window leaves)")]
 CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
-MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the spend (USD, from the price table) would pass this; rerun to resume")]
+MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the run folder's spend (USD, from the price table) would pass this; --resume RUN_DIR with a higher cap continues and pays only the rest")]
 Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
 Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
 IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
 Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
-
-
-def parse_stage_models(values: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values or []:
-        stage, sep, model = value.partition("=")
-        if not sep or not stage or not model:
-            raise ConfigError(f"--stage-model {value!r} must look like STAGE=MODEL, e.g. relevance=qwen3.5-4b")
-        out[stage.strip()] = model.strip()
-    return out
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
@@ -56,7 +64,7 @@ def print_result(summary: dict[str, Any], as_json: bool) -> None:
 
 @app.command()
 def run(
-    question: Annotated[str | None, typer.Argument(help="The question to answer.", show_default=False)] = None,
+    question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
     paths: Annotated[list[str] | None, typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
@@ -77,7 +85,9 @@ def run(
     out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders (default ./r3con-runs)")] = None,
     cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
-    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache, and --max-cost counts what RUN_DIR already spent")] = None,
+    question_file: Annotated[Path | None, typer.Option("--question-file", help="Read the question from this UTF-8 file")] = None,
+    log_calls: Annotated[str | None, typer.Option("--log-calls", help="What calls.jsonl keeps: compact (default: every reply, one full request per prompt template and every failed one), full (every request), meta (tokens, cost, timing only)")] = None,
     retries: Annotated[int | None, typer.Option("--retries", help="Retries per call on 429, 5xx, timeouts, dropped connections (default 6)")] = None,
     rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
     tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
@@ -101,23 +111,33 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices,
+        prices_file=prices, log_calls=log_calls,
     )
+    if question_file is not None and question is not None:  # with --question-file every argument is a path
+        paths = [question, *(paths or [])]
+        question = None
+    question = read_question(question, question_file)
+    plan = None
     if resume is not None:
-        from ..resume import read_resume
+        from ..resume import check_question, check_settings, check_sources, read_resume
 
         plan = read_resume(resume)
-        question, paths = question or plan.task, paths or list(plan.sources)
+        question, paths = check_question(plan, question), paths or check_sources(plan)
+        check_settings(plan, flags)
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
     settings.require_endpoint()
+    corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
+    if plan is not None:
+        from ..resume import check_documents
+
+        check_documents(plan, corpus.documents)
     progress = make_progress(quiet)
     interrupted: KeyboardInterrupt | None = None
     try:
         with terminate_as_interrupt() as signals:
-            corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
             result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
                                               run_folder=resume, inputs=corpus.inputs))
     except KeyboardInterrupt as exc:

@@ -67,16 +67,6 @@ def _method_names(values: list[str] | None) -> list[str]:
     return names
 
 
-def _stage_models(values: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values or []:
-        stage, sep, model = value.partition("=")
-        if not sep or not stage.strip() or not model.strip():
-            raise ConfigError(f"--stage-model {value!r} must look like STAGE=MODEL, e.g. relevance=qwen3.5-4b")
-        out[stage.strip()] = model.strip()
-    return out
-
-
 Benchmark = Annotated[str, typer.Option("--benchmark", "-b", help="loong, corpusqa or dracula")]
 Data = Annotated[Path | None, typer.Option(
     "--data", help="The benchmark's data: a folder (Loong: loong.jsonl + doc/; Dracula: docs/ + manifest.json) or "
@@ -110,7 +100,7 @@ def run(
     stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight per client (default 8)")] = None,
     embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="Model of the endpoint's /v1/embeddings for dense retrieval in rag and raptor (env R3CON_EMBEDDING_MODEL; default: BM25 only)")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the whole evaluation's spend (USD) would pass this; rerun to resume")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before this command's spend (USD; every task's method and the judge) would pass this; rerun to resume")] = None,
     batch: Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API")] = None,
     cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
@@ -119,7 +109,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
 ) -> None:
     """Run methods over a benchmark's tasks, judge the answers, and write a report into OUT/report."""
-    from ..config import Settings
+    from ..config import Settings, parse_stage_models
     from ..eval import (
         build_report,
         load_benchmark,
@@ -131,15 +121,13 @@ def run(
     from ..eval.loong import PAPER_SETS
     from ..eval.tasks import TaskFilter
 
-    stages = _stage_models(stage_model)
+    stages = parse_stage_models(stage_model)
     if judge_model:
         stages["judge"] = judge_model
-    from ..llm.budget import CostCap
-
     settings = Settings.resolve(
         base_url=base_url, api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
         embedding_model=embedding_model, cache_path=cache, cache=False if no_cache else None,
-        max_cost_usd=max_cost, batch=batch, cost_cap=CostCap(max_cost) if max_cost else None,
+        max_cost_usd=max_cost, batch=batch,
     )
     set_filter = _ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None)
     filters = TaskFilter(
@@ -183,11 +171,21 @@ def run(
     ))
     report_dir = out_dir / "report"
     files = write_report(build_report([out_dir]), report_dir, plots=not no_plots)
+    _say_if_plots_skipped(no_plots)
     if as_json:
         print(json.dumps({**result.to_dict(), "report": [str(f) for f in files]}, ensure_ascii=False))
         return
     _print_result(result)
     print(f"report: {report_dir / 'report.md'}", file=sys.stderr)
+
+
+def _say_if_plots_skipped(no_plots: bool) -> None:
+    """One line when the plots were left out for want of matplotlib (the tables are written anyway)."""
+    from ..eval.plots import unavailable
+
+    hint = None if no_plots else unavailable()
+    if hint:
+        print(hint, file=sys.stderr)
 
 
 def _print_result(result: Any) -> None:
@@ -217,7 +215,7 @@ def _print_result(result: Any) -> None:
 @_one_line_errors
 def report(
     dirs: Annotated[list[Path], typer.Argument(help="Evaluation folders written by `r3con eval run`")],
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for report.md, CSV and PNG files (default ./r3con-report)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for report.md, CSV and PNG files (default: DIR/report, where `eval run` writes it, for one folder; ./r3con-report for several)")] = None,
     no_plots: NoPlots = False,
     as_json: Json = False,
 ) -> None:
@@ -225,8 +223,9 @@ def report(
     from ..eval import build_report, render_markdown, write_report
 
     built = build_report(dirs)
-    out_dir = out or Path("r3con-report")
+    out_dir = out or (dirs[0] / "report" if len(dirs) == 1 else Path("r3con-report"))
     files = write_report(built, out_dir, plots=not no_plots)
+    _say_if_plots_skipped(no_plots)
     if as_json:
         print(json.dumps({**built.to_dict(), "files": [str(f) for f in files]}, ensure_ascii=False, default=str))
         return

@@ -29,7 +29,7 @@ def question() -> str:
 
 def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = False) -> None:
     """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder."""
-    from ..cli._progress import make_progress, usage_line
+    from ..display import make_progress, usage_line
     from ..pipeline import run
     from ..testing import FakeLLMServer
 

@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 import jsonschema
 
+from .._prompts import parse_source, render_source
 from ..errors import ConfigError, InputError, R3conError
 from ..llm.types import LLM, ChatRequest, Message, Usage
 from ..stages._json import NoJSON, extract_json
@@ -101,9 +102,8 @@ class JudgePrompt:
         return hashlib.sha256(self.source.encode()).hexdigest()[:12]
 
     def render(self, **variables: Any) -> str:
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
         try:
-            return env.from_string(self.source).render(**variables).strip()
+            return render_source(self.source, **variables)
         except jinja2.UndefinedError as exc:
             raise ConfigError(
                 f"judge prompt {self.name}: {exc.message}; a judge prompt may use {', '.join(_VARIABLES)}"
@@ -126,7 +126,7 @@ def prompt_from_file(path: Path) -> JudgePrompt:
         raise InputError(f"cannot read the judge prompt {path}: {exc.strerror or exc}") from exc
     prompt = JudgePrompt(name=f"file:{path.name}", source=source)
     try:
-        jinja2.Environment().parse(source)
+        parse_source(source)
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"judge prompt {path} is not a valid Jinja template (line {exc.lineno}: {exc.message})") from exc
     return prompt

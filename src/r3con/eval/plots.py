@@ -1,15 +1,36 @@
-"""PNG plots of a report (matplotlib's Agg canvas, no pyplot state): accuracy against cost, and per category."""
+"""PNG plots of a report (matplotlib's Agg canvas, no pyplot state): accuracy against cost, and per category.
+
+matplotlib is the `eval` extra; without it the report keeps its tables and `unavailable()` says how
+to get the plots. A report is passed in as any object with the `Report` shape (`rows_for`,
+`reference`), so this module does not import the report module that calls it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import ConfigError
-from .scoring import CATEGORIES
+from .scoring import CATEGORIES, method_cost
 
-if TYPE_CHECKING:
-    from .report import Report
+INSTALL_HINT = "pip install 'r3con[eval]'"
+
+
+class _Report(Protocol):
+    @property
+    def reference(self) -> Mapping[str, Sequence[Any]]: ...
+
+    def rows_for(self, benchmark: str) -> Sequence[Any]: ...
+
+
+def unavailable() -> str | None:
+    """None when plots can be drawn; else one line saying they were skipped and how to get them."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return f"plots skipped: they need matplotlib ({INSTALL_HINT}); the tables are written"
+    return None
 
 
 def _figure(width: float, height: float) -> Any:
@@ -17,7 +38,7 @@ def _figure(width: float, height: float) -> Any:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ConfigError("plots need matplotlib: pip install 'r3con[eval]', or pass --no-plots") from exc
+        raise ConfigError(f"plots need matplotlib: {INSTALL_HINT}, or pass --no-plots") from exc
     figure = Figure(figsize=(width, height), dpi=120, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -32,10 +53,8 @@ def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return front
 
 
-def plot_pareto(report: Report, benchmark: str, path: Path) -> Path:
+def plot_pareto(report: _Report, benchmark: str, path: Path) -> Path:
     """Accuracy against the method's cost in USD, one point per method and model; the paper's results beside."""
-    from .report import method_cost
-
     figure = _figure(7.5, 5)
     ax = figure.add_subplot()
     points: list[tuple[float, float]] = []
@@ -72,7 +91,7 @@ def plot_pareto(report: Report, benchmark: str, path: Path) -> Path:
     return path
 
 
-def plot_categories(report: Report, benchmark: str, path: Path) -> Path:
+def plot_categories(report: _Report, benchmark: str, path: Path) -> Path:
     """Accuracy ± SE per category value (one panel per category), one bar per method and model."""
     rows = report.rows_for(benchmark)
     keys = [k for k in CATEGORIES.get(benchmark, ()) if any(r.summary.by_category.get(k) for r in rows)]

@@ -11,13 +11,12 @@ Layout of an evaluation folder:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._files import write_atomic
 from ..errors import InputError
 from ..llm.types import Usage
 from .judges import Verdict
@@ -108,16 +107,7 @@ def record_path(out_dir: Path, method: str, task_id: str) -> Path:
 
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a temporary file in the same folder, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=1)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
 
 
 def read_json(path: Path) -> Any:

@@ -13,11 +13,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._files import write_atomic
 from ..errors import InputError
 from ..llm.types import Usage
 from .judges import CAPPED, EMPTY, FAILED, JUDGE_ERROR, JUDGE_FAILED
+from .plots import plot_categories, plot_pareto, unavailable
 from .records import MANIFEST, TaskRecord, read_json, read_record, record_path
-from .scoring import CATEGORIES, Accuracy, Summary, summarize_records
+from .scoring import CATEGORIES, Accuracy, Summary, method_cost, summarize_records
 
 NOT_AVAILABLE = "n/a"
 DEFAULT_MODEL = "(endpoint default)"
@@ -206,15 +208,6 @@ _SUMMARY_COLUMNS = (
 )
 
 
-def method_cost(usage: Usage) -> float:
-    """What a method's calls cost at the price table, whether the endpoint billed them or r3con's cache served them.
-
-    Methods are compared on this, so that one method's calls served from a cache another method (or an
-    earlier run) filled do not make it look cheaper than it is; `paid_usd` is what this evaluation billed.
-    """
-    return usage.cost_usd + usage.saved_usd
-
-
 def summary_rows(report: Report, benchmark: str) -> list[dict[str, Any]]:
     """The summary table of one benchmark, runs first, then the paper's rows (values None where not available)."""
     out: list[dict[str, Any]] = []
@@ -348,27 +341,21 @@ def _csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
 
 
 def write_report(report: Report, out_dir: Path, *, plots: bool = True) -> list[Path]:
-    """Write report.md, summary.csv, categories.csv and (with matplotlib) the PNG plots; return their paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    md = out_dir / "report.md"
-    md.write_text(render_markdown(report), encoding="utf-8")
-    written.append(md)
-    summary = [{"benchmark": b, **r} for b in report.benchmarks for r in summary_rows(report, b)]
-    path = out_dir / "summary.csv"
-    path.write_text(_csv(summary, ("benchmark", *_SUMMARY_COLUMNS)), encoding="utf-8")
-    written.append(path)
-    categories = [{"benchmark": b, **r} for b in report.benchmarks for r in category_rows(report, b)]
-    path = out_dir / "categories.csv"
-    columns = ("benchmark", "source", "method", "model", "category", "value", "n", "correct", "accuracy", "se")
-    path.write_text(_csv(categories, columns), encoding="utf-8")
-    written.append(path)
-    path = out_dir / "report.json"
-    path.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
-    written.append(path)
-    if plots:
-        from .plots import plot_categories, plot_pareto
+    """Write report.md, summary.csv, categories.csv and (when matplotlib is installed) the PNG plots.
 
+    Returns the paths written. Without matplotlib (the `eval` extra) the plots are left out, never the
+    tables: `plots.unavailable()` says so in a line for the caller to print.
+    """
+    written = []
+    written.append(write_atomic(out_dir / "report.md", render_markdown(report)))
+    summary = [{"benchmark": b, **r} for b in report.benchmarks for r in summary_rows(report, b)]
+    written.append(write_atomic(out_dir / "summary.csv", _csv(summary, ("benchmark", *_SUMMARY_COLUMNS))))
+    categories = [{"benchmark": b, **r} for b in report.benchmarks for r in category_rows(report, b)]
+    columns = ("benchmark", "source", "method", "model", "category", "value", "n", "correct", "accuracy", "se")
+    written.append(write_atomic(out_dir / "categories.csv", _csv(categories, columns)))
+    written.append(write_atomic(out_dir / "report.json",
+                                json.dumps(report.to_dict(), ensure_ascii=False, indent=1, default=str) + "\n"))
+    if plots and unavailable() is None:
         for benchmark in report.benchmarks:
             written.append(plot_pareto(report, benchmark, out_dir / f"{benchmark}_pareto.png"))
             if any(r.summary.by_category for r in report.rows_for(benchmark)):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..corpus import Document
 from ..errors import BudgetExceeded, ConfigError, R3conError
+from ..llm.budget import CostCap, sharing
 from ..llm.types import LLM, ChatRequest, Completion, Usage
 from .judges import CAPPED as CAPPED_VERDICT
 from .judges import EMPTY, JUDGE_ERROR, JudgePrompt, JudgeSpec, Verdict, judge_answer, judge_spec
@@ -85,8 +86,9 @@ class EvalResult:
 class _LazyJudge:
     """The judge's client, opened (with `build_llm`) only when a task actually needs judging."""
 
-    def __init__(self, settings: Settings, calls_log: Path, given: LLM | None):
+    def __init__(self, settings: Settings, calls_log: Path, given: LLM | None, cap: CostCap | None = None):
         self._settings = settings
+        self._cap = cap
         self._calls_log = calls_log
         self._llm = given
         self._lock = asyncio.Lock()
@@ -98,7 +100,8 @@ class _LazyJudge:
                 if self._llm is None:
                     from ..llm import build_llm
 
-                    self._llm = await self._stack.enter_async_context(build_llm(self._settings, self._calls_log))
+                    stack = build_llm(self._settings, self._calls_log, cap=self._cap)
+                    self._llm = await self._stack.enter_async_context(stack)
         return await self._llm.complete(request)
 
     async def aclose(self) -> None:
@@ -211,7 +214,9 @@ async def run_eval(
     out_dir.mkdir(parents=True, exist_ok=True)
     _update_manifest(out_dir, task_set, methods, settings, spec, rejudge)
 
-    judge = _LazyJudge(settings, out_dir / "judge-calls.jsonl", judge_llm)
+    # --max-cost covers this whole call: every method run and the judge spend against one cap
+    cap = CostCap(settings.max_cost_usd) if settings.max_cost_usd is not None else None
+    judge = _LazyJudge(settings, out_dir / "judge-calls.jsonl", judge_llm, cap)
     semaphore = asyncio.Semaphore(workers)
     counts = {"ran": 0, "judged": 0}
 
@@ -224,7 +229,8 @@ async def run_eval(
         )
         started = time.monotonic()
         try:
-            outcome = await runner(method, task.task_text, task.documents, settings, run_dir)
+            with sharing(cap):
+                outcome = await runner(method, task.task_text, task.documents, settings, run_dir)
         except (ConfigError, BudgetExceeded):
             raise  # every other task would fail the same way (or --max-cost is reached): stop, say what to do
         except R3conError as exc:

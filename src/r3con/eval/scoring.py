@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..llm.types import Usage
 from .judges import CAPPED, FAILED, JUDGED
 from .records import TaskRecord
 
@@ -198,3 +199,12 @@ def summarize_records(records: Iterable[TaskRecord], benchmark: str) -> Summary:
         else:
             scores.append(score)
     return summarize(scores, CATEGORIES.get(benchmark, ()), pending=pending)
+
+
+def method_cost(usage: Usage) -> float:
+    """What a method's calls cost at the price table, whether the endpoint billed them or r3con's cache served them.
+
+    Methods are compared on this, so that one method's calls served from a cache another method (or an
+    earlier run) filled do not make it look cheaper than it is; `paid_usd` is what this evaluation billed.
+    """
+    return usage.cost_usd + usage.saved_usd

@@ -7,9 +7,10 @@ from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanag
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import Settings
+from ..config import STAGES, Settings
+from ..errors import ConfigError
 from .batch import Batched
-from .budget import BudgetGuard, CostCap
+from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
 from .cache import Cached, CallCache
 from .client import EndpointInfo, OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
@@ -21,7 +22,7 @@ from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
 
 __all__ = [
-    "LLM", "ChatRequest", "Completion", "EndpointInfo", "LLMStack", "Ledger", "Message", "Price",
+    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "LLMStack", "Ledger", "Message", "Price",
     "PriceTable", "Usage", "build_llm", "request_headers",
 ]
 
@@ -47,11 +48,15 @@ class LLMStack:
 
 
 @asynccontextmanager
-async def build_llm(settings: Settings, calls_log: Path | None = None) -> AsyncIterator[LLMStack]:
+async def build_llm(settings: Settings, calls_log: Path | None = None, *,
+                    cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
     Top to bottom: stage models, call log, accounting, cache, output checks, retries, rate and
-    concurrency limits, the HTTP client.
+    concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
+    `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
+    `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
+    logged in `calls_log` (a resumed run folder).
     """
     base = OpenAIChat(settings)
     closing = ExitStack()
@@ -59,26 +64,39 @@ async def build_llm(settings: Settings, calls_log: Path | None = None) -> AsyncI
         endpoint = await base.describe(settings)
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
-        # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back
-        stack: LLM = (Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
-                              concurrency=settings.concurrency)
-                      if settings.batch else ConcurrencyLimited(base, settings.concurrency))
+        stack: LLM = base
+        cap = cap or shared_cap()
+        if cap is None and settings.max_cost_usd is not None:
+            cap = CostCap(settings.max_cost_usd, spent_before=spent_in(calls_log))
+            if cap.spent_usd >= cap.limit_usd:
+                raise ConfigError(
+                    f"this run folder already spent ${cap.spent_usd:.4f}, which --max-cost ${cap.limit_usd:.4f} "
+                    "does not exceed; raise --max-cost above what was spent to continue it")
+        if cap is not None:
+            check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
+        if settings.batch:
+            # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
+            # a job's calls are in flight together, so all of them reserve
+            stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
+                            concurrency=settings.concurrency)
+            if cap is not None:
+                stack = BudgetGuard(stack, cap, prices, batch=True)
+        else:
+            if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
+                stack = BudgetGuard(stack, cap, prices)
+            stack = ConcurrencyLimited(stack, settings.concurrency)
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
         budget = RetryBudget(settings.retry_budget)
         retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
                             budget, base.base_url)
         stack = retrying
-        cap: CostCap | None = None
-        if settings.max_cost_usd is not None:
-            cap = settings.cost_cap if isinstance(settings.cost_cap, CostCap) else CostCap(settings.max_cost_usd)
-            stack = BudgetGuard(stack, cap, prices, batch=settings.batch)
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
         if settings.cache and settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
         stack = Accounted(stack, ledger, prices)
-        log = CallLog(calls_log)
+        log = CallLog(calls_log, detail=settings.log_calls)
         closing.callback(log.close)
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)

@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -29,6 +27,7 @@ from typing import Any
 
 import openai
 
+from .._files import write_atomic
 from ..errors import ContextTooLong, ProviderError
 from .client import _TOO_LONG, OpenAIChat, _to_completion, chat_body
 from .types import ChatRequest, Completion
@@ -81,11 +80,7 @@ class BatchState:
             entry.update(changes)
             if self.path is None:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"batches": list(self.batches.values())}, fh, indent=1)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps({"batches": list(self.batches.values())}, indent=1))
 
 
 @dataclass

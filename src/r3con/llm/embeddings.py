@@ -70,7 +70,7 @@ class OpenAIEmbeddings:
         record = {"time": started, "stage": self.stage, "kind": "embeddings", "model": self.model, "inputs": len(texts)}
         worst = self._worst_case(texts)
         if self._cap is not None:
-            self._cap.reserve(worst)
+            await self._cap.acquire(worst)
         actual = 0.0
         try:
             response, retries = await self._retrier.run(lambda: self._request(texts))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import R3conError
+from ..errors import BudgetExceeded, R3conError
 from .pricing import PriceTable
 from .types import LLM, ChatRequest, Completion, Usage
 
@@ -99,26 +100,43 @@ class Accounted:
 
 
 class CallLog:
-    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a file.
+    """Appends one JSON line per LLM call (request, response, usage, latency, error) to a private file.
 
+    `detail` says how much of each call it keeps: "full" every request and reply; "compact" (the
+    default) every reply, and the request of the first call of each prompt template and of every call
+    that failed (the others are rebuilt from the run's documents and notes; `request_hash` names them);
+    "meta" neither requests nor replies, only what was called, tokens, cost, latency and errors.
     The file stays open and each line is flushed as it is written, so a killed run keeps every call
     it logged; `close()` (or the end of `build_llm`) releases it.
     """
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, detail: str = "full"):
         self.path = path
+        self.detail = detail
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        self._seen: set[str] = set()
+
+    def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
+        if self.detail == "full" or "request" not in record:
+            return record
+        prompt = str(record.get("prompt_hash") or record.get("prompt") or record.get("stage"))
+        first = prompt not in self._seen
+        self._seen.add(prompt)
+        failed = "error" in record and not record.get("refused")  # a refused call never reached the endpoint
+        drop = {"request", "response"} if self.detail == "meta" else (
+            set() if first or failed else {"request"})
+        return {k: v for k, v in record.items() if k not in drop}
 
     def write(self, record: dict[str, Any]) -> None:
         if self.path is None:
             return
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
+            line = json.dumps(self._kept(record), ensure_ascii=False, default=str) + "\n"
             if self._fh is None:
-                self._fh = self.path.open("a", encoding="utf-8")
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
+                self._fh = os.fdopen(fd, "a", encoding="utf-8")
             self._fh.write(line)
             self._fh.flush()
 
@@ -159,6 +177,8 @@ class Recorded:
             completion = await self.inner.complete(request)
         except R3conError as exc:
             record.update(error=f"{type(exc).__name__}: {exc}", latency_s=round(time.time() - started, 4))
+            if isinstance(exc, BudgetExceeded):
+                record["refused"] = True
             self.log.write(record)
             raise
         record.update(

@@ -1,4 +1,6 @@
-"""Progress on stderr: a live display per stage on a terminal, plain lines otherwise."""
+"""What a person sees on stderr while a run works (a live display per stage, or plain lines) and after it.
+
+Shared by the CLI and the demo, so it sits below both."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from ..llm.types import Usage
+from .llm.types import Usage
 
 
 def usage_line(usage: Usage) -> str:
@@ -62,24 +64,39 @@ class PlainProgress:
         print(f"[{time.monotonic() - self._started:6.1f}s] {text}", file=self.stream, flush=True)
 
 
-class LiveProgress:
-    """A rich progress display: one bar per stage, with calls, tokens and cost so far."""
+def short_usage(usage: Usage) -> str:
+    """Calls and cost in a few characters, for a progress line that must fit 80 columns."""
+    return f"{usage.calls} calls ${usage.cost_usd:.4f}"
 
-    def __init__(self) -> None:
+
+class LiveProgress:
+    """A rich progress display: one bar per stage, with its count, time, calls and cost so far.
+
+    The counts and the cost come first and the bar takes what is left, so at 80 columns they stay
+    visible; the full usage line is printed at the end of the run.
+    """
+
+    def __init__(self, console: Console | None = None, start: bool = True) -> None:
         self._progress = Progress(
-            TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[usage]}"), console=Console(stderr=True), transient=False,
+            TextColumn("{task.description:<9}"), MofNCompleteColumn(), TextColumn("{task.fields[usage]}"),
+            TimeElapsedColumn(), BarColumn(bar_width=None), console=console or Console(stderr=True),
+            transient=False, expand=True,
         )
         self._tasks: dict[str, TaskID] = {}
         self._usage = Usage()
-        self._progress.start()
+        if start:
+            self._progress.start()
+
+    @property
+    def display(self) -> Progress:
+        return self._progress
 
     def stage(self, name: str, total: int) -> None:
         self._tasks[name] = self._progress.add_task(name, total=total, usage="")
 
     def advance(self, name: str) -> None:
         if name in self._tasks:
-            self._progress.update(self._tasks[name], advance=1, usage=usage_line(self._usage))
+            self._progress.update(self._tasks[name], advance=1, usage=short_usage(self._usage))
 
     def usage(self, total: Usage) -> None:
         self._usage = total
