@@ -4,7 +4,7 @@ from r3con.corpus import Document, documents_from_texts
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.schema import validate_schema
 
-from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote
 
 SCHEMA = validate_schema(SIMPLE_SCHEMA)
 DOCS = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7.")])
@@ -12,18 +12,22 @@ DOCS = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7.")])
 
 def records(request):
     n = document_number(request)
-    return json.dumps({"people": [{"name": ["Ann", "Bob"][n - 1], "age": [4, 7][n - 1]}]})
+    return json.dumps({"people": [{"_passage": quote(request), "name": ["Ann", "Bob"][n - 1], "age": [4, 7][n - 1]}]})
 
 
 async def test_records_are_stamped_with_their_source_and_merged():
     llm = ScriptedLLM({"populate": records})
     result = await populate(llm, "ages", SCHEMA, DOCS, "<notes/>")
     assert list(result.tables["people"]) == [
-        {"name": "Ann", "age": 4, "_doc": 1, "_title": "One"},
-        {"name": "Bob", "age": 7, "_doc": 2, "_title": "Two"},
+        {"name": "Ann", "age": 4, "_id": "R1.1.1", "_doc": 1, "_title": "One", "_passage": "Ann is 4.",
+         "_span": [0, 9], "_match": "exact"},
+        {"name": "Bob", "age": 7, "_id": "R2.1.1", "_doc": 2, "_title": "Two", "_passage": "Bob is 7.",
+         "_span": [0, 9], "_match": "exact"},
     ]
     assert dict(result.per_doc) == {"1": 1, "2": 1}
-    assert all(r.response_schema == SCHEMA for r in llm.history)
+    sent = llm.history[0].response_schema["properties"]["people"]["items"]
+    assert list(sent["properties"])[0] == "_passage" and sent["required"] == ["_passage", "name"]
+    assert result.evidence.to_dict()["share"] == 1.0
     assert sorted(r.doc for r in llm.history) == [1, 2]
 
 
@@ -35,15 +39,18 @@ async def test_reverse_sends_the_calls_backwards_and_still_merges_in_corpus_orde
 
 
 async def test_split_parts_are_stamped_with_their_part():
-    doc = Document(number=5, title="Long", text="Ann is 4.", part=2, parts=3)
-    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+    doc = Document(number=5, title="Long", text="Ann is 4.", part=2, parts=3, offset=100)
+    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann", "_passage": "is 4"}]})})
     result = await populate(llm, "ages", SCHEMA, [doc], "")
-    assert result.tables["people"][0]["_doc"] == 5 and result.tables["people"][0]["_part"] == 2
+    record = result.tables["people"][0]
+    assert record["_doc"] == 5 and record["_part"] == 2 and record["_id"] == "R5.2.1"
+    assert record["_span"] == [104, 108], "spans point into the whole document, not the part"
     assert llm.history[0].part == 2
 
 
 async def test_invalid_output_is_reasked_with_the_error():
-    replies = iter([json.dumps({"people": [{"age": "four"}]}), json.dumps({"people": [{"name": "Ann", "age": 4}]})])
+    replies = iter([json.dumps({"people": [{"age": "four"}]}),
+                    json.dumps({"people": [{"name": "Ann", "age": 4, "_passage": "Ann is 4."}]})])
     llm = ScriptedLLM({"populate": lambda r: next(replies)})
     result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
     assert result.tables["people"][0]["name"] == "Ann"
@@ -53,7 +60,7 @@ async def test_invalid_output_is_reasked_with_the_error():
 
 
 async def test_broken_json_is_repaired_without_reasking():
-    llm = ScriptedLLM({"populate": lambda r: 'Sure!\n```json\n{"people": [{"name": "Ann", "age": 4},]\n```'})
+    llm = ScriptedLLM({"populate": lambda r: 'Sure!\n```json\n{"people": [{"name": "Ann", "age": 4, "_passage": "Ann is 4."},]\n```'})
     result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
     assert result.tables["people"][0]["name"] == "Ann"
     assert result.repaired == 1 and len(llm.history) == 1

@@ -44,8 +44,31 @@ def parse_stage_models(values: list[str] | None) -> dict[str, str]:
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, ensure_ascii=False))
-    else:
-        print(summary["answer"])
+        return
+    print(summary["answer"])
+    for line in evidence_lines(summary.get("evidence") or [], summary.get("unknown_citations") or []):
+        print(line)
+
+
+def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: int = 8, width: int = 100) -> list[str]:
+    """The answer's evidence in a few lines: id, document title, and the passage shortened."""
+    if not evidence and not unknown:
+        return []
+    lines = ["", "Evidence:"]
+    for item in evidence[:limit]:
+        head = f"  [{item['id']}] {item['title']} (document {item['doc']})"
+        passage = " ".join(str(item.get("passage") or "").split())
+        if item["kind"] == "document" or not passage:
+            lines.append(head + (": no passage given" if item["kind"] == "record" else ""))
+            continue
+        short = passage if len(passage) <= width else passage[: width - 1].rstrip() + "…"
+        flag = "" if item.get("match") != "none" else "  (not found in the document)"
+        lines.append(f"{head}: \u201c{short}\u201d{flag}")
+    if len(evidence) > limit:
+        lines.append(f"  ... and {len(evidence) - limit} more (see result.json)")
+    if unknown:
+        lines.append(f"  cited but unknown: {', '.join(unknown[:10])}")
+    return lines
 
 
 @app.command()
@@ -76,6 +99,7 @@ def run(
     rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
     tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one request may take (default 600)")] = None,
+    unverified: Annotated[str | None, typer.Option("--unverified", help="Records whose passage is not in their document: reask (once, then keep them flagged; default), keep (flagged), drop (listed in dropped_records.json)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
 ) -> None:
@@ -89,7 +113,7 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices,
+        prices_file=prices, unverified=unverified,
     )
     if resume is not None:
         from ..resume import read_resume
@@ -112,6 +136,8 @@ def run(
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+        if result.evidence_stats is not None:
+            print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
 
 

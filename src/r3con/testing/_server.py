@@ -218,7 +218,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif stage == "schema":
             content = respond.schema(messages)
         elif stage == "populate":
-            content = respond.records(messages, schema)
+            invent = self.state.faults.invent if self.state.faults is not None else 0.0
+            seed = self.state.faults.seed if self.state.faults is not None else 0
+            content, invented = respond.invented_records(messages, schema, invent, f"{seed}:{request_hash}")
+            if invent:
+                record["invented"] = invented  # for tests: the passages that are not in the document
         elif stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
             content = baselines.respond(stage, mode, messages, schema)
         elif stage == "judge":
