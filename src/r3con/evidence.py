@@ -35,7 +35,8 @@ MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 
-_QUOTES = {**{ord(c): "'" for c in "‘’‚‛′`´"}, **{ord(c): '"' for c in "“”„‟″«»「」『』"}}
+_QUOTES = {**{ord(c): "'" for c in "‘’‚‛′`´"}, **{ord(c): '"' for c in "“”„‟″«»「」『』"},
+           ord("。"): ".", ord("、"): ","}  # and the CJK full stop and comma, which NFKC keeps
 _DROPPED = frozenset("-‐‑‒–—―−\u00ad")  # hyphens and dashes: a model writes "--" for "—" or joins "some-\nthing"
 
 
@@ -194,6 +195,7 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
     evidence: list[Evidence] = []
     unknown: list[str] = []
     seen: set[str] = set()
+    docs_seen: set[int] = set()
     for raw in cited:
         item = str(raw).strip()
         if not item or item in seen:
@@ -210,9 +212,9 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
         m = _DOC_ID.match(item) if not isinstance(raw, bool) else None
         if m and int(m.group(1)) in titles:
             number = int(m.group(1))
-            if f"Document {number}" in seen:
+            if number in docs_seen:
                 continue
-            seen.add(f"Document {number}")
+            docs_seen.add(number)
             evidence.append(Evidence(id=f"Document {number}", kind="document", doc=number, title=titles[number]))
         else:
             unknown.append(item)

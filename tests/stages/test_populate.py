@@ -89,3 +89,52 @@ async def test_notes_are_background_and_document_is_the_source():
     text = llm.history[1].messages[1].content
     assert text.index("<schema>") < text.index("Bob is Ann's brother") < text.index("<document")
     assert text.count("the document below") == 2 and "above" not in text
+
+
+def _invented_then(second: str):
+    """Replies: first a record whose passage is not in the document, then `second` when re-asked."""
+    replies = iter([json.dumps({"people": [{"name": "Ann", "_passage": "Ann is 4."},
+                                           {"name": "Zed", "_passage": "Zed is 99 and lives on the moon."}]}), second])
+    return lambda request: next(replies)
+
+
+async def test_a_record_whose_passage_is_not_in_the_document_is_reasked_once_then_kept_flagged():
+    still_invented = json.dumps({"people": [{"name": "Ann", "_passage": "Ann is 4."},
+                                            {"name": "Zed", "_passage": "Zed is 99, on the moon."}]})
+    llm = ScriptedLLM({"populate": _invented_then(still_invented)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert len(llm.history) == 2
+    reask = llm.history[1].messages[-1].content
+    assert "Zed is 99 and lives on the moon." in reask and "Ann is 4." not in reask
+    assert llm.history[1].messages[-2].role == "assistant"  # the same conversation, the document's prefix kept
+    ann, zed = result.tables["people"]
+    assert (ann["_match"], zed["_match"], zed["_span"]) == ("exact", "none", None)
+    stats = result.evidence.to_dict()
+    assert stats["records"] == 2 and stats["verified"] == 1 and stats["share"] == 0.5
+    assert stats["by_doc"] == {"1": {"records": 2, "verified": 1, "share": 0.5}} and stats["reasked_documents"] == 1
+
+
+async def test_a_reask_that_corrects_the_passage_verifies_the_record():
+    fixed = json.dumps({"people": [{"name": "Ann", "_passage": "Ann is 4."}]})
+    llm = ScriptedLLM({"populate": _invented_then(fixed)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert [r["name"] for r in result.tables["people"]] == ["Ann"] and result.evidence.share == 1.0
+
+
+async def test_keep_flags_without_reasking_and_drop_lists_what_it_left_out():
+    llm = ScriptedLLM({"populate": _invented_then("unused")})
+    kept = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="keep"))
+    assert len(llm.history) == 1 and [r["_match"] for r in kept.tables["people"]] == ["exact", "none"]
+
+    llm = ScriptedLLM({"populate": _invented_then("unused")})
+    dropped = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="drop"))
+    assert len(llm.history) == 1 and [r["name"] for r in dropped.tables["people"]] == ["Ann"]
+    assert [(r["name"], r["_table"], r["_id"]) for r in dropped.dropped] == [("Zed", "people", "R1.1.2")]
+    assert dropped.evidence.records == 2 and dropped.evidence.dropped == 1 and dropped.per_doc["1"] == 1
+
+
+async def test_a_record_without_a_passage_is_valid_but_unverified():
+    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="keep"))
+    record = result.tables["people"][0]
+    assert record["_passage"] is None and record["_match"] == "none" and record["_id"] == "R1.1.1"

@@ -110,7 +110,7 @@ def invented_records(messages: list[dict[str, Any]], response_schema: dict[str, 
             rows = []
             for i, s in enumerate(picked):
                 rng = random.Random(f"{key}:{table}:{i}")
-                fake = _invention(body, text, s, rng) if invent and rng.random() < invent else None
+                fake = _invention(docs[0][0] if docs else "", body, text, s, rng) if invent and rng.random() < invent else None
                 if fake is not None:
                     invented.append(fake)
                 rows.append(_fill(items, s, i, passage=fake))
@@ -124,11 +124,13 @@ def invented_records(messages: list[dict[str, Any]], response_schema: dict[str, 
     return json.dumps(out, ensure_ascii=False), invented
 
 
-def _invention(body: str, prompt: str, sentence: str, rng: random.Random) -> str | None:
+def _invention(number: str, body: str, prompt: str, sentence: str, rng: random.Random) -> str | None:
     """A passage a confabulating model might give: a sentence of another document's note (every other
     time, when the prompt has one), else as many of the document's words as `sentence` has, in a new order."""
-    others = [s for _, _, note in t.notes(prompt) for s in t.sentences(note)
-              if len(s.split()) >= 6 and s not in body and not s.startswith("Related:")]
+    flat = " ".join(body.split())
+    others = [s for label, _, note in t.notes(prompt) if label.split(".")[0] != number.split(".")[0]
+              for s in t.sentences(note)
+              if len(s.split()) >= 6 and " ".join(s.split()) not in flat and not s.startswith("Related:")]
     if others and rng.random() < 0.5:
         return rng.choice(others)
     words = body.split()
