@@ -17,18 +17,22 @@ FIXTURE_DOCS = [str(p) for p in sorted(FIXTURES.glob("*.txt"))]
 QUESTION = "Who sailed on the Demeter, what cargo did it carry, and who holds the company's shares?"
 
 
-async def _measure(docs, question: str, invent: float, tmp_path: Path, unverified: str = "keep") -> dict:
-    """Run over the scripted server inventing `invent` of the passages; compare what it invented with the flags."""
-    with FakeLLMServer(faults=FaultPlan(invent=invent, seed=3)) as server:
+async def _measure(docs, question: str, invent: float, tmp_path: Path, unverified: str = "keep",
+                   reword: float = 0.0) -> dict:
+    """Run over the scripted server inventing `invent` of the passages (and copying `reword` of the others
+    carelessly); compare what it invented with the flags."""
+    with FakeLLMServer(faults=FaultPlan(invent=invent, reword=reword, seed=3)) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
                                           unverified=unverified)
         result = await run(question, docs, settings)
         calls = [c for c in server.calls() if c["stage"] == "populate" and c.get("status") == 200]
     invented = {(int(c["doc"]), int(c.get("part") or 1), p) for c in calls for p in c.get("invented", [])}
+    reworded = {(int(c["doc"]), int(c.get("part") or 1), p) for c in calls for p in c.get("reworded", [])}
     records = [r for rows in result.records.values() for r in rows]
     is_invented = [(r["_doc"], r.get("_part", 1), r["_passage"]) in invented for r in records]
     flagged = [r["_match"] == "none" for r in records]
-    return {"result": result, "records": len(records), "invented": sum(is_invented),
+    matches = [r["_match"] for r in records if (r["_doc"], r.get("_part", 1), r["_passage"]) in reworded]
+    return {"result": result, "records": len(records), "invented": sum(is_invented), "reworded": matches,
             "flagged": sum(flagged), "invented_flagged": sum(i and f for i, f in zip(is_invented, flagged, strict=True)),
             "false_flags": sum(f and not i for i, f in zip(is_invented, flagged, strict=True))}
 
@@ -37,9 +41,12 @@ async def _measure(docs, question: str, invent: float, tmp_path: Path, unverifie
 async def test_dracula_every_invented_passage_is_flagged_and_no_genuine_one(shared_data, tmp_path, invent):
     question = json.loads((shared_data / "dracula" / "questions.json").read_text())[0]["question"]
     docs = r3con.load_documents([shared_data / "dracula" / "docs"])
-    m = await _measure(docs, question, invent, tmp_path)
+    m = await _measure(docs, question, invent, tmp_path, reword=0.3)
     assert m["records"] > 50 and m["invented"] >= invent * m["records"] / 2
     assert m["invented_flagged"] == m["invented"] and m["false_flags"] == 0
+    # genuine passages copied carelessly (white space, quotes, case, a word) are found, tolerantly or fuzzily
+    assert len(m["reworded"]) >= 10 and "none" not in m["reworded"]
+    assert {"tolerant", "fuzzy"} <= set(m["reworded"])
     stats = m["result"].evidence_stats
     assert stats.records - stats.verified == m["flagged"] and stats.share == pytest.approx(1 - m["invented"] / m["records"])
 

@@ -90,9 +90,11 @@ def records(messages: list[dict[str, Any]], response_schema: dict[str, Any] | No
 
 
 def invented_records(messages: list[dict[str, Any]], response_schema: dict[str, Any] | None,
-                     invent: float = 0.0, key: str = "") -> tuple[str, list[str]]:
+                     invent: float = 0.0, key: str = "", reword: float = 0.0,
+                     reworded: list[str] | None = None) -> tuple[str, list[str]]:
     """Records from the document's task-related sentences; with `invent`, that share of them (decided by
-    `key`, the request) get a passage that is not in the document. Returns the reply and the invented passages."""
+    `key`, the request) get a passage that is not in the document; with `reword`, that share of the others
+    a passage copied carelessly (`_reworded`, listed in `reworded`). Returns the reply and the invented passages."""
     text = _all_text(messages)
     if response_schema is None:
         try:
@@ -113,6 +115,10 @@ def invented_records(messages: list[dict[str, Any]], response_schema: dict[str, 
                 fake = _invention(docs[0][0] if docs else "", body, text, s, rng) if invent and rng.random() < invent else None
                 if fake is not None:
                     invented.append(fake)
+                elif reword and rng.random() < reword:
+                    fake = _reworded(s, rng)
+                    if reworded is not None:
+                        reworded.append(fake)
                 rows.append(_fill(items, s, i, passage=fake))
             out[table] = rows
         else:
@@ -122,6 +128,20 @@ def invented_records(messages: list[dict[str, Any]], response_schema: dict[str, 
     except jsonschema.ValidationError:
         out, invented = {k: [] for k in out}, []
     return json.dumps(out, ensure_ascii=False), invented
+
+
+def _reworded(sentence: str, rng: random.Random) -> str:
+    """A genuine sentence as a model may copy it: its white space, quotes and dashes changed, or its case,
+    or (in a long sentence) one word."""
+    words = sentence.split()
+    kind = rng.randrange(3)
+    if kind == 2 and len(words) >= 12 and len(sentence) >= 60:
+        words[len(words) // 2] = "indeed"
+        return " ".join(words)
+    if kind == 1:
+        return sentence.lower()
+    loose = "\n".join(" ".join(words[i:i + 5]) for i in range(0, len(words), 5))
+    return loose.translate({ord("“"): '"', ord("”"): '"', ord("‘"): "'", ord("’"): "'"}).replace("—", "--")
 
 
 def _invention(number: str, body: str, prompt: str, sentence: str, rng: random.Random) -> str | None:

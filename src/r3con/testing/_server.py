@@ -218,11 +218,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif stage == "schema":
             content = respond.schema(messages)
         elif stage == "populate":
-            invent = self.state.faults.invent if self.state.faults is not None else 0.0
-            seed = self.state.faults.seed if self.state.faults is not None else 0
-            content, invented = respond.invented_records(messages, schema, invent, f"{seed}:{request_hash}")
-            if invent:
-                record["invented"] = invented  # for tests: the passages that are not in the document
+            plan = self.state.faults or FaultPlan()
+            reworded: list[str] = []
+            content, invented = respond.invented_records(messages, schema, plan.invent, f"{plan.seed}:{request_hash}",
+                                                         plan.reword, reworded)
+            if plan.invent or plan.reword:  # for tests: what is not in the document as it stands
+                record.update(invented=invented, reworded=reworded)
         elif stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
             content = baselines.respond(stage, mode, messages, schema)
         elif stage == "judge":
