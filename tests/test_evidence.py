@@ -207,3 +207,7 @@ def test_citations_resolve_to_records_and_documents_and_unknown_ones_are_kept():
          "match": None},
     ]
     assert cited.unknown == ("R9.9.9",)
+    texts = {1: "Log entry. At  noon\nset sail. East wind."}
+    records[0]["_span"] = [11, 29]
+    shown = resolve_citations(["R1.1.1"], records, {1: "Log"}, texts).evidence[0]
+    assert shown.passage == "At  noon\nset sail.", "the document's own words at the span, not the model's copy"

@@ -78,8 +78,10 @@ async def test_the_answer_cites_records_whose_spans_index_the_documents_of_the_r
     assert all(e.kind == "record" for e in result.evidence)
     texts = {d["doc"]: d["text"] for d in map(json.loads, (result.run_dir / "documents.jsonl").read_text().splitlines())}
     assert set(texts) == {d.number for d in docs}
-    for e in result.evidence:
-        assert e.match == "exact" and e.span is not None and texts[e.doc][e.span[0]:e.span[1]] == e.passage
+    by_id = {r["_id"]: r for rows in result.records.values() for r in rows}
+    for e in result.evidence:  # the model's own passage, found exactly, is the document's text at the span
+        assert e.match == "exact" and e.span is not None
+        assert texts[e.doc][e.span[0]:e.span[1]] == by_id[e.id]["_passage"] == e.passage
     summary = json.loads((result.run_dir / "result.json").read_text())
     assert summary["evidence"][0]["id"] == result.evidence[0].id and summary["unknown_citations"] == []
     assert summary["evidence_stats"]["share"] == 1.0

@@ -186,10 +186,12 @@ def split_sources(text: str) -> tuple[str, list[str]]:
 
 
 def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]],
-                      titles: Mapping[int, str]) -> Citations:
+                      titles: Mapping[int, str], texts: Mapping[int, str] | None = None) -> Citations:
     """The evidence behind `cited` (record ids like "R3.1.2", document numbers or "Document 7").
 
-    Unknown ids, and anything that is neither, are kept in `unknown` so the answer's reader sees them.
+    A record's passage is the document's own text at its span when it was found (given `texts`, the
+    documents' texts by number), else the passage the model gave. Unknown ids, and anything that is
+    neither, are kept in `unknown` so the answer's reader sees them.
     """
     by_id = {str(r["_id"]): r for r in records if r.get("_id")}
     evidence: list[Evidence] = []
@@ -204,10 +206,13 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
         record = by_id.get(item)
         if record is not None:
             span = record.get("_span")
+            number = int(record["_doc"])
+            passage = record.get("_passage")
+            if span and texts is not None and number in texts:
+                passage = texts[number][int(span[0]):int(span[1])]
             evidence.append(Evidence(
-                id=item, kind="record", doc=int(record["_doc"]), title=str(record.get("_title", "")),
-                passage=record.get("_passage"), span=(int(span[0]), int(span[1])) if span else None,
-                match=record.get("_match")))
+                id=item, kind="record", doc=number, title=str(record.get("_title", "")), passage=passage,
+                span=(int(span[0]), int(span[1])) if span else None, match=record.get("_match")))
             continue
         m = _DOC_ID.match(item) if not isinstance(raw, bool) else None
         if m and int(m.group(1)) in titles:

@@ -289,7 +289,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     _finish_manifest(run_dir, manifest, stats, reuse)
 
     cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
-                              {d.number: d.title for d in docs})
+                              {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
     result = RunResult(
         answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
         records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
