@@ -3,11 +3,13 @@
     manifest.json         task, documents (titles, sizes, parts), settings, endpoint, versions
     notes/round-N.json    each round's note per document
     schema.json           the accepted schema; schema_attempts.json every proposal and its problem
-    records.json          all records with their source documents; records/TABLE.csv one file a table
+    documents.jsonl       each document's text as loaded (the spans of records' passages index it)
+    records.json          all records with their source documents and checked passages; records/TABLE.csv one file a table
+    dropped_records.json  records left out because their passage is not in their document (--unverified drop)
     transcript.json       the agent's steps: reply, code, output, errors
     calls.jsonl           every LLM call: stage, document, request, response, usage, latency
     usage.json            usage and cost, in total and per stage
-    result.json           the answer, degraded documents, usage (what `r3con run --json` prints)
+    result.json           the answer, its evidence, degraded documents, usage (what `r3con run --json` prints)
     error.json            written when the run failed: stage and message
 """
 
