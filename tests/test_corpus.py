@@ -2,7 +2,14 @@ import random
 
 import pytest
 
-from r3con.corpus import Document, collect_paths, load_documents, split_documents, split_text
+from r3con.corpus import (
+    Document,
+    collect_paths,
+    documents_from_texts,
+    load_documents,
+    split_documents,
+    split_text,
+)
 from r3con.errors import InputError
 from r3con.tokens import estimate_tokens
 
@@ -112,3 +119,12 @@ def test_pdf_text_is_extracted_and_a_broken_pdf_is_an_input_error(tmp_path):
 def test_token_estimate_counts_cjk_characters_as_tokens():
     assert estimate_tokens("") == 0
     assert estimate_tokens("宇宙" * 100) > estimate_tokens("ab" * 100) * 3
+
+
+def test_parts_know_where_they_start_in_their_document():
+    text = ("Ann Lee is 34. " * 40 + "\n\n") * 30
+    parts = split_documents(documents_from_texts([("Long", text)]), 500)
+    assert len(parts) > 2
+    for part in parts:
+        assert text[part.offset:part.offset + len(part.text)] == part.text
+    assert [p.offset for p in parts] == sorted({p.offset for p in parts})
