@@ -211,3 +211,20 @@ def test_citations_resolve_to_records_and_documents_and_unknown_ones_are_kept():
     records[0]["_span"] = [11, 29]
     shown = resolve_citations(["R1.1.1"], records, {1: "Log"}, texts).evidence[0]
     assert shown.passage == "At  noon\nset sail.", "the document's own words at the span, not the model's copy"
+
+
+def test_a_passage_shortened_with_an_ellipsis_is_found_from_its_first_to_its_last_piece():
+    passage = "On 6 July we finished taking in cargo … boxes of earth. At noon set sail."
+    found = locate(passage, DRACULA)
+    assert found is not None and found.kind == "tolerant"
+    assert DRACULA[found.start:found.end] == "On 6 July we finished taking in cargo, silver sand and boxes of earth. At noon set sail."
+    assert locate("On 6 July we finished taking in cargo ... the Count smiled at me in the dark.", DRACULA) is None
+
+
+def test_a_fuzzy_span_covers_whole_words():
+    passage = SENTENCE.replace("On 6 July", "On 7 July").replace("earth", "soil")
+    found = locate(passage, DRACULA)
+    assert found is not None and found.kind == "fuzzy"
+    shown = DRACULA[found.start:found.end]
+    assert shown.split()[0] in ("On", "6") and not DRACULA[found.start - 1].isalnum()
+    assert not DRACULA[found.end].isalnum() and not DRACULA[found.start:found.end][0].isspace()

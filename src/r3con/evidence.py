@@ -6,7 +6,8 @@ case, sometimes a word or two, and sometimes invents one. `locate` tries, in ord
     exact      the passage occurs in the text as given (after trimming its ends)
     tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included) are
                dropped, curly quotes made straight, and Unicode compatibility forms (full-width
-               punctuation, ligatures, the ellipsis character) and case folded
+               punctuation, ligatures, the ellipsis character) and case folded; a passage the model
+               shortened with "..." when its pieces occur in order, close together
     fuzzy      rapidfuzz's best partial alignment on the folded text scores at least FUZZY_THRESHOLD
                (passages of at least FUZZY_MIN_CHARS folded characters only: short ones align anywhere)
 
@@ -24,6 +25,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from rapidfuzz import fuzz
+from rapidfuzz.distance import Indel
 
 MatchKind = Literal["exact", "tolerant", "fuzzy"]
 MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
@@ -97,12 +99,61 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
     at = folded_text.find(folded_needle)
     if at >= 0:
         return Match(index[at], index[at + len(folded_needle) - 1] + 1, "tolerant")
+    elided = _elided(folded_needle, folded_text)
+    if elided is not None:
+        return Match(index[elided[0]], index[elided[1] - 1] + 1, "tolerant")
     if len(folded_needle) < FUZZY_MIN_CHARS or not folded_text:
         return None
     best = fuzz.partial_ratio_alignment(folded_needle, folded_text, score_cutoff=FUZZY_THRESHOLD)
     if best is None or best.dest_end <= best.dest_start:
         return None
-    return Match(index[best.dest_start], index[best.dest_end - 1] + 1, "fuzzy", round(best.score, 1))
+    start, end = _aligned(folded_needle, folded_text, best.dest_start, best.dest_end)
+    return Match(index[start], index[end - 1] + 1, "fuzzy", round(best.score, 1))
+
+
+ELISION_GAP = 400  # folded characters a "..." may stand for
+
+
+def _elided(needle: str, text: str) -> tuple[int, int] | None:
+    """[start, end) in folded `text` of a passage shortened with "...": its pieces (each of at least 8
+    characters) in order, each at most ELISION_GAP after the one before; None if it has no such pieces."""
+    pieces = [p for p in needle.split("...") if p]
+    if len(pieces) < 2 or any(len(p) < 8 for p in pieces):
+        return None
+    at = text.find(pieces[0])
+    while at >= 0:
+        end, ok = at + len(pieces[0]), True
+        for piece in pieces[1:]:
+            nxt = text.find(piece, end, end + ELISION_GAP + len(piece))
+            if nxt < 0:
+                ok = False
+                break
+            end = nxt + len(piece)
+        if ok:
+            return at, end
+        at = text.find(pieces[0], at + 1)
+    return None
+
+
+def _aligned(needle: str, text: str, start: int, end: int) -> tuple[int, int]:
+    """The fuzzy window [start, end) of folded `text` narrowed to where `needle` aligns character by
+    character: partial_ratio places a window as long as the needle, which may begin or end a few
+    characters off (inside the word before, short of the last word)."""
+    margin = max(8, len(needle) // 10)
+    lo = max(0, start - margin)
+    region = text[lo:min(len(text), end + margin)]
+    # runs of at least two matching characters; a run at either edge that the text reaches only by
+    # skipping more characters than the passage skips is a chance match in a neighbouring word
+    equal = [op for op in Indel.opcodes(needle, region) if op.tag == "equal" and op.src_end - op.src_start >= 2]
+    while (len(equal) > 1 and equal[0].src_end - equal[0].src_start <= 3
+           and equal[1].dest_start - equal[0].dest_end > equal[1].src_start - equal[0].src_end + 3):
+        equal.pop(0)
+    while (len(equal) > 1 and equal[-1].src_end - equal[-1].src_start <= 3
+           and equal[-1].dest_start - equal[-2].dest_end > equal[-1].src_start - equal[-2].src_end + 3):
+        equal.pop()
+    if not equal:
+        return start, end
+    return lo + equal[0].dest_start, lo + equal[-1].dest_end
 
 
 def fuzzy_score(passage: str, text: str) -> float:
