@@ -1,6 +1,7 @@
 import json
 
 from r3con.corpus import Document, documents_from_texts
+from r3con.errors import ContextTooLong
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.schema import validate_schema
 
@@ -138,3 +139,12 @@ async def test_a_record_without_a_passage_is_valid_but_unverified():
     result = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="keep"))
     record = result.tables["people"][0]
     assert record["_passage"] is None and record["_match"] == "none" and record["_id"] == "R1.1.1"
+
+
+async def test_a_reask_that_fails_keeps_the_first_records_flagged():
+    replies = iter([json.dumps({"people": [{"name": "Zed", "_passage": "Zed lives on the moon."}]}),
+                    ContextTooLong("the conversation grew past the window")])
+    llm = ScriptedLLM({"populate": lambda r: next(replies)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert not result.failures and [r["_match"] for r in result.tables["people"]] == ["none"]
+    assert result.evidence.reasked == 1

@@ -177,11 +177,16 @@ async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, op
         {"table": name, "index": i, "passage": json.dumps(row["_passage"], ensure_ascii=False)
                                                 if row.get("_passage") else "(no passage given)"}
         for name, i, row in missing])
-    completion = await llm.complete(ChatRequest(
-        messages=(*result.conversation, Message("user", prompt.text)), stage=STAGE, doc=doc.number,
-        part=doc.part if doc.parts > 1 else None, max_tokens=options.max_tokens, temperature=options.temperature,
-        response_schema=form.schema, schema_name="records", prompt_name=prompt.name, prompt_hash=prompt.hash,
-    ))
+    try:
+        completion = await llm.complete(ChatRequest(
+            messages=(*result.conversation, Message("user", prompt.text)), stage=STAGE, doc=doc.number,
+            part=doc.part if doc.parts > 1 else None, max_tokens=options.max_tokens, temperature=options.temperature,
+            response_schema=form.schema, schema_name="records", prompt_name=prompt.name, prompt_hash=prompt.hash,
+        ))
+    except BudgetExceeded:
+        raise  # --max-cost stops the run
+    except R3conError:
+        return replace(result, evidence_reasked=True)  # the re-ask is a second chance: its failure keeps the first records, flagged
     try:
         value, _ = extract_json(reply_text(completion))
     except NoJSON:
