@@ -188,6 +188,7 @@ def test_notes_document_references_resolve_to_keys():
     assert document_refs("Related: Document 3 (Letter)", keys) == ["3"]
     assert document_refs("与文档 12 一致", keys) == ["12"]
     assert document_refs("no reference here, 12 apples", keys) == []
+    assert document_refs("As Document 3.1 says, and document 3 itself", keys, own="3.2") == ["3.1"]
 
 
 def test_a_sources_line_is_split_off_the_reply():

@@ -167,23 +167,23 @@ def fuzzy_score(passage: str, text: str) -> float:
 # -- references in notes ----------------------------------------------------------------------------
 
 _DOC_REF = re.compile(r"(?:\b(?:documents?|docs?\.?)|文档|文件)\s*(?:no\.?|number|#)?\s*(\d+)"
-                      r"(?:\s*,?\s*(?:part|pt\.?)\s*(\d+))?", flags=re.IGNORECASE)
+                      r"(?:\.(\d+)|\s*,?\s*(?:part|pt\.?)\s*(\d+))?", flags=re.IGNORECASE)
 
 
 def document_refs(note: str, keys: Iterable[str], own: str | None = None) -> list[str]:
-    """The documents a note names ("document 12", "Document 3, part 2"), as keys of `keys`, in order.
+    """The documents a note names ("document 12", "Document 3, part 2", "Document 3.2"), as keys of `keys`.
 
     A part's key ("3.2") when the note names an existing part, else the document's number when the
-    corpus has that document (whole or split); the note's own document (`own`) is left out.
+    corpus has that document (whole or split); the note's own document or part (`own`) is left out.
     """
     known = set(keys)
     numbers = {k.split(".")[0] for k in known}
-    own_number = own.split(".")[0] if own else None
+    mine = {own, own.split(".")[0]} if own else set()
     found: list[str] = []
     for m in _DOC_REF.finditer(note):
-        number, part = m.group(1).lstrip("0") or "0", m.group(2)
+        number, part = m.group(1).lstrip("0") or "0", m.group(2) or m.group(3)
         key = f"{number}.{part}" if part and f"{number}.{part}" in known else number
-        if number in numbers and number != own_number and key not in found:
+        if number in numbers and key not in mine and key not in found:
             found.append(key)
     return found
 
