@@ -229,3 +229,9 @@ def test_a_fuzzy_span_covers_whole_words():
     shown = DRACULA[found.start:found.end]
     assert shown.split()[0] in ("On", "6") and not DRACULA[found.start - 1].isalnum()
     assert not DRACULA[found.end].isalnum() and not DRACULA[found.start:found.end][0].isspace()
+
+
+def test_quotation_marks_left_out_are_tolerated():
+    text = "“I am Dracula,” he said, “and I bid you welcome.”"
+    found = locate("I am Dracula, he said, and I bid you welcome.", text)
+    assert found is not None and found.kind == "tolerant" and text[found.start:found.end] == text[1:-1]

@@ -4,8 +4,8 @@ A model asked to copy a passage verbatim mostly does, but changes white space, q
 case, sometimes a word or two, and sometimes invents one. `locate` tries, in order:
 
     exact      the passage occurs in the text as given (after trimming its ends)
-    tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included) are
-               dropped, curly quotes made straight, and Unicode compatibility forms (full-width
+    tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included) and
+               quotation marks are dropped, and Unicode compatibility forms (full-width
                punctuation, ligatures, the ellipsis character) and case folded; a passage the model
                shortened with "..." when its pieces occur in order, close together
     fuzzy      rapidfuzz's best partial alignment on the folded text scores at least FUZZY_THRESHOLD
@@ -37,9 +37,11 @@ MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 
-_QUOTES = {**{ord(c): "'" for c in "‘’‚‛′`´"}, **{ord(c): '"' for c in "“”„‟″«»「」『』"},
-           ord("。"): ".", ord("、"): ","}  # and the CJK full stop and comma, which NFKC keeps
-_DROPPED = frozenset("-‐‑‒–—―−\u00ad")  # hyphens and dashes: a model writes "--" for "—" or joins "some-\nthing"
+_QUOTES = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
+# Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
+# straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
+_MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
+_DROPPED = frozenset("-‐‑‒–—―−\u00ad") | _MARKS
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,10 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
     folded_text, index = hay.folded
     at = folded_text.find(folded_needle)
     if at >= 0:
-        return Match(index[at], index[at + len(folded_needle) - 1] + 1, "tolerant")
+        return Match(*_marks(needle, hay.text, index[at], index[at + len(folded_needle) - 1] + 1), "tolerant")
     elided = _elided(folded_needle, folded_text)
     if elided is not None:
-        return Match(index[elided[0]], index[elided[1] - 1] + 1, "tolerant")
+        return Match(*_marks(needle, hay.text, index[elided[0]], index[elided[1] - 1] + 1), "tolerant")
     if len(folded_needle) < FUZZY_MIN_CHARS or not folded_text:
         return None
     best = fuzz.partial_ratio_alignment(folded_needle, folded_text, score_cutoff=FUZZY_THRESHOLD)
@@ -109,6 +111,17 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
         return None
     start, end = _aligned(folded_needle, folded_text, best.dest_start, best.dest_end)
     return Match(index[start], index[end - 1] + 1, "fuzzy", round(best.score, 1))
+
+
+def _marks(needle: str, text: str, start: int, end: int) -> tuple[int, int]:
+    """The span widened over the quotation marks the passage opens or closes with (folding drops them)."""
+    if needle[0] in _MARKS:
+        while start > 0 and text[start - 1] in _MARKS:
+            start -= 1
+    if needle[-1] in _MARKS:
+        while end < len(text) and text[end] in _MARKS:
+            end += 1
+    return start, end
 
 
 ELISION_GAP = 400  # folded characters a "..." may stand for
