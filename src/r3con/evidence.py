@@ -37,7 +37,7 @@ MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 
-_QUOTES = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
+_CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
 # Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
 # straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
 _MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
@@ -76,7 +76,7 @@ def fold(text: str) -> tuple[str, tuple[int, ...]]:
             if c.isspace() or c in _DROPPED or unicodedata.category(c) == "Cf":
                 folded = ""
             else:
-                norm = unicodedata.normalize("NFKC", c).casefold().translate(_QUOTES)
+                norm = unicodedata.normalize("NFKC", c).casefold().translate(_CJK_PUNCT)
                 folded = "".join(d for d in norm if not d.isspace() and d not in _DROPPED)
             memo[c] = folded
         for d in folded:
