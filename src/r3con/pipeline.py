@@ -16,14 +16,13 @@ from .artifacts import RunDir
 from .config import Settings
 from .corpus import Document, split_documents
 from .errors import ConfigError, ContextTooLong, InputError, R3conError, RunFailed
-from .evidence import Evidence, document_refs, resolve_citations
+from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
 from .llm import LLMStack, build_llm
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
 from .sandbox import SandboxLimits
 from .stages._common import DocumentReuse, note_refs
-from .stages._evidence import EvidenceStats
 from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
 from .stages.notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
 from .stages.populate import PopulateOptions, populate

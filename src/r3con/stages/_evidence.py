@@ -1,4 +1,4 @@
-"""Population's evidence: the passage field it asks for, the check of each record's passage, the counts.
+"""Population's evidence: the passage field it asks for, and the check of each record's passage.
 
 Every table's records get a required `_passage` (the sentence(s) of the document the record comes
 from, copied verbatim; first, so that a model decoding in schema order quotes before it extracts).
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..corpus import Document
-from ..evidence import MATCH_KINDS, Haystack, locate
+from ..evidence import Haystack, locate
 
 PASSAGE = "_passage"
 PASSAGE_SPEC = {
@@ -73,52 +72,3 @@ def ordered(record: Mapping[str, Any]) -> dict[str, Any]:
     tail = ("_id", "_doc", "_part", "_title", PASSAGE, "_span", "_match")
     return {**head, **{k: record[k] for k in tail if k in record},
             **{k: v for k, v in record.items() if k.startswith("_") and k not in tail}}
-
-
-@dataclass(frozen=True)
-class EvidenceStats:
-    """How many records' passages were found, in all and per document (key), and how."""
-
-    records: int = 0
-    verified: int = 0
-    by_match: Mapping[str, int] = field(default_factory=dict)
-    by_doc: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    reasked: int = 0  # documents re-asked for their unverified records
-    dropped: int = 0  # unverified records left out (--unverified drop)
-
-    @property
-    def share(self) -> float | None:
-        return self.verified / self.records if self.records else None
-
-    @classmethod
-    def of(cls, records: Sequence[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
-        """Counts over `records` (dropped ones included, so the share says what the model gave)."""
-        by_match = dict.fromkeys(MATCH_KINDS, 0)
-        by_doc: dict[str, dict[str, int]] = {}
-        for r in records:
-            kind = str(r.get("_match") or "none")
-            by_match[kind] = by_match.get(kind, 0) + 1
-            key = str(r.get("_doc")) if "_part" not in r else f"{r.get('_doc')}.{r.get('_part')}"
-            counts = by_doc.setdefault(key, {"records": 0, "verified": 0})
-            counts["records"] += 1
-            counts["verified"] += kind != "none"
-        verified = len(records) - by_match.get("none", 0)
-        return cls(records=len(records), verified=verified, by_match=by_match, by_doc=by_doc,
-                   reasked=reasked, dropped=dropped)
-
-    def to_dict(self) -> dict[str, Any]:
-        share = self.share
-        return {"records": self.records, "verified": self.verified,
-                "share": None if share is None else round(share, 4), "by_match": dict(self.by_match),
-                "reasked_documents": self.reasked, "dropped": self.dropped,
-                "by_doc": {k: {**v, "share": round(v["verified"] / v["records"], 4) if v["records"] else None}
-                           for k, v in self.by_doc.items()}}
-
-    def line(self) -> str:
-        """One line for the CLI: the share verified and how."""
-        if not self.records:
-            return "no records"
-        kinds = ", ".join(f"{self.by_match.get(k, 0)} {k}" for k in ("exact", "tolerant", "fuzzy"))
-        flagged = self.records - self.verified
-        tail = f"; {flagged} flagged" + (f", {self.dropped} dropped" if self.dropped else "") if flagged else ""
-        return f"{self.verified} of {self.records} records' passages found in their documents ({self.share:.0%}: {kinds}){tail}"

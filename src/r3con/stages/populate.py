@@ -22,7 +22,7 @@ import jsonschema
 from .._prompts import render
 from ..corpus import Document
 from ..errors import BudgetExceeded, ContextTooLong, OutputError, R3conError
-from ..evidence import Haystack
+from ..evidence import EvidenceStats, Haystack
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
 from ..tokens import estimate_tokens
@@ -34,7 +34,7 @@ from ._common import (
     reply_text,
     shared_goes_first,
 )
-from ._evidence import EvidenceStats, Unverified, check, ordered, record_id, unverified, with_passage
+from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
 from ._json import NoJSON, extract_json
 from .notes_select import NotesSelector
 from .schema import schema_text
