@@ -195,6 +195,7 @@ def test_a_sources_line_is_split_off_the_reply():
     text, ids = split_sources("Reasoning.\nAnswer: 13 people\nSources: R10.1.2, R5.3.1 and Document 7.")
     assert text == "Reasoning.\nAnswer: 13 people" and ids == ["R10.1.2", "R5.3.1", "Document 7"]
     assert split_sources("Answer: 4") == ("Answer: 4", [])
+    assert split_sources("Answer: 4\n**Sources:** none") == ("Answer: 4", [])
 
 
 def test_citations_resolve_to_records_and_documents_and_unknown_ones_are_kept():

@@ -243,7 +243,9 @@ def split_sources(text: str) -> tuple[str, list[str]]:
     rest = (text[:last.start()] + text[last.end():]).strip()
     items = [s.strip(" .;[]()'\"`*") for s in re.split(r"[,;]|\s+and\s+", last.group(1))]
     ids: list[str] = []
-    for item in filter(None, items):
+    for item in items:
+        if item.lower() in ("", "none", "n/a", "na", "-", "nothing"):
+            continue
         records = _RECORD_ID.findall(item)
         ids.extend(records or [item])
     return rest, ids
