@@ -210,7 +210,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             rounds = relevance.rounds
             failures += relevance.failures
             for i, notes in enumerate(rounds, start=1):
-                run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))  # with each note's refs
+                run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
             _check_failures("relevance", failures, len(parts), settings)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         selector = NotesSelector(note_refs(parts, final_notes), notes_tokens, embed=embed)
