@@ -2,6 +2,8 @@
 flagged and no genuine one is. Then the answer's citations resolve to passages that index the documents."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,23 @@ def test_cli_prints_the_answer_then_its_evidence(tmp_path):
 def test_fake_llm_accepts_invent():
     assert FaultPlan.parse("invent=0.3,seed=2").invent == 0.3
     assert "invent=0.3" in FaultPlan(invent=0.3).spec()
+
+
+def test_fake_llm_command_invents_and_logs_which(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "r3con", "fake-llm", "--port", "0", "--faults",
+                             "invent=0.5,reword=0.3,seed=4", "--log", str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().strip().split("=")[1])
+        run_ = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", f"http://127.0.0.1:{port}/v1", "--json",
+                         "--quiet", "--unverified", "keep", "--out", str(tmp_path / "runs"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+    assert run_.returncode == 0, run_.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    invented = [p for c in calls if c["stage"] == "populate" for p in c.get("invented", [])]
+    records = json.loads((Path(json.loads(run_.stdout)["run_dir"]) / "records.json").read_text())
+    flagged = [r["_passage"] for rows in records.values() for r in rows if r["_match"] == "none"]
+    assert invented and sorted(flagged) == sorted(invented)
