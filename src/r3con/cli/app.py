@@ -216,7 +216,7 @@ def print_estimate(result: Any) -> None:
 @app.command("fake-llm")
 def fake_llm(
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one)")] = 0,
-    faults: Annotated[str | None, typer.Option("--faults", help="Fault spec: NAME=RATE for 429 500 hang drop truncate malformed empty reasoning, and seed= max= retry_after= hang_s= delay= only=STAGE+STAGE; e.g. 429=0.2,500=0.1,malformed=0.2,seed=7")] = None,
+    faults: Annotated[str | None, typer.Option("--faults", help="Fault spec: NAME=RATE for 429 500 hang drop truncate malformed empty reasoning, and seed= max= retry_after= hang_s= delay= only=STAGE+STAGE; invent=SHARE (records given a passage not in the document) and reword=SHARE (passages copied carelessly), both logged; e.g. 429=0.2,500=0.1,malformed=0.2,seed=7")] = None,
     max_model_len: Annotated[int, typer.Option("--max-model-len", help="Context window it reports")] = 32768,
     model: Annotated[str, typer.Option("--model", help="Model id it serves")] = "r3con-scripted",
     log: Annotated[Path | None, typer.Option("--log", help="Append every call as a JSON line to this file")] = None,
