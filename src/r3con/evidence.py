@@ -31,7 +31,7 @@ MatchKind = Literal["exact", "tolerant", "fuzzy"]
 MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 
 # Measured on Dracula (docs/evidence.md): sentences of 60-300 characters with one word replaced align at
-# 82 or more (median 95), with two at 79+ (p10 82), with three at 75+ (p10 80); sentences made of the same
+# 82 or more (median 95), with two at 79+ (p10 84), with three at 75+ (p10 80); sentences made of the same
 # document's words in another order reach at most 58, sentences of other documents 52, random 6-word phrases
 # of the document 69. 80 keeps ten points above every invention measured and accepts most edits of 1-3 words.
 FUZZY_THRESHOLD = 80.0
