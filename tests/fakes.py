@@ -58,6 +58,14 @@ def document_number(request: ChatRequest) -> int:
     return int(match.group(1))
 
 
+def quote(request: ChatRequest) -> str:
+    """The first sentence of the request's document: a verbatim passage a record can carry as `_passage`."""
+    match = re.search(r'<document number="[^"]*"[^>]*>\n(.*?)\n</document>', user_text(request), flags=re.DOTALL)
+    if not match:
+        raise AssertionError("no document in the request")
+    return re.split(r"(?<=[.!?])\s", match.group(1).strip())[0]
+
+
 SIMPLE_SCHEMA = {
     "type": "object",
     "properties": {

@@ -6,7 +6,15 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from r3con.corpus import Document, collect_paths, load_corpus, load_documents, split_documents, split_text
+from r3con.corpus import (
+    Document,
+    collect_paths,
+    documents_from_texts,
+    load_corpus,
+    load_documents,
+    split_documents,
+    split_text,
+)
 from r3con.errors import InputError
 from r3con.tokens import estimate_tokens
 
@@ -282,3 +290,12 @@ def test_a_link_to_a_folder_is_counted_not_followed(tmp_path):
     assert [d.title for d in corpus.documents] == ["a"]
     assert [(Path(e.source).name, e.rule) for e in corpus.inputs.excluded] == [("more", "link to a folder")]
     assert [d.title for d in load_corpus([tmp_path / "docs" / "more"]).documents] == ["b"]  # named: read
+
+
+def test_parts_know_where_they_start_in_their_document():
+    text = ("Ann Lee is 34. " * 40 + "\n\n") * 30
+    parts = split_documents(documents_from_texts([("Long", text)]), 500)
+    assert len(parts) > 2
+    for part in parts:
+        assert text[part.offset:part.offset + len(part.text)] == part.text
+    assert [p.offset for p in parts] == sorted({p.offset for p in parts})

@@ -9,7 +9,7 @@ from r3con.errors import RunFailed
 from r3con.pipeline import run
 from r3con.testing import FakeLLMServer
 
-from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, schema_reply, stack
+from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, schema_reply, stack
 
 TASK = "Which people are named in the documents, and how old are they?"
 TEXTS = [
@@ -63,7 +63,7 @@ async def test_direct_mode_and_no_structuring(fake_server, tmp_path):
 @pytest.mark.parametrize(("rounds", "populate_order"), [(2, [1, 2, 3]), (1, [3, 2, 1])])
 async def test_each_stage_sends_its_calls_the_other_way_from_the_stage_before(tmp_path, rounds, populate_order):
     llm = ScriptedLLM({"relevance": lambda r: "note", "schema": lambda r: schema_reply(SIMPLE_SCHEMA),
-                       "populate": lambda r: json.dumps({"people": [{"name": f"p{document_number(r)}"}]}),
+                       "populate": lambda r: json.dumps({"people": [{"name": f"p{document_number(r)}", "_passage": quote(r)}]}),
                        "reason": lambda r: "```python\nfinal_answer(len(people))\n```"})
     settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, rounds=rounds)
     result = await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm))
@@ -111,7 +111,7 @@ async def test_degraded_documents_are_reported_and_shown_to_the_agent(tmp_path):
 async def test_long_documents_are_split_into_parts_that_are_read_separately(tmp_path):
     text = ("Ann Lee is 34. " * 40 + "\n\n") * 30
     llm = ScriptedLLM({"relevance": lambda r: f"part {r.part}", "schema": lambda r: schema_reply(),
-                       "populate": lambda r: json.dumps({"people": [{"name": f"p{r.part}"}]}),
+                       "populate": lambda r: json.dumps({"people": [{"name": f"p{r.part}", "_passage": quote(r)}]}),
                        "reason": lambda r: "```python\nfinal_answer(sorted({p['_part'] for p in people}))\n```"})
     settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, part_tokens=1000, rounds=1)
     result = await run(TASK, r3con.documents_from_texts([("Long", text)]), settings, llm=stack(llm))

@@ -17,6 +17,7 @@ from .errors import (  # noqa: E402
     RunFailed,
     SandboxError,
 )
+from .evidence import Evidence  # noqa: E402
 from .inputs import Inputs  # noqa: E402
 from .pipeline import RunResult, run  # noqa: E402
 from .results import Failure  # noqa: E402
@@ -27,6 +28,7 @@ __all__ = [
     "Corpus",
     "Document",
     "EndpointUnreachable",
+    "Evidence",
     "Failure",
     "InputError",
     "Inputs",

@@ -4,11 +4,13 @@
                           versions, and the attempts made in this folder
     notes/round-N.json    each round's note per document
     schema.json           the accepted schema; schema_attempts.json every proposal and its problem
-    records.json          all records with their source documents; records/TABLE.csv one file a table
+    documents.jsonl       each document's text as loaded (the spans of records' passages index it)
+    records.json          all records with their source documents and checked passages; records/TABLE.csv one file a table
+    dropped_records.json  records left out because their passage is not in their document (--unverified drop)
     transcript.json       the agent's steps: reply, code, output, errors
     calls.jsonl           every LLM call: stage, document, usage, latency, reply (requests: `--log-calls`)
     usage.json            usage and cost, in total and per stage
-    result.json           the answer, degraded documents, usage (what `r3con run --json` prints)
+    result.json           the answer, its evidence, degraded documents, usage (what `r3con run --json` prints)
     error.json            written when the run failed or was interrupted: stage, kind, message (a bug's traceback)
 
 The folder holds the user's documents and what the model said about them: it is private (0700, its

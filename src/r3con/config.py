@@ -39,6 +39,7 @@ class Settings:
     reason_max_tokens: int = 4096
     schema_attempts: int = 3
     populate_attempts: int = 3
+    unverified: Literal["reask", "keep", "drop"] = "reask"  # records whose passage is not in their document
     data_view_chars: int = 24_000
     part_tokens: int | None = None
     max_failed_share: float = 0.5
@@ -126,6 +127,8 @@ class Settings:
             raise ConfigError("--reasoning must be 'code' or 'direct'")
         if self.http_client not in ("auto", "sdk", "aiohttp"):
             raise ConfigError("R3CON_HTTP_CLIENT must be 'auto', 'sdk' or 'aiohttp'")
+        if self.unverified not in ("reask", "keep", "drop"):
+            raise ConfigError("--unverified must be 'reask' (once, then keep flagged), 'keep' (flagged) or 'drop'")
         if self.layout not in ("cache", "paper"):
             raise ConfigError("--layout must be 'cache' or 'paper'")
         if self.cache_breakpoints not in ("auto", "on", "off"):

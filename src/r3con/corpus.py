@@ -21,7 +21,8 @@ class Document:
     """One document, or one part of a document that was split to fit the window.
 
     `number` is the document's stable 1-based number in the corpus; a split document keeps its
-    number and its parts are numbered 1..`parts`.
+    number and its parts are numbered 1..`parts`; `offset` is where a part's text starts in the whole
+    document's text (so evidence spans found in a part point into the document).
     """
 
     number: int
@@ -30,6 +31,7 @@ class Document:
     source: str = ""
     part: int = 1
     parts: int = 1
+    offset: int = 0
 
     @cached_property
     def tokens(self) -> int:
@@ -182,7 +184,10 @@ def split_documents(docs: Sequence[Document], max_tokens: int,
         if len(pieces) == 1:
             out.append(doc)
             continue
-        out.extend(
-            replace(doc, text=piece, part=i, parts=len(pieces)) for i, piece in enumerate(pieces, start=1)
-        )
+        at = 0
+        for i, piece in enumerate(pieces, start=1):
+            found = doc.text.find(piece, at)  # consecutive pieces: found at `at` (a splitter may drop blank ones)
+            start = found if found >= 0 else at
+            out.append(replace(doc, text=piece, part=i, parts=len(pieces), offset=start))
+            at = start + len(piece)
     return tuple(out)

@@ -19,6 +19,7 @@ from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document, split_documents
 from .errors import ConfigError, ContextTooLong, InputError, R3conError
+from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.budget import spent_in
@@ -60,6 +61,9 @@ class RunResult:
     extra: Mapping[str, Any] = field(default_factory=dict)
     model: str = ""  # the model the endpoint served (the configured one, or the first it lists)
     inputs: Inputs = Inputs()  # what became of every input: read, skipped, unreadable, duplicates, degraded
+    evidence: tuple[Evidence, ...] = ()  # what the answer cites, resolved: records with their passages, documents
+    unknown_citations: tuple[str, ...] = ()  # cited ids that name no record or document of the run
+    evidence_stats: EvidenceStats | None = None  # records whose passages were found in their documents
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -81,6 +85,9 @@ class RunResult:
             "capped": self.capped,
             "usage": usage,
             "inputs": self.inputs.to_dict(),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "unknown_citations": list(self.unknown_citations),
+            "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
         }
 
 
@@ -218,6 +225,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         "ranking": "embeddings" if embed is not None else "bm25", "query": "the task, and in relevance rounds the document's own last note",
     }
     run_dir.write_json("manifest.json", manifest)
+    _write_documents(run_dir, docs)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     failures: list[Failure] = []
     stage = "relevance"
@@ -247,6 +255,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
 
         schema: Mapping[str, Any] | None = None
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
+        evidence_stats: EvidenceStats | None = None
         if settings.structuring:
             stage = "schema"
             progress.stage("schema", 1)
@@ -266,12 +275,17 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 layout=settings.layout, max_tokens=settings.populate_max_tokens,
                 attempts=settings.populate_attempts, temperature=settings.temperature, on_done=progress.advance,
                 breakpoints=breakpoints, selector=selector, reverse=settings.rounds % 2 == 1, cold=reuse.cold(),
+                unverified=settings.unverified,
             ))
             failures += filled.failures
             stats.shared_first["populate"] = filled.shared_first
             llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
             tables = filled.tables
             run_dir.write_json("records.json", {k: list(v) for k, v in tables.items()})
+            evidence_stats = filled.evidence
+            manifest["evidence_stats"] = evidence_stats.to_dict()
+            if filled.dropped:  # --unverified drop: listed, never silently lost
+                run_dir.write_json("dropped_records.json", list(filled.dropped))
             for name, rows in tables.items():
                 run_dir.write_table_csv(name, [dict(r) for r in rows])
             _check_failures("populate", failures, len(parts), settings)
@@ -302,11 +316,14 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         account = account.with_degraded(failures)
         manifest["inputs"] = account.to_dict()
         _finish_manifest(run_dir, manifest, stats, reuse)
+        cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
+                                  {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
         result = RunResult(
             answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
             records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=account,
+            evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
         )
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
@@ -396,7 +413,17 @@ def _key_order(key: str) -> tuple[int, ...]:
 
 
 def _notes_json(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [{"doc": p.key, "title": p.title, "note": notes[p.key]} for p in parts if p.key in notes]
+    """Each note with `refs`: the keys of the documents it names ("document 12"), for links."""
+    keys = [p.key for p in parts]
+    return [{"doc": p.key, "title": p.title, "note": notes[p.key],
+             "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
+
+
+def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
+    """documents.jsonl: each whole document's text as loaded, which records' `_span`s index."""
+    run_dir.write_text("documents.jsonl", "".join(
+        json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
+        for d in docs))
 
 
 def _write_usage(run_dir: RunDir, llm: LLMStack) -> None:

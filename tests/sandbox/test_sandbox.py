@@ -77,6 +77,13 @@ async def test_duckdb_is_importable(sandbox):
     assert result.stdout == "17\n", result
 
 
+async def test_final_answer_takes_the_ids_the_answer_cites(sandbox):
+    result = await sandbox.run("final_answer('Acme', cite=['R1.1.1', 2, None])")
+    assert result.final_answer == "Acme" and result.citations == ("R1.1.1", "2")
+    assert (await sandbox.run("final_answer(3, cite='R2.1.1')")).citations == ("R2.1.1",)
+    assert (await sandbox.run("final_answer(3)")).citations == ()
+
+
 async def test_final_answer_ends_the_cell_and_returns_the_value(sandbox):
     result = await sandbox.run("final_answer({'total': int(dfs['orders'].qty.sum()), 'ok': True})\nprint('not reached')")
     assert result.has_final_answer

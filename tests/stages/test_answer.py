@@ -73,3 +73,26 @@ def test_code_and_answer_extraction():
     assert extract_code("```\nprint(1)\n```") == "print(1)"
     assert extract_code("no code") is None
     assert final_answer_line("reasoning\nAnswer: 12 people") == "12 people"
+
+
+CITED = {"people": [{"name": "Ann", "_id": "R1.1.1", "_doc": 1, "_title": "One", "_passage": "Ann is 4.",
+                     "_span": [0, 9], "_match": "exact"}]}
+
+
+async def test_the_agent_cites_record_ids_it_sees_and_never_sees_spans(tmp_path):
+    replies = iter([code("print(sorted(people[0]))"),
+                    code("final_answer('Ann', cite=[r['_id'] for r in people])")])
+    llm = ScriptedLLM({"reason": lambda r: next(replies)})
+    result = await answer_with_code(llm, "Who?", {}, "", "{}", CITED, AnswerOptions(max_steps=3, scratch_root=tmp_path))
+    assert result.answer == "Ann" and result.citations == ("R1.1.1",)
+    assert "'_id'" in result.steps[0].observation and "'_passage'" in result.steps[0].observation
+    assert "_span" not in result.steps[0].observation and "_span" not in llm.history[0].messages[1].content
+
+
+async def test_at_the_step_bound_and_in_direct_mode_a_sources_line_is_taken_off_the_answer(tmp_path):
+    llm = ScriptedLLM({"reason": lambda r: code("x = 1") if r.mode == "code" else "Answer: Ann\nSources: R1.1.1, Document 1"})
+    capped = await answer_with_code(llm, "Who?", {}, "", "{}", CITED, AnswerOptions(max_steps=1, scratch_root=tmp_path))
+    assert capped.capped and capped.answer == "Ann" and capped.citations == ("R1.1.1", "Document 1")
+    direct = await answer_direct(llm, "Who?", "", "{}", CITED, OPTIONS)
+    assert direct.answer == "Ann" and direct.citations == ("R1.1.1", "Document 1")
+    assert "Sources:" in llm.history[-1].messages[0].content and "_span" not in llm.history[-1].messages[0].content

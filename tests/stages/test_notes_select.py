@@ -13,7 +13,7 @@ from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
 from r3con.tokens import estimate_tokens
 
-from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, user_text
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, user_text
 
 FILLER = "The weather stayed grey and the roads were quiet for most of the week. " * 6
 
@@ -101,7 +101,7 @@ async def test_cache_layout_gives_every_call_of_a_document_the_same_prefix():
     docs = documents_from_texts([("Alpha", "Ann Lee is 34. " * 200), ("Beta", "Bob Stone is 41. " * 200)])
     for breakpoints in (False, True):
         llm = ScriptedLLM({"relevance": lambda r: f"note {document_number(r)}",
-                           "populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+                           "populate": lambda r: json.dumps({"people": [{"name": "Ann", "_passage": quote(r)}]})})
         await extract_relevance(llm, "Who is how old?", docs,
                                 RelevanceOptions(rounds=2, layout="cache", breakpoints=breakpoints))
         await populate(llm, "Who is how old?", SIMPLE_SCHEMA, docs, "<notes>\n</notes>",
@@ -200,7 +200,7 @@ async def test_short_documents_get_the_shared_notes_and_schema_first():
     long_note = "Ann Lee met Bob Stone in Oslo and they spoke of the harbour, the ships and the winter. " * 4
     docs = documents_from_texts([(f"Letter {i}", f"Ann Lee wrote on day {i}.") for i in range(1, 7)])
     llm = ScriptedLLM({"relevance": lambda r: f"{long_note} (document {document_number(r)})",
-                       "populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+                       "populate": lambda r: json.dumps({"people": [{"name": "Ann", "_passage": quote(r)}]})})
     stats = SelectionStats()
     result = await extract_relevance(llm, "Who met whom?", docs, RelevanceOptions(rounds=2, layout="cache", stats=stats))
     notes = format_notes([NoteRef(d.key, d.title, result.final[d.key]) for d in docs])

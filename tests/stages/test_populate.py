@@ -1,10 +1,11 @@
 import json
 
 from r3con.corpus import Document, documents_from_texts
+from r3con.errors import ContextTooLong
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.schema import validate_schema
 
-from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote
 
 SCHEMA = validate_schema(SIMPLE_SCHEMA)
 DOCS = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7.")])
@@ -12,18 +13,22 @@ DOCS = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7.")])
 
 def records(request):
     n = document_number(request)
-    return json.dumps({"people": [{"name": ["Ann", "Bob"][n - 1], "age": [4, 7][n - 1]}]})
+    return json.dumps({"people": [{"_passage": quote(request), "name": ["Ann", "Bob"][n - 1], "age": [4, 7][n - 1]}]})
 
 
 async def test_records_are_stamped_with_their_source_and_merged():
     llm = ScriptedLLM({"populate": records})
     result = await populate(llm, "ages", SCHEMA, DOCS, "<notes/>")
     assert list(result.tables["people"]) == [
-        {"name": "Ann", "age": 4, "_doc": 1, "_title": "One"},
-        {"name": "Bob", "age": 7, "_doc": 2, "_title": "Two"},
+        {"name": "Ann", "age": 4, "_id": "R1.1.1", "_doc": 1, "_title": "One", "_passage": "Ann is 4.",
+         "_span": [0, 9], "_match": "exact"},
+        {"name": "Bob", "age": 7, "_id": "R2.1.1", "_doc": 2, "_title": "Two", "_passage": "Bob is 7.",
+         "_span": [0, 9], "_match": "exact"},
     ]
     assert dict(result.per_doc) == {"1": 1, "2": 1}
-    assert all(r.response_schema == SCHEMA for r in llm.history)
+    sent = llm.history[0].response_schema["properties"]["people"]["items"]
+    assert list(sent["properties"])[0] == "_passage" and sent["required"] == ["_passage", "name"]
+    assert result.evidence.to_dict()["share"] == 1.0
     assert sorted(r.doc for r in llm.history) == [1, 2]
 
 
@@ -35,15 +40,18 @@ async def test_reverse_sends_the_calls_backwards_and_still_merges_in_corpus_orde
 
 
 async def test_split_parts_are_stamped_with_their_part():
-    doc = Document(number=5, title="Long", text="Ann is 4.", part=2, parts=3)
-    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+    doc = Document(number=5, title="Long", text="Ann is 4.", part=2, parts=3, offset=100)
+    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann", "_passage": "is 4"}]})})
     result = await populate(llm, "ages", SCHEMA, [doc], "")
-    assert result.tables["people"][0]["_doc"] == 5 and result.tables["people"][0]["_part"] == 2
+    record = result.tables["people"][0]
+    assert record["_doc"] == 5 and record["_part"] == 2 and record["_id"] == "R5.2.1"
+    assert record["_span"] == [104, 108], "spans point into the whole document, not the part"
     assert llm.history[0].part == 2
 
 
 async def test_invalid_output_is_reasked_with_the_error():
-    replies = iter([json.dumps({"people": [{"age": "four"}]}), json.dumps({"people": [{"name": "Ann", "age": 4}]})])
+    replies = iter([json.dumps({"people": [{"age": "four"}]}),
+                    json.dumps({"people": [{"name": "Ann", "age": 4, "_passage": "Ann is 4."}]})])
     llm = ScriptedLLM({"populate": lambda r: next(replies)})
     result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
     assert result.tables["people"][0]["name"] == "Ann"
@@ -53,7 +61,7 @@ async def test_invalid_output_is_reasked_with_the_error():
 
 
 async def test_broken_json_is_repaired_without_reasking():
-    llm = ScriptedLLM({"populate": lambda r: 'Sure!\n```json\n{"people": [{"name": "Ann", "age": 4},]\n```'})
+    llm = ScriptedLLM({"populate": lambda r: 'Sure!\n```json\n{"people": [{"name": "Ann", "age": 4, "_passage": "Ann is 4."},]\n```'})
     result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
     assert result.tables["people"][0]["name"] == "Ann"
     assert result.repaired == 1 and len(llm.history) == 1
@@ -82,3 +90,61 @@ async def test_notes_are_background_and_document_is_the_source():
     text = llm.history[1].messages[1].content
     assert text.index("<schema>") < text.index("Bob is Ann's brother") < text.index("<document")
     assert text.count("the document below") == 2 and "above" not in text
+
+
+def _invented_then(second: str):
+    """Replies: first a record whose passage is not in the document, then `second` when re-asked."""
+    replies = iter([json.dumps({"people": [{"name": "Ann", "_passage": "Ann is 4."},
+                                           {"name": "Zed", "_passage": "Zed is 99 and lives on the moon."}]}), second])
+    return lambda request: next(replies)
+
+
+async def test_a_record_whose_passage_is_not_in_the_document_is_reasked_once_then_kept_flagged():
+    still_invented = json.dumps({"people": [{"name": "Ann", "_passage": "Ann is 4."},
+                                            {"name": "Zed", "_passage": "Zed is 99, on the moon."}]})
+    llm = ScriptedLLM({"populate": _invented_then(still_invented)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert len(llm.history) == 2
+    reask = llm.history[1].messages[-1].content
+    assert "Zed is 99 and lives on the moon." in reask and "Ann is 4." not in reask
+    assert llm.history[1].messages[-2].role == "assistant"  # the same conversation, the document's prefix kept
+    ann, zed = result.tables["people"]
+    assert (ann["_match"], zed["_match"], zed["_span"]) == ("exact", "none", None)
+    stats = result.evidence.to_dict()
+    assert stats["records"] == 2 and stats["verified"] == 1 and stats["share"] == 0.5
+    assert stats["by_doc"] == {"1": {"records": 2, "verified": 1, "share": 0.5}} and stats["reasked_documents"] == 1
+
+
+async def test_a_reask_that_corrects_the_passage_verifies_the_record():
+    fixed = json.dumps({"people": [{"name": "Ann", "_passage": "Ann is 4."}]})
+    llm = ScriptedLLM({"populate": _invented_then(fixed)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert [r["name"] for r in result.tables["people"]] == ["Ann"] and result.evidence.share == 1.0
+
+
+async def test_keep_flags_without_reasking_and_drop_lists_what_it_left_out():
+    llm = ScriptedLLM({"populate": _invented_then("unused")})
+    kept = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="keep"))
+    assert len(llm.history) == 1 and [r["_match"] for r in kept.tables["people"]] == ["exact", "none"]
+
+    llm = ScriptedLLM({"populate": _invented_then("unused")})
+    dropped = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="drop"))
+    assert len(llm.history) == 1 and [r["name"] for r in dropped.tables["people"]] == ["Ann"]
+    assert [(r["name"], r["_table"], r["_id"]) for r in dropped.dropped] == [("Zed", "people", "R1.1.2")]
+    assert dropped.evidence.records == 2 and dropped.evidence.dropped == 1 and dropped.per_doc["1"] == 1
+
+
+async def test_a_record_without_a_passage_is_valid_but_unverified():
+    llm = ScriptedLLM({"populate": lambda r: json.dumps({"people": [{"name": "Ann"}]})})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(unverified="keep"))
+    record = result.tables["people"][0]
+    assert record["_passage"] is None and record["_match"] == "none" and record["_id"] == "R1.1.1"
+
+
+async def test_a_reask_that_fails_keeps_the_first_records_flagged():
+    replies = iter([json.dumps({"people": [{"name": "Zed", "_passage": "Zed lives on the moon."}]}),
+                    ContextTooLong("the conversation grew past the window")])
+    llm = ScriptedLLM({"populate": lambda r: next(replies)})
+    result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
+    assert not result.failures and [r["_match"] for r in result.tables["people"]] == ["none"]
+    assert result.evidence.reasked == 1

@@ -58,8 +58,31 @@ Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, ensure_ascii=False))
-    else:
-        print(summary["answer"])
+        return
+    print(summary["answer"])
+    for line in evidence_lines(summary.get("evidence") or [], summary.get("unknown_citations") or []):
+        print(line)
+
+
+def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: int = 8, width: int = 100) -> list[str]:
+    """The answer's evidence in a few lines: id, document title, and the passage shortened."""
+    if not evidence and not unknown:
+        return []
+    lines = ["", "Evidence:"]
+    for item in evidence[:limit]:
+        head = f"  [{item['id']}] {item['title']} (document {item['doc']})"
+        passage = " ".join(str(item.get("passage") or "").split())
+        if item["kind"] == "document" or not passage:
+            lines.append(head + (": no passage given" if item["kind"] == "record" else ""))
+            continue
+        short = passage if len(passage) <= width else passage[: width - 1].rstrip() + "…"
+        flag = "" if item.get("match") != "none" else "  (not found in the document)"
+        lines.append(f"{head}: \u201c{short}\u201d{flag}")
+    if len(evidence) > limit:
+        lines.append(f"  ... and {len(evidence) - limit} more (see result.json)")
+    if unknown:
+        lines.append(f"  cited but unknown: {', '.join(unknown[:10])}")
+    return lines
 
 
 @app.command()
@@ -95,6 +118,7 @@ def run(
     part_tokens: Annotated[int | None, typer.Option("--part-tokens", help="Tokens one document part may take; longer documents are split (default: what the window leaves)")] = None,
     max_failed_share: Annotated[float | None, typer.Option("--max-failed-share", help="Share of documents (0 to 1) that may fail in a stage before the run stops (default 0.5)")] = None,
     pdf_password: Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")] = None,
+    unverified: Annotated[str | None, typer.Option("--unverified", help="Records whose passage is not in their document: reask (once, then keep them flagged; default), keep (flagged), drop (listed in dropped_records.json)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
     exclude: Exclude = None,
@@ -111,7 +135,7 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices, log_calls=log_calls,
+        prices_file=prices, log_calls=log_calls, unverified=unverified,
     )
     if question_file is not None and question is not None:  # with --question-file every argument is a path
         paths = [question, *(paths or [])]
@@ -152,6 +176,8 @@ def run(
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+        if result.evidence_stats is not None:
+            print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
 
@@ -268,7 +294,7 @@ def print_estimate(result: Any) -> None:
 @app.command("fake-llm")
 def fake_llm(
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one)")] = 0,
-    faults: Annotated[str | None, typer.Option("--faults", help="Fault spec: NAME=RATE for 429 500 hang drop truncate malformed empty reasoning, and seed= max= retry_after= hang_s= delay= only=STAGE+STAGE; e.g. 429=0.2,500=0.1,malformed=0.2,seed=7")] = None,
+    faults: Annotated[str | None, typer.Option("--faults", help="Fault spec: NAME=RATE for 429 500 hang drop truncate malformed empty reasoning, and seed= max= retry_after= hang_s= delay= only=STAGE+STAGE; invent=SHARE (records given a passage not in the document) and reword=SHARE (passages copied carelessly), both logged; e.g. 429=0.2,500=0.1,malformed=0.2,seed=7")] = None,
     max_model_len: Annotated[int, typer.Option("--max-model-len", help="Context window it reports")] = 32768,
     model: Annotated[str, typer.Option("--model", help="Model id it serves")] = "r3con-scripted",
     log: Annotated[Path | None, typer.Option("--log", help="Append every call as a JSON line to this file")] = None,

@@ -75,6 +75,7 @@ class CellResult:
     restarted: bool = False    # a fresh worker replaced it: data bound again, the code's variables gone
     has_final_answer: bool = False
     final_answer: Any = None   # the JSON-compatible value given to final_answer()
+    citations: tuple[str, ...] = ()  # final_answer(..., cite=[...]): the record ids or documents it rests on
 
     def observation(self) -> str:
         """The text the agent sees next: output, error, and what happened to the session."""

@@ -239,6 +239,7 @@ class Sandbox:
             error=clip(str(error), self.limits.output_chars) if error is not None else None,
             duration_s=duration, restarted=restarted,
             has_final_answer=bool(message.get("final")), final_answer=message.get("value"),
+            citations=_cited(message.get("cite")),
         )
 
     async def _stopped(self, worker: WorkerProcess, cell: int, started: float, *, timed_out: bool) -> CellResult:
@@ -275,3 +276,11 @@ class Sandbox:
         except (TypeError, ValueError):
             value = jsonable(value)
         return {"type": "call_result", "ok": True, "value": value}
+
+
+def _cited(value: Any) -> tuple[str, ...]:
+    """`final_answer(..., cite=...)` as ids: a list of them, or one id (a string or number)."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list | tuple) else [value]
+    return tuple(str(v) for v in items if isinstance(v, str | int) and not isinstance(v, bool))

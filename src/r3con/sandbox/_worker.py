@@ -169,7 +169,7 @@ class _Repl:
         self.module = types.ModuleType("__main__")
         self.ns: dict[str, Any] = self.module.__dict__
         self.ns["__builtins__"] = builtins
-        self.final: tuple[Any] | None = None
+        self.final: tuple[Any, Any] | None = None  # (value, cite)
         self.stdout, self.stderr = sys.stdout, sys.stderr
         # Copies of the output pipes, put back before each cell in case the code closed or replaced fds 1, 2.
         self.pipes = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (1, 2)}
@@ -191,9 +191,9 @@ class _Repl:
             ns[name] = self._host_function(name)
         sys.modules["__main__"] = self.module
 
-    def _final_answer(self, value: Any) -> None:
-        """Record `value` as the answer and end the cell."""
-        self.final = (value,)
+    def _final_answer(self, value: Any, cite: Any = None) -> None:
+        """Record `value` as the answer (and `cite`, the ids of the records or documents it rests on); end the cell."""
+        self.final = (value, cite)
         raise _FinalAnswer
 
     def _host_function(self, name: str) -> Callable[..., Any]:
@@ -249,6 +249,7 @@ class _Repl:
                                   "final": self.final is not None, "value": None}
         if self.final is not None:
             result["value"] = jsonable(self.final[0])
+            result["cite"] = jsonable(self.final[1]) if self.final[1] is not None else None
             size = len(json.dumps(result["value"], ensure_ascii=False))
             if size > MAX_WORKER_FRAME // 2:
                 result["value"] = f"<final answer too large: {size} characters of JSON>"

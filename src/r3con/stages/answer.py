@@ -2,8 +2,10 @@
 
 The agent sees the task, the notes, the schema and a view of the data; each reply's ```python block
 runs in a persistent worker process where the full data is bound; the printed output comes back as
-the next message; `final_answer(value)` ends the loop. At the step bound, one last call asks for a
-plain answer. The model's mistakes (no code, exceptions, timeouts) are observations, not failures.
+the next message; `final_answer(value, cite=[...])` ends the loop, naming the records (their `_id`)
+or documents the answer rests on. At the step bound, one last call asks for a plain answer with a
+"Sources:" line, as direct reasoning does. The model's mistakes (no code, exceptions, timeouts) are
+observations, not failures.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._prompts import Rendered, render
+from ..evidence import split_sources
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..sandbox import Sandbox, SandboxLimits
@@ -46,6 +49,7 @@ class AnswerResult:
     steps: tuple[AgentStep, ...] = ()
     capped: bool = False
     isolation: Mapping[str, Any] | None = None  # the sandbox's IsolationReport.to_dict()
+    citations: tuple[str, ...] = ()  # what the answer names as its evidence: record ids, documents
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,15 @@ def data_view(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int)
     return "The data is too large to show whole; every record is in the REPL.\n" + "\n".join(parts)
 
 
+HIDDEN_FIELDS = ("_span",)  # offsets into the document: for people and the report, noise to the model
+
+
+def model_view(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The records as the answering model sees them: with their ids and passages, without the spans."""
+    return {name: [{k: v for k, v in row.items() if k not in HIDDEN_FIELDS} for row in rows]
+            for name, rows in tables.items()}
+
+
 def _missing_text(missing: Sequence[str]) -> str:
     return ", ".join(f"Document {key}" for key in missing)
 
@@ -109,13 +122,14 @@ async def answer_direct(
     options: AnswerOptions, missing: Sequence[str] = (),
 ) -> AnswerResult:
     """Answer from the notes and the data in one call, without code."""
-    data = data_view(tables, options.data_view_chars) if tables else ""
+    data = data_view(model_view(tables), options.data_view_chars) if tables else ""
     prompt = render("direct", task=task, notes=notes, schema=schema, data=data, missing=_missing_text(missing))
     completion = await llm.complete(ChatRequest(
         messages=(Message("user", prompt.text),), stage=STAGE, mode="direct", max_tokens=options.max_tokens,
         temperature=options.temperature, prompt_name=prompt.name, prompt_hash=prompt.hash,
     ))
-    return AnswerResult(answer=final_answer_line(reply_text(completion)), mode="direct")
+    text, cited = split_sources(reply_text(completion))
+    return AnswerResult(answer=final_answer_line(text), mode="direct", citations=tuple(cited))
 
 
 async def answer_with_code(
@@ -124,6 +138,7 @@ async def answer_with_code(
     extra_variables: Mapping[str, Any] | None = None,
 ) -> AnswerResult:
     """Run the coding agent until it calls final_answer or reaches `max_steps`."""
+    tables = model_view(tables)
     system = render("agent_system", max_steps=options.max_steps)
     first = render("agent_task", task=task, notes=notes_text, schema=schema,
                    data=data_view(tables, options.data_view_chars), missing=_missing_text(missing))
@@ -160,7 +175,7 @@ async def run_agent(
             if cell.has_final_answer:
                 steps.append(AgentStep(index, reply, code, cell.observation()))
                 return AnswerResult(answer=render_value(cell.final_answer), mode="code", steps=tuple(steps),
-                                    isolation=sandbox.isolation.to_dict())
+                                    isolation=sandbox.isolation.to_dict(), citations=cell.citations)
             observation = cell.observation()
             steps.append(AgentStep(index, reply, code, observation, error=cell.error))
             messages.append(Message("user", observation))
@@ -168,8 +183,9 @@ async def run_agent(
         messages.append(Message("user", final.text))
         reply = await _ask(llm, messages, "final", options, final, stage)
         steps.append(AgentStep(options.max_steps + 1, reply, None, None))
-        return AnswerResult(answer=final_answer_line(reply), mode="code", steps=tuple(steps), capped=True,
-                            isolation=sandbox.isolation.to_dict())
+        text, cited = split_sources(reply)
+        return AnswerResult(answer=final_answer_line(text), mode="code", steps=tuple(steps), capped=True,
+                            isolation=sandbox.isolation.to_dict(), citations=tuple(cited))
 
 
 async def _ask(llm: LLM, messages: list[Message], mode: str, options: AnswerOptions, prompt: Any,

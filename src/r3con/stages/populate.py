@@ -4,22 +4,25 @@ Replies are requested with `response_format` json_schema, validated with a real 
 repaired when slightly broken, and re-asked with the validation error. Records are stamped with their
 source document (`_doc`, and `_part` for split documents, `_title`) and merged into one data set.
 A request refused as too long for the window is sent again with half the notes (when a notes
-selector is given), never cut silently.
+selector is given), never cut silently. Each record also carries the passage it comes from, checked
+against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 import jsonschema
 
-from .._fanout import fan_out
+from .._fanout import DOCUMENT_ERRORS, fan_out
 from .._prompts import render
 from ..corpus import Document
 from ..errors import ContextTooLong, OutputError
+from ..evidence import EvidenceStats, Haystack
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
@@ -31,6 +34,7 @@ from ._common import (
     document_messages,
     shared_goes_first,
 )
+from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
 from ._json import NoJSON, extract_json
 from .notes_select import NotesSelector
 from .schema import schema_text
@@ -48,6 +52,8 @@ class PopulateResult:
     repaired: int = 0
     reasked: int = 0
     shared_first: int = 0  # documents whose call put the shared instructions before the document
+    dropped: tuple[Mapping[str, Any], ...] = ()  # unverified records left out (--unverified drop)
+    evidence: EvidenceStats = EvidenceStats()
 
     @property
     def total(self) -> int:
@@ -64,6 +70,7 @@ class PopulateOptions:
     shared_first: bool = True  # cache layout: the shared part goes first for documents shorter than it
     reverse: bool = False  # send the calls backwards (see `_common.call_order`): after an odd number of rounds
     cold: bool = False  # the cache kept too few documents from the last round (`DocumentReuse.cold`): shared part first
+    unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     selector: NotesSelector | None = field(default=None, compare=False)
     on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
@@ -74,6 +81,8 @@ class _DocRecords:
     repaired: bool
     reasks: int
     shared_first: bool = False
+    conversation: tuple[Message, ...] = ()  # the messages and the accepted reply, for an evidence re-ask
+    evidence_reasked: bool = False
 
 
 def _validation_message(error: jsonschema.ValidationError) -> str:
@@ -92,8 +101,11 @@ class _Form:
 
     @classmethod
     def of(cls, schema: Mapping[str, Any], task: str) -> _Form:
-        text = schema_text(schema)
-        return cls(schema, text, jsonschema.Draft202012Validator(schema), estimate_tokens(f"{task}\n{text}") + SHARED_OVERHEAD)
+        """The schema with its passage field; a record without a passage is valid, and found unverified."""
+        sent = with_passage(schema)
+        text = schema_text(sent)
+        validator = jsonschema.Draft202012Validator(with_passage(schema, required=False))
+        return cls(sent, text, validator, estimate_tokens(f"{task}\n{text}") + SHARED_OVERHEAD)
 
 
 async def populate_document(
@@ -105,7 +117,8 @@ async def populate_document(
     notes_tokens = estimate_tokens(notes) if notes_tokens is None else notes_tokens
     while True:
         try:
-            return await _populate_once(llm, task, form, doc, notes, notes_tokens, options)
+            result = await _populate_once(llm, task, form, doc, notes, notes_tokens, options)
+            return await _checked(llm, form, doc, result, options)
         except ContextTooLong as exc:
             if options.selector is None or budget == 0:
                 raise ContextTooLong(f"document {doc.key} with its notes does not fit the context window; "
@@ -145,11 +158,42 @@ async def _populate_once(
             if error is None:
                 repaired_any = repaired_any or repaired
                 tables = {name: list(value.get(name) or []) for name in schema["properties"]}
-                return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first)
+                return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first,
+                                   conversation=(*messages, Message("assistant", reply)))
             problem = _validation_message(error)
         retry = render("populate_retry", error=problem)
         messages += [Message("assistant", reply), Message("user", retry.text)]
     raise OutputError(f"records did not match the schema after {options.attempts} attempts ({problem})")
+
+
+async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, options: PopulateOptions) -> _DocRecords:
+    """Locate each record's passage; with `reask`, ask once more for the records whose passage is not found."""
+    hay = Haystack(doc.text)
+    check(result.records, doc, hay)
+    missing = list(unverified(result.records))
+    if options.unverified != "reask" or not missing:
+        return result
+    prompt = render("populate_evidence", records=[
+        {"table": name, "index": i, "passage": json.dumps(row["_passage"], ensure_ascii=False)
+                                                if row.get("_passage") else "(no passage given)"}
+        for name, i, row in missing])
+    try:
+        completion = await llm.complete(ChatRequest(
+            messages=(*result.conversation, Message("user", prompt.text)), stage=STAGE, doc=doc.number,
+            part=doc.part if doc.parts > 1 else None, max_tokens=options.max_tokens, temperature=options.temperature,
+            response_schema=form.schema, schema_name="records", prompt_name=prompt.name, prompt_hash=prompt.hash,
+        ))
+    except DOCUMENT_ERRORS:
+        return replace(result, evidence_reasked=True)  # the re-ask is a second chance: its failure keeps the first records, flagged
+    try:
+        value, _ = extract_json(reply_text(completion))
+    except NoJSON:
+        return replace(result, evidence_reasked=True)  # the first records stand, flagged
+    if jsonschema.exceptions.best_match(form.validator.iter_errors(value)) is not None:
+        return replace(result, evidence_reasked=True)
+    tables = {name: list(value.get(name) or []) for name in form.schema["properties"]}
+    check(tables, doc, hay)
+    return replace(result, records=tables, evidence_reasked=True)
 
 
 def stamp(record: Mapping[str, Any], doc: Document) -> dict[str, Any]:
@@ -181,23 +225,33 @@ async def populate(
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []
-    repaired = reasked = shared_first = 0
+    repaired = reasked = shared_first = evidence_reasked = 0
+    given: list[dict[str, Any]] = []  # every record the model gave, dropped ones too (for the counts)
+    dropped: list[dict[str, Any]] = []
     for doc, result in outcomes:
         if isinstance(result, Failure):
             failures.append(result)
             continue
-        count = 0
+        count = index = 0
         for name, rows in result.records.items():
             for row in rows:
                 if isinstance(row, Mapping):
-                    tables[name].append(stamp(row, doc))
+                    index += 1
+                    record = ordered({**stamp(row, doc), "_id": record_id(doc, index)})
+                    given.append(record)
+                    if options.unverified == "drop" and record.get("_match") == "none":
+                        dropped.append({**record, "_table": name})
+                        continue
+                    tables[name].append(record)
                     count += 1
         per_doc[doc.key] = count
         repaired += int(result.repaired)
         reasked += result.reasks
         shared_first += int(result.shared_first)
+        evidence_reasked += int(result.evidence_reasked)
     return PopulateResult(
         tables=MappingProxyType({k: tuple(v) for k, v in tables.items()}),
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
-        shared_first=shared_first,
+        shared_first=shared_first, dropped=tuple(dropped),
+        evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
     )

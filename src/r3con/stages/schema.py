@@ -21,7 +21,7 @@ from ..llm.types import LLM, ChatRequest, Message
 from ._json import NoJSON, extract_json
 
 STAGE = "schema"
-SOURCE_FIELDS = ("_doc", "_title")
+SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match")  # population adds these
 
 
 class SchemaProblem(ValueError):
@@ -71,7 +71,7 @@ def validate_schema(schema: Any) -> dict[str, Any]:
             raise SchemaProblem(f'the records of table {name!r} need "properties" with at least one field')
         clash = [f for f in fields if f in SOURCE_FIELDS]
         if clash:
-            raise SchemaProblem(f"field names {clash} are reserved for the source document; rename them")
+            raise SchemaProblem(f"field names {clash} are reserved for the source document and its passage; rename them")
     normalised = copy.deepcopy(schema)
     normalised["required"] = sorted(set(normalised.get("required", [])) | set(tables))
     return normalised

@@ -10,6 +10,11 @@
     reasoning  the reply only in `reasoning_content` (Qwen thinking mode on vLLM), `content` empty
     delay      not a fault: seconds every chat completion takes (to let tests act mid-run)
     json_schema=0  an endpoint without constrained decoding: HTTP 400 for response_format json_schema
+    invent     not a fault of the reply's form: this share of records (population) get a passage that is
+               not in their document (the document's words in a new order, or a sentence of another
+               document's note); the call log lists them under "invented"
+    reword     not a fault either: this share of the other records get a genuine passage copied carelessly
+               (white space, quotes, dashes, case, or one word changed); logged under "reworded"
 
 Embeddings requests get the transport faults (429, 500, hang, drop); the others are for chat replies.
 A request (by the hash of its body) gets at most `max_faults_per_request` faults, so retries succeed.
@@ -30,7 +35,7 @@ TRANSPORT_FAULTS = frozenset({"429", "500", "hang", "drop"})  # no reply to read
 _RATE_FIELD = {kind: f"rate_{kind}" for kind in KINDS}
 _OPTIONS = {"seed": "seed", "max": "max_faults_per_request", "retry_after": "retry_after_s",
             "hang_s": "hang_s", "delay": "delay_s", "only": "only",
-            "json_schema": "json_schema"}
+            "json_schema": "json_schema", "invent": "invent", "reword": "reword"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class FaultPlan:
     max_faults_per_request: int = 2
     json_schema: int = 1  # 0: the endpoint has no constrained decoding (400 on response_format json_schema)
     only: str = ""  # stages that get faults, '+'-separated (e.g. 'populate+schema'); empty: every stage
+    invent: float = 0.0  # share of records whose passage is invented (not in the document)
+    reword: float = 0.0  # share of the other records whose genuine passage is copied carelessly
 
     @classmethod
     def parse(cls, spec: str) -> FaultPlan:

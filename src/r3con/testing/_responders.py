@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
@@ -50,7 +51,13 @@ def schema(messages: list[dict[str, Any]]) -> str:
     return "```json\n" + json.dumps(proposal, indent=1) + "\n```"
 
 
-def _fill(spec: dict[str, Any], sentence: str, index: int, field: str = "") -> Any:
+def _is_passage(field: str, spec: dict[str, Any]) -> bool:
+    """A field the schema describes as a verbatim passage of the document (by its name or description)."""
+    words = f"{field} {spec.get('description') or ''}".lower()
+    return "passage" in words or "verbatim" in words
+
+
+def _fill(spec: dict[str, Any], sentence: str, index: int, field: str = "", passage: str | None = None) -> Any:
     kind = spec.get("type", "string")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
@@ -58,7 +65,7 @@ def _fill(spec: dict[str, Any], sentence: str, index: int, field: str = "") -> A
         return spec["enum"][0]
     if kind == "object":
         props = spec.get("properties", {})
-        return {k: _fill(v, sentence, index, k) for k, v in props.items()}
+        return {k: _fill(v, sentence, index, k, passage) for k, v in props.items()}
     if kind == "array":
         return [_fill(spec.get("items", {}), sentence, index, field)] if spec.get("minItems", 0) > 0 else []
     if kind in ("number", "integer"):
@@ -70,6 +77,8 @@ def _fill(spec: dict[str, Any], sentence: str, index: int, field: str = "") -> A
         return True
     if kind == "null":
         return None
+    if _is_passage(field, spec):
+        return sentence if passage is None else passage
     if any(w in field for w in ("evidence", "quote", "description", "text", "summary")):
         return sentence[:300]
     found = t.names(sentence)
@@ -77,27 +86,78 @@ def _fill(spec: dict[str, Any], sentence: str, index: int, field: str = "") -> A
 
 
 def records(messages: list[dict[str, Any]], response_schema: dict[str, Any] | None) -> str:
+    return invented_records(messages, response_schema)[0]
+
+
+def invented_records(messages: list[dict[str, Any]], response_schema: dict[str, Any] | None,
+                     invent: float = 0.0, key: str = "", reword: float = 0.0,
+                     reworded: list[str] | None = None) -> tuple[str, list[str]]:
+    """Records from the document's task-related sentences; with `invent`, that share of them (decided by
+    `key`, the request) get a passage that is not in the document; with `reword`, that share of the others
+    a passage copied carelessly (`_reworded`, listed in `reworded`). Returns the reply and the invented passages."""
     text = _all_text(messages)
     if response_schema is None:
         try:
             response_schema = json.loads(t.tag(text, "schema"))
         except json.JSONDecodeError:
-            return "{}"
+            return "{}", []
     docs = t.documents(text)
     body = docs[0][2] if docs else text
     picked = t.related_sentences(body, t.tag(text, "task"), k=5)
     out: dict[str, Any] = {}
+    invented: list[str] = []
     for table, spec in (response_schema.get("properties") or {}).items():
         items = spec.get("items", {}) if spec.get("type") == "array" else spec
         if spec.get("type") == "array":
-            out[table] = [_fill(items, s, i) for i, s in enumerate(picked)]
+            rows = []
+            for i, s in enumerate(picked):
+                rng = random.Random(f"{key}:{table}:{i}")
+                fake = _invention(docs[0][0] if docs else "", body, text, s, rng) if invent and rng.random() < invent else None
+                if fake is not None:
+                    invented.append(fake)
+                elif reword and rng.random() < reword:
+                    fake = _reworded(s, rng)
+                    if reworded is not None:
+                        reworded.append(fake)
+                rows.append(_fill(items, s, i, passage=fake))
+            out[table] = rows
         else:
             out[table] = _fill(spec, picked[0] if picked else body[:200], 0, table)
     try:
         jsonschema.validate(out, response_schema)
     except jsonschema.ValidationError:
-        out = {k: [] for k in out}
-    return json.dumps(out, ensure_ascii=False)
+        out, invented = {k: [] for k in out}, []
+    return json.dumps(out, ensure_ascii=False), invented
+
+
+def _reworded(sentence: str, rng: random.Random) -> str:
+    """A genuine sentence as a model may copy it: its white space, quotes and dashes changed, or its case,
+    or (in a long sentence) one word."""
+    words = sentence.split()
+    kind = rng.randrange(3)
+    if kind == 2 and len(words) >= 12 and len(sentence) >= 60:
+        words[len(words) // 2] = "indeed"
+        return " ".join(words)
+    if kind == 1:
+        return sentence.lower()
+    loose = "\n".join(" ".join(words[i:i + 5]) for i in range(0, len(words), 5))
+    return loose.translate({ord("“"): '"', ord("”"): '"', ord("‘"): "'", ord("’"): "'"}).replace("—", "--")
+
+
+def _invention(number: str, body: str, prompt: str, sentence: str, rng: random.Random) -> str | None:
+    """A passage a confabulating model might give: a sentence of another document's note (every other
+    time, when the prompt has one), else as many of the document's words as `sentence` has, in a new order."""
+    flat = " ".join(body.split())
+    others = [s for label, _, note in t.notes(prompt) if label.split(".")[0] != number.split(".")[0]
+              for s in t.sentences(note)
+              if len(s.split()) >= 6 and " ".join(s.split()) not in flat and not s.startswith("Related:")]
+    if others and rng.random() < 0.5:
+        return rng.choice(others)
+    words = body.split()
+    if len(words) < 8:
+        return None
+    fake = " ".join(rng.choice(words) for _ in range(max(8, len(sentence.split()))))
+    return None if fake in body else fake
 
 
 def agent(messages: list[dict[str, Any]]) -> str:
@@ -113,8 +173,9 @@ def agent(messages: list[dict[str, Any]]) -> str:
             "largest = max(records, key=lambda k: len(records[k])) if records else None\n"
             "rows = records.get(largest, []) if largest else []\n"
             "first = next((k for r in rows for k, v in r.items() if isinstance(v, str) and not k.startswith('_')), None)\n"
-            "values = sorted({str(r.get(first)) for r in rows if first and r.get(first)})\n"
-            "final_answer(f'{len(rows)} records: ' + ', '.join(values[:20]))\n```")
+            "used = [r for r in rows if first and r.get(first)][:20]\n"
+            "values = sorted({str(r.get(first)) for r in used})\n"
+            "final_answer(f'{len(rows)} records: ' + ', '.join(values), cite=[r['_id'] for r in used if '_id' in r])\n```")
 
 
 def prose(messages: list[dict[str, Any]]) -> str:
@@ -123,7 +184,19 @@ def prose(messages: list[dict[str, Any]]) -> str:
     data = t.tag(text, "data")
     names = sorted(set(t.names(data)))[:10] if data else []
     summary = ", ".join(names or found[:10]) or "no evidence found"
-    return f"From {len(found)} notes and the records: {summary}.\nAnswer: {summary}"
+    cited = _cited_ids(data, names) or [f"Document {label}" for label, _, _ in t.notes(text)][:10]
+    sources = f"\nSources: {', '.join(cited)}" if cited else ""
+    return f"From {len(found)} notes and the records: {summary}.\nAnswer: {summary}{sources}"
+
+
+def _cited_ids(data: str, names: list[str]) -> list[str]:
+    """The ids of the records (in the prompt's data) that mention one of `names`."""
+    try:
+        tables = json.loads(data) if data else {}
+    except json.JSONDecodeError:
+        return []
+    rows = [r for v in tables.values() if isinstance(v, list) for r in v if isinstance(r, dict)] if isinstance(tables, dict) else []
+    return [str(r["_id"]) for r in rows if r.get("_id") and any(n in json.dumps(r, ensure_ascii=False) for n in names)][:10]
 
 
 def judge(messages: list[dict[str, Any]], response_schema: dict[str, Any] | None) -> str:

@@ -218,7 +218,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif stage == "schema":
             content = respond.schema(messages)
         elif stage == "populate":
-            content = respond.records(messages, schema)
+            plan = self.state.faults or FaultPlan()
+            reworded: list[str] = []
+            content, invented = respond.invented_records(messages, schema, plan.invent, f"{plan.seed}:{request_hash}",
+                                                         plan.reword, reworded)
+            if plan.invent or plan.reword:  # for tests: what is not in the document as it stands
+                record.update(invented=invented, reworded=reworded)
         elif stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
             content = baselines.respond(stage, mode, messages, schema)
         elif stage == "judge":

@@ -1,0 +1,159 @@
+"""Invented passages are caught: a scripted model invents a share of records' passages; every invented one is
+flagged and no genuine one is. Then the answer's citations resolve to passages that index the documents."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import r3con
+from r3con.pipeline import run
+from r3con.testing import FakeLLMServer, FaultPlan
+
+from .conftest import r3con_cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
+FIXTURE_DOCS = [str(p) for p in sorted(FIXTURES.glob("*.txt"))]
+QUESTION = "Who sailed on the Demeter, what cargo did it carry, and who holds the company's shares?"
+
+
+async def _measure(docs, question: str, invent: float, tmp_path: Path, unverified: str = "keep",
+                   reword: float = 0.0) -> dict:
+    """Run over the scripted server inventing `invent` of the passages (and copying `reword` of the others
+    carelessly); compare what it invented with the flags."""
+    with FakeLLMServer(faults=FaultPlan(invent=invent, reword=reword, seed=3)) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          unverified=unverified)
+        result = await run(question, docs, settings)
+        calls = [c for c in server.calls() if c["stage"] == "populate" and c.get("status") == 200]
+    invented = {(int(c["doc"]), int(c.get("part") or 1), p) for c in calls for p in c.get("invented", [])}
+    reworded = {(int(c["doc"]), int(c.get("part") or 1), p) for c in calls for p in c.get("reworded", [])}
+    records = [r for rows in result.records.values() for r in rows]
+    is_invented = [(r["_doc"], r.get("_part", 1), r["_passage"]) in invented for r in records]
+    flagged = [r["_match"] == "none" for r in records]
+    matches = [r["_match"] for r in records if (r["_doc"], r.get("_part", 1), r["_passage"]) in reworded]
+    return {"result": result, "records": len(records), "invented": sum(is_invented), "reworded": matches,
+            "flagged": sum(flagged), "invented_flagged": sum(i and f for i, f in zip(is_invented, flagged, strict=True)),
+            "false_flags": sum(f and not i for i, f in zip(is_invented, flagged, strict=True))}
+
+
+@pytest.mark.parametrize("invent", [0.1, 0.3, 0.5])
+async def test_dracula_every_invented_passage_is_flagged_and_no_genuine_one(shared_data, tmp_path, invent):
+    question = json.loads((shared_data / "dracula" / "questions.json").read_text())[0]["question"]
+    docs = r3con.load_documents([shared_data / "dracula" / "docs"])
+    m = await _measure(docs, question, invent, tmp_path, reword=0.3)
+    assert m["records"] > 50 and m["invented"] >= invent * m["records"] / 2
+    assert m["invented_flagged"] == m["invented"] and m["false_flags"] == 0
+    # genuine passages copied carelessly (white space, quotes, case, a word) are found, tolerantly or fuzzily
+    assert len(m["reworded"]) >= 10 and "none" not in m["reworded"]
+    assert {"tolerant", "fuzzy"} <= set(m["reworded"])
+    stats = m["result"].evidence_stats
+    assert stats.records - stats.verified == m["flagged"] and stats.share == pytest.approx(1 - m["invented"] / m["records"])
+
+
+async def test_dracula_without_invention_verifies_every_record(shared_data, tmp_path):
+    question = json.loads((shared_data / "dracula" / "questions.json").read_text())[0]["question"]
+    docs = r3con.load_documents([shared_data / "dracula" / "docs"])
+    m = await _measure(docs, question, 0.0, tmp_path, unverified="reask")
+    assert m["records"] > 50 and m["flagged"] == 0 and m["result"].evidence_stats.share == 1.0
+    assert m["result"].by_stage["populate"].calls == len(m["result"].parts), "nothing to re-ask"
+
+
+async def test_fixture_corpus_flags_invented_passages_and_reask_repairs_some(tmp_path):
+    docs = r3con.load_documents(FIXTURE_DOCS)
+    kept = await _measure(docs, QUESTION, 0.5, tmp_path / "keep")
+    assert kept["invented"] > 0 and kept["invented_flagged"] == kept["invented"] and kept["false_flags"] == 0
+    reasked = await _measure(docs, QUESTION, 0.5, tmp_path / "reask", unverified="reask")
+    assert reasked["result"].evidence_stats.reasked == len({r["_doc"] for rows in kept["result"].records.values()
+                                                             for r in rows if r["_match"] == "none"})
+    assert reasked["false_flags"] == 0 and reasked["flagged"] < kept["flagged"]
+
+
+async def test_the_answer_cites_records_whose_spans_index_the_documents_of_the_run_folder(tmp_path):
+    docs = r3con.load_documents(FIXTURE_DOCS)
+    with FakeLLMServer() as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path)
+        result = await run(QUESTION, docs, settings)
+    assert result.evidence and not result.unknown_citations
+    assert all(e.kind == "record" for e in result.evidence)
+    texts = {d["doc"]: d["text"] for d in map(json.loads, (result.run_dir / "documents.jsonl").read_text().splitlines())}
+    assert set(texts) == {d.number for d in docs}
+    by_id = {r["_id"]: r for rows in result.records.values() for r in rows}
+    for e in result.evidence:  # the model's own passage, found exactly, is the document's text at the span
+        assert e.match == "exact" and e.span is not None
+        assert texts[e.doc][e.span[0]:e.span[1]] == by_id[e.id]["_passage"] == e.passage
+    summary = json.loads((result.run_dir / "result.json").read_text())
+    assert summary["evidence"][0]["id"] == result.evidence[0].id and summary["unknown_citations"] == []
+    assert summary["evidence_stats"]["share"] == 1.0
+    records = json.loads((result.run_dir / "records.json").read_text())
+    ids = [r["_id"] for rows in records.values() for r in rows]
+    assert len(ids) == len(set(ids)) and {e.id for e in result.evidence} <= set(ids)
+
+
+async def test_direct_mode_cites_too(tmp_path):
+    docs = r3con.load_documents(FIXTURE_DOCS)
+    with FakeLLMServer() as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          reasoning="direct")
+        result = await run(QUESTION, docs, settings)
+    assert result.evidence and "Sources:" not in result.answer
+    assert {e.doc for e in result.evidence} <= {1, 2}
+
+
+async def test_notes_keep_the_documents_they_name_as_refs(tmp_path):
+    texts = [("Ship", "The Demeter carried boxes of earth from Varna to Whitby."),
+             ("Port", "At Whitby the Demeter ran aground; boxes of earth were landed."),
+             ("Bank", "The bank's revenue rose.")]
+    with FakeLLMServer() as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path)
+        result = await run("Where did the Demeter carry boxes of earth?", r3con.documents_from_texts(texts), settings)
+    notes = json.loads((result.run_dir / "notes" / "round-2.json").read_text())
+    by_doc = {n["doc"]: n for n in notes}
+    assert by_doc["1"]["refs"] == ["2"] and by_doc["2"]["refs"] == ["1"]
+    assert all("Document" in by_doc[k]["note"] for k in ("1", "2"))
+
+
+def test_cli_prints_the_answer_then_its_evidence(tmp_path):
+    with FakeLLMServer(faults=FaultPlan(invent=0.3, seed=1)) as server:
+        proc = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", server.base_url, "--out", str(tmp_path))
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0] and "Evidence:" in lines
+        shown = lines[lines.index("Evidence:") + 1:]
+        assert shown and all(line.startswith("  [R") and "(document " in line for line in shown[:3])
+        assert "evidence:" in proc.stderr and "records' passages found" in proc.stderr
+        as_json = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", server.base_url, "--out", str(tmp_path),
+                            "--json", "--quiet", "--unverified", "drop")
+    data = json.loads(as_json.stdout)
+    assert data["evidence"] and {"id", "kind", "doc", "title", "passage", "span", "match"} <= set(data["evidence"][0])
+    dropped = data["evidence_stats"]["dropped"]
+    assert dropped == data["evidence_stats"]["records"] - data["evidence_stats"]["verified"]
+    if dropped:
+        assert len(json.loads((Path(data["run_dir"]) / "dropped_records.json").read_text())) == dropped
+
+
+def test_fake_llm_accepts_invent():
+    assert FaultPlan.parse("invent=0.3,seed=2").invent == 0.3
+    assert "invent=0.3" in FaultPlan(invent=0.3).spec()
+
+
+def test_fake_llm_command_invents_and_logs_which(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "r3con", "fake-llm", "--port", "0", "--faults",
+                             "invent=0.5,reword=0.3,seed=4", "--log", str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().strip().split("=")[1])
+        run_ = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", f"http://127.0.0.1:{port}/v1", "--json",
+                         "--quiet", "--unverified", "keep", "--out", str(tmp_path / "runs"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+    assert run_.returncode == 0, run_.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    invented = [p for c in calls if c["stage"] == "populate" for p in c.get("invented", [])]
+    records = json.loads((Path(json.loads(run_.stdout)["run_dir"]) / "records.json").read_text())
+    flagged = [r["_passage"] for rows in records.values() for r in rows if r["_match"] == "none"]
+    assert invented and sorted(flagged) == sorted(invented)
