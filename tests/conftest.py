@@ -9,7 +9,7 @@ import pytest
 
 from r3con.testing import FakeLLMServer
 
-from .fakes import data_dir
+from .fakes import FIXTURE_DATA, data_dir
 
 
 @pytest.fixture(autouse=True)
@@ -27,10 +27,17 @@ def fake_server() -> Iterator[FakeLLMServer]:
 
 @pytest.fixture
 def shared_data() -> Path:
+    """The real data folder (whole corpora), or skip: for the tests that need every document."""
     path = data_dir()
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path}; set R3CON_DATA")
     return path
+
+
+@pytest.fixture
+def benchmark_root() -> Path:
+    """The real data folder when it is here, else the committed slices (tests/fixtures/data)."""
+    return data_dir() if data_dir().is_dir() else FIXTURE_DATA
 
 
 @pytest.fixture

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from r3con.llm import Ledger, LLMStack
 from r3con.llm.client import EndpointInfo
@@ -85,7 +88,23 @@ def schema_reply(schema: dict | None = None) -> str:
     return "```json\n" + json.dumps(schema or SIMPLE_SCHEMA) + "\n```"
 
 
-def data_dir() -> Path:
-    import os
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "data"
 
+
+def data_dir() -> Path:
+    """Where the real benchmark data lives: R3CON_DATA, else ../shared/data beside the repository."""
     return Path(os.environ.get("R3CON_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def benchmark_data(name: str) -> Path:
+    """A benchmark's real data folder when it is here, else the small committed slice of it."""
+    real = data_dir() / name
+    return real if real.is_dir() else FIXTURE_DATA / name
+
+
+def real_data(name: str) -> Path:
+    """A benchmark's real data folder (the whole corpus), or skip the test saying where it was looked for."""
+    path = data_dir() / name
+    if not path.is_dir():
+        pytest.skip(f"real {name} data not found at {path} (set R3CON_DATA to the folder holding {name}/)")
+    return path

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from r3con.corpus import Document, documents_from_texts
 from r3con.errors import R3conError
 from r3con.eval.tasks import EvalTask
 from r3con.llm.types import ChatRequest, Completion, Usage
+
+from ..fakes import benchmark_data
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_CORPUSQA = Path(__file__).parent / "data" / "corpusqa_tiny.jsonl"
@@ -20,12 +19,8 @@ JUDGE_USAGE = Usage(calls=1, prompt_tokens=100, completion_tokens=20, cost_usd=0
 
 
 def shared_data(benchmark: str) -> Path:
-    """The real data folder of a benchmark, or skip the test saying where it was looked for."""
-    root = os.environ.get("R3CON_DATA")
-    path = (Path(root) if root else REPO.parent / "shared" / "data") / benchmark
-    if not path.exists():
-        pytest.skip(f"{benchmark} data not found at {path} (set R3CON_DATA to the folder holding {benchmark}/)")
-    return path
+    """The benchmark's data: the real folder when it is here, else the committed slice (tests/fixtures/data)."""
+    return benchmark_data(benchmark)
 
 
 Reply = str | R3conError | Callable[[ChatRequest], str]
