@@ -2,8 +2,8 @@
 
 The responders never look for a template's words or tag names, so a reworded template still gets a
 sensible reply. A prompt is read by shape: sections are any `<name ...>` line up to its `</name>`; the
-document is the section naming the `X-R3con-Doc` number (else the longest section, else the longest
-message); the task is the first section without attributes that is not JSON; notes, pages and gists
+document is the section naming the `X-R3con-Doc` number (else the longest labelled section that is not
+inside another, else the longest message); the task is the first section without attributes that is not JSON; notes, pages and gists
 are the other sections with attributes; JSON sections are a schema (an object with "properties") or
 data (tables of records).
 """
@@ -113,8 +113,8 @@ class Reading:
 
     @cached_property
     def _document(self) -> Section | None:
-        attributed = [s for s in self.sections if s.attrs and s.json() is None]
-        candidates = [s for s in attributed if not s.nested] or attributed
+        # a labelled section on its own; those inside another (notes, gists) are never the document
+        candidates = [s for s in self.sections if s.attrs and not s.nested and s.json() is None]
         if self.doc:
             named = [s for s in candidates if self.doc in s.attrs or s.label.split(".")[0] == self.doc]
             if named:
