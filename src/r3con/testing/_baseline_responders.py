@@ -37,6 +37,11 @@ def _related(text: str, query: str, k: int = 3) -> list[str]:
     return [x for _, _, x in sorted(best, key=lambda x: x[1])]
 
 
+def _task(text: str) -> str:
+    """The task of a prompt given as text (read by its shape, see `_reading`)."""
+    return Reading.of_messages([{"role": "user", "content": text}]).task
+
+
 def _evidence_answer(r: Reading, k: int = 5) -> str:
     """Sentences of the prompt (outside the task) that share words with the task, and the names in them."""
     rest = r.prompt.replace(r.task, " ") if r.task else r.prompt

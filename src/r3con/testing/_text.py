@@ -1,4 +1,4 @@
-"""Reading the tagged pieces of a prompt, and picking related sentences, words and numbers."""
+"""Picking related sentences, words, names and numbers from text, and a rough token count."""
 
 from __future__ import annotations
 
@@ -12,19 +12,6 @@ very own same again further once here please answer task question documents docu
 _WORD = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z\u00c0-\u024f'-]+|[\u4e00-\u9fff]")
 _SENT = re.compile(r"(?<=[.!?。])\s+|\n+")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def tag(text: str, name: str) -> str:
-    m = re.search(rf"<{name}>\n?(.*?)\n?</{name}>", text, flags=re.DOTALL)
-    return m.group(1) if m else ""
-
-
-def documents(text: str) -> list[tuple[str, str, str]]:
-    return re.findall(r'<document number="([^"]+)" title="([^"]*)"[^>]*>\n(.*?)\n</document>', text, flags=re.DOTALL)
-
-
-def notes(text: str) -> list[tuple[str, str, str]]:
-    return re.findall(r'<note document="([^"]+)" title="([^"]*)">\n(.*?)\n</note>', text, flags=re.DOTALL)
 
 
 def content_words(text: str) -> set[str]:
