@@ -16,25 +16,8 @@ from collections.abc import Callable
 from . import _text as t
 from ._reading import Reading
 
-_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
-_SENTENCE = re.compile(r"(?<=[.!?。！？；])\s*|\n+")
-
-
-def _words(text: str) -> set[str]:
-    """Content words, and the character bigrams of CJK runs (single CJK characters match too much)."""
-    out = {w for w in t.content_words(text) if not re.match(r"[\u4e00-\u9fff]", w)}
-    for run in _CJK_RUN.findall(text):
-        out.update(run[i:i + 2] for i in range(len(run) - 1))
-    return out
-
-
-def _related(text: str, query: str, k: int = 3) -> list[str]:
-    """The `k` sentences of `text` sharing most words with `query`, in text order."""
-    q = _words(query)
-    sentences = [x.strip() for x in _SENTENCE.split(text) if len(x.strip()) > 3]
-    scored = [(len(_words(x) & q), i, x) for i, x in enumerate(sentences)]
-    best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))[:k]
-    return [x for _, _, x in sorted(best, key=lambda x: x[1])]
+_words = t.content_words
+_related = t.related_sentences
 
 
 def _task(text: str) -> str:
