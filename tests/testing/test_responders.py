@@ -10,11 +10,11 @@ SCORE = {"type": "object", "properties": {"rationale": {"type": "string"},
 
 
 def ask(server, stage: str, prompt: str, schema: dict | None = None, mode: str = "",
-        history: list[dict] | None = None) -> str:
+        history: list[dict] | None = None, doc: str = "") -> str:
     body: dict = {"model": "m", "messages": [{"role": "user", "content": prompt}, *(history or [])]}
     if schema is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}
-    headers = {"X-R3con-Stage": stage, **({"X-R3con-Mode": mode} if mode else {})}
+    headers = {"X-R3con-Stage": stage, **({"X-R3con-Mode": mode} if mode else {}), **({"X-R3con-Doc": doc} if doc else {})}
     request = urllib.request.Request(f"{server.base_url}/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json", **headers})
     with urllib.request.urlopen(request, timeout=10) as reply:
@@ -55,3 +55,10 @@ def test_the_code_agents_second_step_guards_itself_instead_of_reading_the_error(
         code = reply.split("```python\n", 1)[1].rsplit("```", 1)[0]
         compile(code, stage, "exec")
         assert "except Exception:" in code and code.rstrip().splitlines()[-1].startswith("final_answer(")
+
+
+def test_a_chinese_document_gets_a_note_from_its_sentences_on_the_task(fake_server):
+    prompt = ('<doc n="1" t="报告">\n公司本期营业收入为100万元。天气晴朗。英力特的公允价值变动收益为5万元。\n</doc>\n\n'
+              "<q>\n英力特的公允价值变动收益是多少？\n</q>")
+    note = ask(fake_server, "relevance", prompt, doc="1")
+    assert "英力特的公允价值变动收益为5万元。" in note and "天气" not in note
