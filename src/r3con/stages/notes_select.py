@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -105,23 +105,18 @@ def _index_line(ref: NoteRef) -> _IndexLine:
     return _IndexLine(ref.label, ref.title, start)
 
 
-@dataclass
-class SelectionStats:
-    """How often the budget applied, and how many calls put the notes before the document, per stage."""
+@dataclass(frozen=True)
+class Selections:
+    """A stage's notes choices: how many, how many of them selected (the budget applied), and how many
+    of its answered calls put the notes before the document."""
 
-    calls: dict[str, int] = field(default_factory=dict)
-    selected: dict[str, int] = field(default_factory=dict)
-    shared_first: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    selected: int = 0
+    shared_first: int = 0
 
-    def add(self, stage: str, choice: NotesChoice) -> None:
-        self.calls[stage] = self.calls.get(stage, 0) + 1
-        self.selected[stage] = self.selected.get(stage, 0) + int(choice.selected)
-
-    def placed_first(self, stage: str) -> None:
-        self.shared_first[stage] = self.shared_first.get(stage, 0) + 1
-
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        return {stage: {"calls": n, "selected": self.selected.get(stage, 0)} for stage, n in self.calls.items()}
+    def __add__(self, other: Selections) -> Selections:
+        return Selections(self.calls + other.calls, self.selected + other.selected,
+                          self.shared_first + other.shared_first)
 
 
 class NotesSelector:
@@ -130,12 +125,10 @@ class NotesSelector:
     `budget` None or 0 means no budget: every note in full, as the paper does.
     """
 
-    def __init__(self, refs: Sequence[NoteRef], budget: int | None, *, embed: Embed | None = None,
-                 stats: SelectionStats | None = None):
+    def __init__(self, refs: Sequence[NoteRef], budget: int | None, *, embed: Embed | None = None):
         self.refs = tuple(refs)
         self.budget = budget or None
         self._embed = embed
-        self._stats = stats
         self._positions = {ref.label: i for i, ref in enumerate(self.refs)}
         self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
         self._total = sum(self._full_cost) + 4
@@ -158,17 +151,13 @@ class NotesSelector:
         pos = self._positions.get(exclude) if exclude is not None else None
         return self._total - (self._full_cost[pos] if pos is not None else 0)
 
-    async def select(self, query: str, exclude: str | None = None, budget: int | None = None,
-                     stage: str | None = None) -> NotesChoice:
+    async def select(self, query: str, exclude: str | None = None, budget: int | None = None) -> NotesChoice:
         """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
 
         `budget` overrides the selector's budget for this call (after a request did not fit the window).
         """
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
-        choice = await self._choose(query, exclude, budget)
-        if self._stats is not None and stage is not None:
-            self._stats.add(stage, choice)
-        return choice
+        return await self._choose(query, exclude, budget)
 
     async def _choose(self, query: str, exclude: str | None, budget: int | None) -> NotesChoice:
         keep = [i for i, r in enumerate(self.refs) if r.label != exclude]
