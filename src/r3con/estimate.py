@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._prompts import render
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents
 from .llm.pricing import PriceTable
-from .llm.types import Usage
+from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import notes_budget, part_budget
 from .stages._common import SHARED_OVERHEAD
 from .stages.plan import CacheSeen, Placement, Shared, plan_populate, plan_round
@@ -33,8 +33,10 @@ class Assumptions:
     """What the estimate cannot know before the model answers; each can be set from the CLI, or
     measured on a few real calls (`sample`)."""
 
-    note_tokens: int = 150  # a relevance note of a relevant document
+    note_tokens: int = 150  # a relevance note of a relevant document, in the first round
     relevant_share: float = 1.0  # the share of documents the model finds relevant (the others get no note)
+    final_note_tokens: int | None = None  # the same in the last round (None: as in the first)
+    final_relevant_share: float | None = None
     note_reply_tokens: int | None = None  # a relevance call's reply, NONE included (None: note_tokens)
     schema_tokens: int = 600  # the schema as JSON, in the populate and agent prompts, and the schema reply
     records_tokens: int = 300  # one document's records (a populate reply)
@@ -44,12 +46,18 @@ class Assumptions:
     step_tokens: int = 400  # one agent reply, and one REPL observation
     sampled: int = 0  # documents the figures above were measured on (0: assumed)
 
+    @property
+    def final_share(self) -> float:
+        return self.relevant_share if self.final_relevant_share is None else self.final_relevant_share
+
     def lines(self) -> list[str]:
         source = (f"measured on {self.sampled} sampled documents' relevance and population calls" if self.sampled
                   else "assumed")
         return [
             f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens "
-            "in each relevance round",
+            "in each relevance round" if self.final_note_tokens is None else
+            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens in "
+            f"the first relevance round, {self.final_share:.0%} one of {self.final_note_tokens} tokens in the last",
             f"schema and records ({source}): the schema is {self.schema_tokens} tokens; each document's records "
             f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
             f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
@@ -129,13 +137,14 @@ async def estimate_run(
     parts = split_documents(documents, part_budget(settings, window))
     budget = notes_budget(settings, window, part_budget(settings, window))
     n = len(parts)
-    wrapped_note = a.note_tokens + 20  # the note's tags, number and title
-    relevant = _relevant(n, a.relevant_share)
+    first_notes = (a.note_tokens + 20, _relevant(n, a.relevant_share))  # 20: the note's tags, number and title
+    last_notes = (a.note_tokens if a.final_note_tokens is None else a.final_note_tokens) + 20, _relevant(n, a.final_share)
+    wrapped_note, relevant = first_notes
     placement = Placement.of(settings)
     position = {p.key: i for i, p in enumerate(parts)}
 
     def notes_size(count: int) -> tuple[int, bool]:  # the notes part of a call, and whether selection applied
-        full = count * wrapped_note + 10
+        full = count * wrapped_note + 10  # of the notes of the round before
         return (full, False) if budget is None or full <= budget else (budget, True)
 
     system = render("reader_system").text
@@ -151,6 +160,7 @@ async def estimate_run(
 
     relevance = _Stage("relevance")
     for r in range(1, settings.rounds + 1):
+        wrapped_note, relevant = first_notes if r <= 2 else last_notes
         if r == 1:
             plan = plan_round(placement, r, parts)
         else:
@@ -174,6 +184,7 @@ async def estimate_run(
                 cached = sys_t + rel_t + others // 2 if i > 0 else 0  # up to this document's own note
             relevance.call(prompt, cached, reply)
     stages = [relevance] if settings.rounds else []
+    wrapped_note, relevant = last_notes
     all_notes = notes_size(sum(relevant))[0] if settings.rounds else 20
 
     if settings.structuring:
@@ -245,3 +256,83 @@ async def estimate_run(
 def _relevant(n: int, share: float) -> list[bool]:
     """Which of `n` documents get a note when `share` of them do: spread evenly over the corpus."""
     return [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+
+
+async def sample(task: str, documents: Sequence[Document], settings: Settings, count: int, *,
+                 counter: TokenCounter | None = None, base: Assumptions | None = None) -> tuple[Assumptions, int]:
+    """Assumptions measured on `count` documents' real relevance rounds and population calls: the share
+    of documents with a note and the notes' size (first and last round), the schema's, the records',
+    the re-asks, and how the endpoint counts tokens against `counter`; and the context window the run
+    would use (the endpoint's, unless set). The documents are spread over a BM25 ranking of the corpus
+    for the task, so that the share found relevant is measured from the likely to the unlikely. Their
+    first-round relevance calls are the run's own, so with the LLM cache the run does not pay for them again."""
+    from .llm import build_llm
+    from .retrieval import ranking
+    from .stages._common import format_notes, note_refs
+    from .stages._evidence import with_passage
+    from .stages.notes_select import notes_bm25
+    from .stages.populate import PopulateOptions, populate
+    from .stages.relevance import RelevanceOptions, extract_relevance
+    from .stages.schema import propose_schema, schema_text
+
+    counter = counter or EstimateCounter()
+    base = base or Assumptions()
+    async with build_llm(settings) as stack:
+        window = settings.context_window or stack.endpoint.context_window
+        parts = split_documents(documents, part_budget(settings, window))
+        k = max(1, min(count, len(parts)))
+        ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
+        picks = [parts[i] for i in sorted(ranked[(2 * j + 1) * len(parts) // (2 * k)] for j in range(k))]
+        placement = Placement.of(settings)
+        recorded = _ByRound(stack)
+        found = await extract_relevance(recorded, task, picks, RelevanceOptions(
+            rounds=max(1, settings.rounds), max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+            placement=placement))
+        read = recorded.usage.get(1, Usage())
+        first, last = ([n for n in notes.values() if n] for notes in (found.rounds[0], found.final))
+        system = render("reader_system").text
+        instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
+        counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
+        sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
+        scale = read.prompt_tokens / sent if read.calls == k and sent else base.token_scale
+        sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
+        schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
+        if settings.structuring:
+            text = format_notes(note_refs(picks, found.final))
+            proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
+                                            temperature=settings.temperature)
+            schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
+            await populate(stack, task, proposed.schema, picks, text, PopulateOptions(
+                max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
+                temperature=settings.temperature, placement=placement, unverified=settings.unverified))
+            filled = stack.ledger.by_stage().get("populate", Usage())
+            if filled.calls:
+                records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k
+    return replace(
+        base, sampled=k, token_scale=round(scale, 3), relevant_share=len(first) / k,
+        note_tokens=sizes[0] or base.note_tokens, final_relevant_share=len(last) / k,
+        final_note_tokens=sizes[1] or sizes[0] or base.note_tokens,
+        note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
+                                / max(1, sum(u.calls for u in recorded.usage.values()))),
+        schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
+    ), window
+
+
+async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float) -> int:
+    """The mean tokens of `texts` as the endpoint counts them; 0 for none."""
+    counts = await counter.count(list(texts)) if texts else []
+    return round(sum(counts) / len(counts) * scale) if counts else 0
+
+
+class _ByRound:
+    """Passes calls on and adds up their usage per relevance round."""
+
+    def __init__(self, inner: LLM):
+        self.inner = inner
+        self.usage: dict[int, Usage] = {}
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        round_no = request.round or 0
+        self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
+        return completion
