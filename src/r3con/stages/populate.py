@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from .._fanout import DOCUMENT_ERRORS, fan_out
+from .._json import NoJSON, extract_json
 from .._prompts import render
 from ..corpus import Document
 from ..errors import ContextTooLong, OutputError
@@ -29,7 +30,6 @@ from ..results import Failure
 from ..tokens import estimate_tokens
 from ._common import SHARED_OVERHEAD, document_messages
 from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
-from ._json import NoJSON, extract_json
 from .notes_select import NotesSelector
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
