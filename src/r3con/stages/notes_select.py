@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._prompts import render
-from ..retrieval import BM25, CJK_RANGES
-from ..tokens import estimate_tokens
+from ..retrieval import BM25, cosine_scores, unit_rows
+from ..tokens import CJK_RANGES, estimate_tokens
 from ._common import NoteRef, format_notes
 
 INDEX_WORDS = 12
@@ -220,11 +220,8 @@ class NotesSelector:
         if embed is None:
             raise RuntimeError("embedding scores need an embed function")
         if self._vectors is None:
-            vectors = np.array(await embed([f"{r.title}\n{r.text}" for r in self.refs]), dtype=float)
-            self._vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        q = np.array((await embed([query]))[0], dtype=float)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        return (self._vectors @ q).tolist()
+            self._vectors = unit_rows(await embed([f"{r.title}\n{r.text}" for r in self.refs]))
+        return cosine_scores((await embed([query]))[0], self._vectors)
 
 
 def shrink(budget: int | None, choice: NotesChoice) -> int:
