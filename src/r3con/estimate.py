@@ -37,6 +37,7 @@ class Assumptions:
     relevant_share: float = 1.0  # the share of documents the model finds relevant (the others get no note)
     final_note_tokens: int | None = None  # the same in the last round (None: as in the first)
     final_relevant_share: float | None = None
+    note_tags_tokens: int = 20  # a note's tags, document number and title around it in a prompt
     note_reply_tokens: int | None = None  # a relevance call's reply, NONE included (None: note_tokens)
     schema_tokens: int = 600  # the schema as JSON, in the populate and agent prompts, and the schema reply
     records_tokens: int = 300  # one document's records (a populate reply)
@@ -137,8 +138,9 @@ async def estimate_run(
     parts = split_documents(documents, part_budget(settings, window))
     budget = notes_budget(settings, window, part_budget(settings, window))
     n = len(parts)
-    first_notes = (a.note_tokens + 20, _relevant(n, a.relevant_share))  # 20: the note's tags, number and title
-    last_notes = (a.note_tokens if a.final_note_tokens is None else a.final_note_tokens) + 20, _relevant(n, a.final_share)
+    first_notes = (a.note_tokens + a.note_tags_tokens, _relevant(n, a.relevant_share))
+    last_notes = ((a.note_tokens if a.final_note_tokens is None else a.final_note_tokens) + a.note_tags_tokens,
+                  _relevant(n, a.final_share))
     wrapped_note, relevant = first_notes
     placement = Placement.of(settings)
     position = {p.key: i for i, p in enumerate(parts)}
@@ -296,6 +298,9 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
         scale = read.prompt_tokens / sent if read.calls == k and sent else base.token_scale
         sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
+        refs = note_refs(picks, found.final)
+        wrapped = await counter.count([format_notes([r]) for r in refs])
+        tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
         schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
         if settings.structuring:
             text = format_notes(note_refs(picks, found.final))
@@ -315,6 +320,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
+        note_tags_tokens=max(0, tags),
     ), window
 
 

@@ -18,7 +18,7 @@ from ._fanout import check_failed_share
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document, split_documents
-from .errors import ConfigError, ContextTooLong, InputError, R3conError
+from .errors import ConfigError, InputError, R3conError
 from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
@@ -31,7 +31,7 @@ from .resume import content_hash
 from .sandbox import SandboxLimits
 from .stages._common import note_refs
 from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
-from .stages.notes_select import Embed, NotesChoice, NotesSelector, Selections, shrink
+from .stages.notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
 from .stages.plan import CacheSeen, Placement
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
@@ -264,7 +264,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             stage = "schema"
             progress.stage("schema", 1)
             try:
-                proposal = await _fitting(selector, task, final_choice, "schema", lambda notes: propose_schema(
+                proposal = await _fitting(selector, task, final_choice, lambda notes: propose_schema(
                     llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
             finally:
                 progress.advance("schema")
@@ -304,10 +304,10 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         )
         schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
         if settings.reasoning == "direct":
-            answer = await _fitting(selector, task, final_choice, "reason", lambda notes: answer_direct(
+            answer = await _fitting(selector, task, final_choice, lambda notes: answer_direct(
                 llm, task, notes, schema_json, tables, options, missing))
         else:
-            answer = await _fitting(selector, task, final_choice, "reason", lambda notes: answer_with_code(
+            answer = await _fitting(selector, task, final_choice, lambda notes: answer_with_code(
                 llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
         progress.advance("reason")
         if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
@@ -347,18 +347,13 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     return result
 
 
-async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice, stage: str,
+async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice,
                    call: Callable[[str], Awaitable[T]]) -> T:
     """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""
-    budget: int | None = None
-    while True:
-        try:
-            return await call(choice.text)
-        except ContextTooLong:
-            if budget == 0:
-                raise
-            budget = shrink(budget, choice)
-            choice = await selector.select(task, budget=budget)
+    async def fewer(budget: int) -> NotesChoice:
+        return await selector.select(task, budget=budget)
+
+    return await fitting(lambda chosen: call(chosen.text), choice, fewer)
 
 
 def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], selections: Mapping[str, Selections],

@@ -14,14 +14,17 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from .._prompts import render
+from ..errors import ContextTooLong
 from ..retrieval import BM25, cosine_scores, unit_rows
 from ..tokens import CJK_RANGES, estimate_tokens
 from ._common import NoteRef, format_notes
 
+T = TypeVar("T")
 INDEX_WORDS = 12
 _INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
@@ -228,3 +231,21 @@ def shrink(budget: int | None, choice: NotesChoice) -> int:
     """The next, smaller budget after a request with `choice` did not fit the window: half of what it used."""
     used = choice.tokens if budget is None else min(budget, choice.tokens)
     return max(0, used // 2)
+
+
+async def fitting(call: Callable[[NotesChoice], Awaitable[T]], choice: NotesChoice,
+                  reselect: Callable[[int], Awaitable[NotesChoice]] | None, too_long: str | None = None) -> T:
+    """`call(choice)`; when the endpoint refuses it as too long for the window, again with the notes
+    `reselect(budget)` chooses within half the tokens the last try used (`shrink`), down to none. Then
+    (or at once without `reselect`) the refusal is raised, saying `too_long` (what to do) when given."""
+    budget: int | None = None
+    while True:
+        try:
+            return await call(choice)
+        except ContextTooLong as exc:
+            if reselect is None or budget == 0:
+                if too_long is None:
+                    raise
+                raise ContextTooLong(too_long, status=exc.status, body=exc.body) from exc
+            budget = shrink(budget, choice)
+            choice = await reselect(budget)

@@ -11,7 +11,7 @@ against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -22,7 +22,7 @@ from .._fanout import DOCUMENT_ERRORS, fan_out
 from .._json import NoJSON, extract_json
 from .._prompts import render
 from ..corpus import Document
-from ..errors import ContextTooLong, OutputError
+from ..errors import OutputError
 from ..evidence import EvidenceStats, Haystack
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
@@ -30,7 +30,7 @@ from ..results import Failure
 from ..tokens import estimate_tokens
 from ._common import SHARED_OVERHEAD, document_messages
 from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
-from .notes_select import NotesSelector
+from .notes_select import NotesChoice, NotesSelector, fitting
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
 
@@ -104,21 +104,29 @@ class _Form:
 async def populate_document(
     llm: LLM, task: str, form: _Form, call: CallPlan, notes: str, options: PopulateOptions,
 ) -> _DocRecords:
-    """Records of one document, validated against `schema`; raises OutputError after the last attempt."""
-    budget: int | None = None
-    doc = call.doc
-    while True:
-        try:
-            result = await _populate_once(llm, task, form, call, notes, options)
-            return await _checked(llm, form, doc, result, options)
-        except ContextTooLong as exc:
-            if options.selector is None or budget == 0:
-                raise ContextTooLong(f"document {doc.key} with its notes does not fit the context window; "
-                                     "pass a smaller --part-tokens or --notes-budget",
-                                     status=exc.status, body=exc.body) from exc
-            budget = estimate_tokens(notes) // 2 if budget is None else budget // 2
-            notes = (await options.selector.select(task, budget=budget)).text
-            call = options.placement.call(doc, Shared(form.tokens + estimate_tokens(notes)), cold=call.cold)
+    """Records of one document, validated against `schema`; raises OutputError after the last attempt.
+    Too long for the window, it is sent again with fewer notes (when a selector is given), placed anew."""
+    doc, selector = call.doc, options.selector
+    first = NotesChoice(notes, shown=0, indexed=0, tokens=estimate_tokens(notes))
+
+    async def once(choice: NotesChoice) -> _DocRecords:
+        placed = call if choice is first else options.placement.call(
+            doc, Shared(form.tokens + choice.tokens), cold=call.cold)
+        return await _checked(llm, form, doc, await _populate_once(llm, task, form, placed, choice.text, options),
+                              options)
+
+    return await fitting(once, first, None if selector is None else _fewer(selector, task),
+                         f"document {doc.key} with its notes does not fit the context window; "
+                         "pass a smaller --part-tokens or --notes-budget")
+
+
+def _fewer(selector: NotesSelector, task: str) -> Callable[[int], Awaitable[NotesChoice]]:
+    """The notes within a smaller budget, counted by their text (as the first notes are)."""
+    async def select(budget: int) -> NotesChoice:
+        choice = await selector.select(task, budget=budget)
+        return replace(choice, tokens=estimate_tokens(choice.text))
+
+    return select
 
 
 async def _populate_once(

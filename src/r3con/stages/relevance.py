@@ -16,13 +16,12 @@ from types import MappingProxyType
 from .._fanout import fan_out
 from .._prompts import render
 from ..corpus import Document
-from ..errors import ContextTooLong
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
 from ..results import Failure
 from ..tokens import estimate_tokens
 from ._common import SHARED_OVERHEAD, SYSTEM_TOKENS, document_messages, note_refs
-from .notes_select import Embed, NotesChoice, NotesSelector, Selections, shrink
+from .notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
@@ -145,23 +144,23 @@ class _Round:
         doc, selector = call.doc, self.selector
         if selector is None:
             return _Read(*await self._ask(call, None), Selections())
-        choice = self.choices[doc.key]
-        budget: int | None = None
-        tries = Selections()
-        while True:
-            notes = selector.shared_text(doc.key) if call.shared_first and not choice.selected else choice.text
-            try:
-                note, seen = await self._ask(call, notes)
-            except ContextTooLong as exc:
-                if budget == 0:
-                    raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
-                                         "pass a smaller --part-tokens", status=exc.status, body=exc.body) from exc
-                budget = shrink(budget, choice)
-                choice = await selector.select(self._query(doc), exclude=doc.key, budget=budget)
-                tries += Selections(calls=1, selected=int(choice.selected))
-                call = self.options.placement.call(doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
-                continue
-            return _Read(note, seen, tries + Selections(shared_first=int(call.shared_first)))
+        first = self.choices[doc.key]
+        tries: list[NotesChoice] = []
+
+        async def once(choice: NotesChoice) -> _Read:
+            placed = call if choice is first else self.options.placement.call(
+                doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
+            notes = selector.shared_text(doc.key) if placed.shared_first and not choice.selected else choice.text
+            note, seen = await self._ask(placed, notes)
+            return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
+                                                shared_first=int(placed.shared_first)))
+
+        async def fewer(budget: int) -> NotesChoice:
+            tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))
+            return tries[-1]
+
+        return await fitting(once, first, fewer, f"document {doc.key} does not fit the context window even "
+                             "without notes; pass a smaller --part-tokens")
 
     async def _ask(self, call: CallPlan, others: str | None) -> tuple[str, Seen]:
         """The note of `call.doc` for the task, in light of `others` (formatted notes) if given."""
