@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..corpus import Document
+from ._common import SYSTEM_TOKENS
 
 PROBES = 8  # probe calls a round
 MIN_PROBES = 4  # fewer eligible calls than this: no probing, nothing changes
@@ -63,10 +64,20 @@ class Placement:
 
     def call(self, doc: Document, shared: Shared, *, probe: bool = False, cold: bool = False) -> CallPlan:
         """One call's layout: the shared part first when it is common to many calls and longer than the
-        document, or when the document is `cold` (not cached since the last stage); never for a probe."""
+        document, or when the document is `cold` (not cached since the last stage); never for a probe.
+        Notes that lead and are every note go in `prefix_order`, where neighbouring calls share most."""
         first = (not probe and self.shared_first and self.document_first
                  and (cold or (shared.common and shared.tokens > doc.tokens)))
-        return CallPlan(doc=doc, shared_first=first, probe=probe, cold=cold)
+        return CallPlan(doc=doc, layout=self.layout, shared_first=first, probe=probe, cold=cold,
+                        prefix_order=first and not shared.selected)
+
+    def seen(self, call: CallPlan, cached_tokens: int, prompt_tokens: int, instructions_tokens: int) -> Seen:
+        """What a reply said of the cache, as placement reads it: nothing where it reads no replies
+        (under `--batch`, or when documents do not lead)."""
+        if not (self.probes and self.document_first):
+            return Seen(0, 0, 0.0)
+        prefix = SYSTEM_TOKENS + call.doc.tokens
+        return Seen(cached_tokens, prompt_tokens, prefix / (prefix + instructions_tokens), probe=call.probe)
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,7 @@ class Shared:
 
     tokens: int
     common: bool = True
+    selected: bool = False  # the notes in it are a selection (not every note)
 
 
 @dataclass(frozen=True)
@@ -82,14 +94,16 @@ class CallPlan:
     """One call as planned: its document, and whether the shared part goes before it."""
 
     doc: Document
+    layout: str = "cache"
     shared_first: bool = False
     probe: bool = False  # sent before the others, to learn whether the cache kept its document
     cold: bool = False  # the cache will not have kept the document: the shared part leads whatever it is
+    prefix_order: bool = False  # the notes lead, every one of them: in `notes_select.prefix_order`
 
     @property
     def where(self) -> str:
         """Where the document is, as the instructions say it: "above" them or "below"."""
-        return "below" if self.shared_first else "above"
+        return "below" if self.shared_first or self.layout == "paper" else "above"
 
 
 @dataclass(frozen=True)

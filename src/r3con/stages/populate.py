@@ -133,10 +133,8 @@ async def _populate_once(
     llm: LLM, task: str, form: _Form, call: CallPlan, notes: str, options: PopulateOptions
 ) -> _DocRecords:
     schema, doc, first = form.schema, call.doc, call.shared_first
-    where = call.where if options.placement.document_first else "below"
-    instructions = render("populate", task=task, schema=form.text, notes=notes, where=where)
-    messages = list(document_messages(doc, instructions, options.placement.layout, options.breakpoints,
-                                      shared_first=first))
+    instructions = render("populate", task=task, schema=form.text, notes=notes, where=call.where)
+    messages = list(document_messages(doc, instructions, call.layout, options.breakpoints, shared_first=first))
     repaired_any = False
     problem = "no attempt"
     for attempt in range(options.attempts):

@@ -20,7 +20,7 @@ from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, SYSTEM_TOKENS, document_messages, note_refs
+from ._common import SHARED_OVERHEAD, document_messages, note_refs
 from .notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
@@ -137,7 +137,7 @@ class _Round:
         """The notes part of `doc`'s call: common to the round's calls when it is every note (in prefix
         order), or the selection for the task alone, which every document without a note of its own gets."""
         common = not choice.selected or not (self.previous or {}).get(doc.key)
-        return Shared(choice.tokens + estimate_tokens(self.task) + SHARED_OVERHEAD, common)
+        return Shared(choice.tokens + estimate_tokens(self.task) + SHARED_OVERHEAD, common, choice.selected)
 
     async def _read(self, call: CallPlan) -> _Read:
         """One call; when it is too long for the window, again with half the notes, down to none."""
@@ -150,7 +150,7 @@ class _Round:
         async def once(choice: NotesChoice) -> _Read:
             placed = call if choice is first else self.options.placement.call(
                 doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
-            notes = selector.shared_text(doc.key) if placed.shared_first and not choice.selected else choice.text
+            notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
             note, seen = await self._ask(placed, notes)
             return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
                                                 shared_first=int(placed.shared_first)))
@@ -165,20 +165,15 @@ class _Round:
     async def _ask(self, call: CallPlan, others: str | None) -> tuple[str, Seen]:
         """The note of `call.doc` for the task, in light of `others` (formatted notes) if given."""
         options, doc = self.options, call.doc
-        where = call.where if options.placement.document_first else "below"
         instructions = render("relevance", task=self.task, others=others or "",
-                              max_words=max(50, options.max_tokens // 2), where=where)
+                              max_words=max(50, options.max_tokens // 2), where=call.where)
         completion = await self.llm.complete(ChatRequest(
-            messages=document_messages(doc, instructions, options.placement.layout, options.breakpoints,
+            messages=document_messages(doc, instructions, call.layout, options.breakpoints,
                                        shared_first=call.shared_first),
             stage=STAGE, doc=doc.number, part=doc.part if doc.parts > 1 else None, round=self.round_no,
             max_tokens=options.max_tokens, temperature=options.temperature,
             prompt_name=instructions.name, prompt_hash=instructions.hash,
         ))
-        prefix = SYSTEM_TOKENS + doc.tokens
         usage = completion.usage
-        seen = Seen(usage.cached_tokens, usage.prompt_tokens, prefix / (prefix + estimate_tokens(instructions.text)),
-                    probe=call.probe)
-        if not (options.placement.probes and options.placement.document_first):
-            seen = Seen(0, 0, 0.0)  # replies are read for the cache only where placement uses them
+        seen = options.placement.seen(call, usage.cached_tokens, usage.prompt_tokens, estimate_tokens(instructions.text))
         return parse_note(reply_text(completion)), seen
