@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..corpus import Document
 from ._common import SYSTEM_TOKENS
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 PROBES = 8  # probe calls a round
 MIN_PROBES = 4  # fewer eligible calls than this: no probing, nothing changes
@@ -43,7 +46,7 @@ class Placement:
     probes: bool = True  # send probes and read cached tokens (off under --batch: a round would be two jobs)
 
     @classmethod
-    def of(cls, settings: Any) -> Placement:
+    def of(cls, settings: Settings) -> Placement:
         """From `Settings` (layout, alternate_order, adaptive_placement, batch)."""
         return cls(layout=settings.layout, alternate=settings.alternate_order, adaptive=settings.adaptive_placement,
                    probes=not settings.batch)
