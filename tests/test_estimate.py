@@ -78,6 +78,7 @@ async def test_a_sampled_estimate_agrees_with_the_run_it_predicts(fake_server, t
     error = abs(predicted.total.input_tokens / result.usage.prompt_tokens - 1)
     assert error <= 0.15 and error < abs(assumed.total.input_tokens / result.usage.prompt_tokens - 1)
     assert any("measured on 4 sampled documents" in line for line in predicted.assumptions)
+    assert any(line.startswith("sampling made ") for line in predicted.assumptions)
 
 
 def test_sampling_needs_an_endpoint(tmp_path):

@@ -46,6 +46,7 @@ class Assumptions:
     agent_steps: int = 4  # steps of the coding agent until final_answer
     step_tokens: int = 400  # one agent reply, and one REPL observation
     sampled: int = 0  # documents the figures above were measured on (0: assumed)
+    sample_usage: Usage | None = None  # what measuring them took
 
     @property
     def final_share(self) -> float:
@@ -64,7 +65,9 @@ class Assumptions:
             f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
             f"{self.step_tokens} of REPL output each",
         ] + ([f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
-             if self.token_scale != 1.0 else [])
+             if self.token_scale != 1.0 else []) + (
+            [f"sampling made {self.sample_usage.calls} calls ({self.sample_usage.prompt_tokens:,} prompt tokens, "
+             f"${self.sample_usage.cost_usd:.4f})"] if self.sample_usage is not None else [])
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
             filled = stack.ledger.by_stage().get("populate", Usage())
             if filled.calls:
                 records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k
+        spent = stack.ledger.total()
     return replace(
         base, sampled=k, token_scale=round(scale, 3), relevant_share=len(first) / k,
         note_tokens=sizes[0] or base.note_tokens, final_relevant_share=len(last) / k,
@@ -320,7 +324,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
-        note_tags_tokens=max(0, tags),
+        note_tags_tokens=max(0, tags), sample_usage=spent,
     ), window
 
 
