@@ -83,5 +83,5 @@ async def test_a_sampled_estimate_agrees_with_the_run_it_predicts(fake_server, t
 
 def test_sampling_needs_an_endpoint(tmp_path):
     (tmp_path / "a.txt").write_text(texts(1)[0][1])
-    result = r3con_cli("estimate", TASK, str(tmp_path), "--sample", "4", timeout=60)
+    result = cli_in_process("estimate", TASK, str(tmp_path), "--sample", "4", timeout=60)
     assert result.returncode != 0 and "--base-url" in result.stderr and "Traceback" not in result.stderr
