@@ -3,9 +3,9 @@
 The responders never look for a template's words or tag names, so a reworded template still gets a
 sensible reply. A prompt is read by shape: sections are any `<name ...>` line up to its `</name>`; the
 document is the section naming the `X-R3con-Doc` number (else the longest labelled section that is not
-inside another, else the longest message); the task is the first section without attributes that is not JSON; notes, pages and gists
-are the other sections with attributes; JSON sections are a schema (an object with "properties") or
-data (tables of records).
+inside another, else the longest message); the task is the first section without attributes that is
+not JSON; notes, pages and gists are the other labelled sections; JSON sections are a schema (an object
+with "properties") or data (tables of records).
 """
 
 from __future__ import annotations
