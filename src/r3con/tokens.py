@@ -12,7 +12,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from .errors import ConfigError
 
@@ -91,35 +91,35 @@ class FileCounter:
 
 
 class EndpointCounter:
-    """POST {server}/tokenize {"model", "prompt"} (vLLM, SGLang); falls back to the estimate when it is absent."""
+    """POST {server}/tokenize (vLLM and SGLang read `prompt`, llama.cpp `content`: both are sent), through the
+    one HTTP transport; falls back to the estimate when the server has none."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8):
-        import openai
+        from .llm.endpoint import Account, Endpoint
 
-        root = re.sub(r"/v\d+/?$", "", base_url.rstrip("/"))
-        self._client = openai.AsyncOpenAI(base_url=root, api_key=api_key or "EMPTY", max_retries=0, timeout=60)
+        self._endpoint = Endpoint(base_url, Account(api_key), timeout_s=60)
         self._model = model
         self._limit = asyncio.Semaphore(concurrency)
         self._missing = False
-        self.source = f"{root}/tokenize"
+        self.source = f"{self._endpoint.root}/tokenize"
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._endpoint.aclose()
 
     async def count(self, texts: Sequence[str]) -> list[int]:
         return list(await asyncio.gather(*(self._one(t) for t in texts)))
 
     async def _one(self, text: str) -> int:
-        import openai
+        from .errors import ProviderError
+        from .llm.endpoint import HTTPFailure
 
         if self._missing or not text:
             return estimate_tokens(text)
         async with self._limit:
             try:
-                data: Any = await self._client.post(
-                    "/tokenize", cast_to=object, body={"model": self._model, "prompt": text, "add_special_tokens": False}
-                )
-            except (openai.APIStatusError, openai.APIConnectionError):
+                data = await self._endpoint.post("//tokenize", {"model": self._model, "prompt": text, "content": text,
+                                                               "add_special_tokens": False})
+            except (HTTPFailure, ProviderError):
                 self._missing = True
                 self.source = f"estimate ({ESTIMATE_RULE}; the endpoint has no /tokenize)"
                 return estimate_tokens(text)

@@ -87,7 +87,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             stack = ConcurrencyLimited(stack, settings.concurrency)
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
         budget = RetryBudget(settings.retry_budget)
-        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
+        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)

@@ -14,13 +14,12 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
-import openai
-
 from ..config import Settings
 from ..errors import ConfigError, ProviderError, R3conError
 from ..tokens import estimate_tokens
 from .budget import CostCap, priced
-from .client import retry_after_s
+from .client import account_of, status_error
+from .endpoint import Endpoint, HTTPFailure
 from .layers import CallLog, Ledger
 from .pricing import PriceTable
 from .retry import Retrier, RetryBudget, RetryPolicy
@@ -34,7 +33,7 @@ class Embedder(Protocol):
 
 
 class OpenAIEmbeddings:
-    """Embeds through `client.embeddings.create`, `batch_size` texts a request.
+    """Embeds through `POST /embeddings` on the one transport (`endpoint.Endpoint`), `batch_size` texts a request.
 
     Each request goes through the run's retry policy and budget (`retrier`) and, under `--max-cost`,
     reserves its worst case against the run's `cap` first, as chat calls do.
@@ -50,14 +49,14 @@ class OpenAIEmbeddings:
         self._ledger = ledger
         self._log = log or CallLog(None)
         self._prices = PriceTable.load(settings.prices_file)
-        self._retrier = retrier or Retrier(RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
+        self._retrier = retrier or Retrier(RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
                                            RetryBudget(settings.retry_budget), self.base_url)
         self._cap = cap
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=settings.api_key or "EMPTY",
-                                          max_retries=0, timeout=settings.request_timeout_s)
+        self.endpoint = Endpoint(self.base_url, account_of(settings),
+                                 timeout_s=min(settings.request_timeout_s, settings.max_call_s))
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self.endpoint.aclose()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -74,7 +73,7 @@ class OpenAIEmbeddings:
         actual = 0.0
         try:
             response, retries = await self._retrier.run(lambda: self._request(texts))
-            usage = Usage(calls=1, prompt_tokens=int(getattr(response.usage, "prompt_tokens", 0) or 0))
+            usage = Usage(calls=1, prompt_tokens=int((response.get("usage") or {}).get("prompt_tokens") or 0))
             usage = replace(usage.with_event("retries", retries), cost_usd=self._prices.cost(self.model, usage))
             actual = usage.cost_usd
         except R3conError as exc:
@@ -83,7 +82,8 @@ class OpenAIEmbeddings:
         finally:
             if self._cap is not None:
                 self._cap.settle(worst, actual)
-        vectors = [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+        items = sorted((d for d in response.get("data") or [] if isinstance(d, dict)), key=lambda d: d.get("index", 0))
+        vectors = [list(item.get("embedding") or []) for item in items]
         if len(vectors) != len(texts):
             raise ProviderError(f"{self.base_url} returned {len(vectors)} embeddings for {len(texts)} texts",
                                 endpoint=self.base_url)
@@ -98,26 +98,21 @@ class OpenAIEmbeddings:
             return 0.0
         return sum(estimate_tokens(t) + 1 for t in texts) * priced(self._prices, self.model).input / 1_000_000
 
-    async def _request(self, texts: list[str]) -> Any:
+    async def _request(self, texts: list[str]) -> dict[str, Any]:
         """One embeddings request; endpoint failures as ProviderError (retried when transient) or ConfigError."""
+        body = {"model": self.model, "input": [t if t.strip() else " " for t in texts]}
         try:
-            return await self._client.embeddings.create(
-                model=self.model, input=[t if t.strip() else " " for t in texts],
-                extra_headers={"X-R3con-Stage": self.stage},
-            )
-        except openai.APIConnectionError as exc:
-            raise ProviderError(f"{self.base_url}: embeddings request failed ({exc})", endpoint=self.base_url) from exc
-        except openai.AuthenticationError as exc:
-            raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
-        except openai.NotFoundError as exc:
-            raise ConfigError(
-                f"{self.base_url} has no embeddings model {self.model!r} (HTTP 404); "
-                "set R3CON_EMBEDDING_MODEL to a served one, or unset it to use BM25 only"
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise ProviderError(f"{self.base_url} answered HTTP {exc.status_code} to an embeddings request",
-                                status=exc.status_code, endpoint=self.base_url,
-                                retry_after=retry_after_s(exc.response.headers)) from exc
+            data = await self.endpoint.post("/embeddings", body, {"X-R3con-Stage": self.stage})
+        except HTTPFailure as failure:
+            if failure.status == 404:
+                raise ConfigError(
+                    f"{self.base_url} has no embeddings model {self.model!r} (HTTP 404); "
+                    "set R3CON_EMBEDDING_MODEL to a served one, or unset it to use BM25 only") from None
+            raise status_error(self.base_url, failure, self.model, "/embeddings") from None
+        if not isinstance(data, dict):
+            raise ProviderError(f"{self.base_url}/embeddings answered with something that is not a JSON object",
+                                endpoint=self.base_url)
+        return data
 
 
 @asynccontextmanager
