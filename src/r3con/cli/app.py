@@ -179,6 +179,8 @@ def run(
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
+    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
+        print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
 
 
