@@ -129,12 +129,16 @@ async def _probe(endpoint: Endpoint, method: str, path: str, body: Any = None) -
 
 
 def _why(exc: ProviderError) -> str:
-    text = str(exc)
-    if "refused" in text.lower():
-        return "connection refused"
-    if "timed out" in text:
+    """"connection refused", "timed out", or the error's own words."""
+    link: BaseException | None = exc
+    while link is not None:
+        if isinstance(link, ConnectionRefusedError) or isinstance(getattr(link, "os_error", None),
+                                                                  ConnectionRefusedError):
+            return "connection refused"
+        link = link.__cause__
+    if "timed out" in str(exc):
         return "timed out"
-    return text.split(": ", 1)[-1][:120]
+    return str(exc).split(": ", 1)[-1][:120]
 
 
 def _int(value: object) -> int | None:
