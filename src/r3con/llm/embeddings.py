@@ -8,6 +8,8 @@ share the run's retries and `--max-cost` cap with its chat calls.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -18,12 +20,13 @@ from ..config import Settings
 from ..errors import ConfigError, ProviderError, R3conError
 from ..tokens import estimate_tokens
 from .budget import CostCap, priced
+from .cache import CallCache
 from .client import account_of, status_error
 from .endpoint import Endpoint, HTTPFailure
 from .layers import CallLog, Ledger
 from .pricing import PriceTable
 from .retry import Retrier, RetryBudget, RetryPolicy
-from .types import Usage
+from .types import Completion, Usage
 
 
 class Embedder(Protocol):
@@ -41,7 +44,7 @@ class OpenAIEmbeddings:
 
     def __init__(self, settings: Settings, model: str, *, stage: str, ledger: Ledger | None = None,
                  log: CallLog | None = None, retrier: Retrier | None = None, cap: CostCap | None = None,
-                 batch_size: int = 64):
+                 cache: CallCache | None = None, batch_size: int = 64):
         self.base_url = settings.require_endpoint().rstrip("/")
         self.model = model
         self.stage = stage
@@ -49,9 +52,10 @@ class OpenAIEmbeddings:
         self._ledger = ledger
         self._log = log or CallLog(None)
         self._prices = PriceTable.load(settings.prices_file)
-        self._retrier = retrier or Retrier(RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
-                                           RetryBudget(settings.retry_budget), self.base_url)
+        policy = RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s)
+        self._retrier = retrier or Retrier(policy, RetryBudget(settings.retry_budget), self.base_url)
         self._cap = cap
+        self._cache = cache
         self.endpoint = Endpoint(self.base_url, account_of(settings),
                                  timeout_s=min(settings.request_timeout_s, settings.max_call_s))
 
@@ -67,6 +71,15 @@ class OpenAIEmbeddings:
     async def _batch(self, texts: list[str]) -> list[list[float]]:
         started = time.time()
         record = {"time": started, "stage": self.stage, "kind": "embeddings", "model": self.model, "inputs": len(texts)}
+        key = self._key(texts)
+        hit = self._cache.get(key) if self._cache is not None else None
+        if hit is not None:  # embedded before: the vectors from the cache, counted as a cache hit
+            saved = hit.usage.prompt_tokens
+            usage = Usage(cache_hits=1, saved_tokens=saved, saved_usd=self._prices.cost(self.model, hit.usage))
+            if self._ledger is not None:
+                self._ledger.add(self.stage, usage)
+            self._log.write({**record, "usage": usage.to_dict(), "from_cache": True})
+            return [list(v) for v in json.loads(hit.content)]
         worst = self._worst_case(texts)
         if self._cap is not None:
             await self._cap.acquire(worst)
@@ -90,7 +103,19 @@ class OpenAIEmbeddings:
         if self._ledger is not None:
             self._ledger.add(self.stage, usage)
         self._log.write({**record, "usage": usage.to_dict(), "latency_s": round(time.time() - started, 4)})
+        if self._cache is not None:
+            self._cache.put(key, self.base_url, self.stage, Completion(
+                content=json.dumps(vectors), finish_reason="stop", usage=usage, model=self.model))
         return vectors
+
+    def _key(self, texts: list[str]) -> str:
+        """The cache key of one embeddings request: the endpoint, the model and the texts."""
+        digest = hashlib.sha256(f"{self.base_url}\x00embeddings\x00{self.model}".encode())
+        for text in texts:
+            data = text.encode()
+            digest.update(f"\x00{len(data)}\x00".encode())
+            digest.update(data)
+        return digest.hexdigest()
 
     def _worst_case(self, texts: list[str]) -> float:
         """USD the request may cost; under --max-cost the model must have a price."""
@@ -118,7 +143,7 @@ class OpenAIEmbeddings:
 @asynccontextmanager
 async def open_embedder(settings: Settings, *, stage: str, ledger: Ledger | None = None,
                         log: CallLog | None = None, retrier: Retrier | None = None,
-                        cap: CostCap | None = None) -> AsyncIterator[Embedder | None]:
+                        cap: CostCap | None = None, cache: CallCache | None = None) -> AsyncIterator[Embedder | None]:
     """The configured embedder, or None when no embedding model is configured.
 
     A run passes its own ledger, call log, retrier and cost cap (`LLMStack.embedder` does).
@@ -127,7 +152,8 @@ async def open_embedder(settings: Settings, *, stage: str, ledger: Ledger | None
     if not model:
         yield None
         return
-    embedder = OpenAIEmbeddings(settings, model, stage=stage, ledger=ledger, log=log, retrier=retrier, cap=cap)
+    embedder = OpenAIEmbeddings(settings, model, stage=stage, ledger=ledger, log=log, retrier=retrier, cap=cap,
+                                cache=cache)
     try:
         yield embedder
     finally:
