@@ -77,11 +77,13 @@ class Retrier:
     async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         """`attempt()`'s result and the retries it took; raises the last error when retrying stops."""
         retries = 0
-        started = time.monotonic()
+        spent = 0.0  # seconds of this call so far: its attempts and its waits
         while True:
+            started = time.monotonic()
             try:
                 return await attempt(), retries
             except ProviderError as exc:
+                spent += time.monotonic() - started
                 if not retryable(exc):
                     raise
                 if retries >= self.policy.retries:
@@ -90,10 +92,11 @@ class Retrier:
                     raise _gave_up(exc, self.endpoint, f"the run's retry budget of {self.budget.total} is spent",
                                    retries) from exc
                 delay = self.policy.delay(retries, exc.retry_after, self._rng)
-                if self.policy.call_s is not None and time.monotonic() - started + delay > self.policy.call_s:
+                if self.policy.call_s is not None and spent + delay > self.policy.call_s:
                     raise _gave_up(exc, self.endpoint, f"after {retries + 1} attempts, at the one-call limit of "
                                    f"{self.policy.call_s:g} s (R3CON_MAX_CALL_S)", retries) from exc
                 await self._sleep(delay)
+                spent += delay
                 retries += 1
 
 
