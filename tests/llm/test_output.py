@@ -58,11 +58,14 @@ async def test_a_repetition_loop_is_stopped_where_it_began():
     assert completion.content == "The count is here. He is in the house. (cut)"
 
 
-async def test_a_cut_reply_with_nothing_complete_fails_once_with_its_usage():
-    inner = Script(c("askdjh qwe zxc", "length"), c("never asked"))
+async def test_a_cut_reply_with_nothing_complete_is_asked_once_more_at_the_same_budget():
+    inner = Script(c("askdjh qwe zxc", "length"), c("A whole sentence."))
+    completion = await checked(inner).complete(REQUEST)
+    assert completion.content == "A whole sentence." and [r.max_tokens for r in inner.requests] == [1000, 1000]
+    inner = Script(c("askdjh qwe zxc", "length"), c("zxc qwe", "length"), c("never asked"))
     with pytest.raises(OutputError, match="cut at max_tokens=1000 with nothing complete") as info:
         await checked(inner).complete(REQUEST)
-    assert len(inner.requests) == 1 and info.value.usage.calls == 1 and info.value.usage.events == {"length": 1}
+    assert len(inner.requests) == 2 and info.value.usage.calls == 2 and info.value.usage.events == {"length": 2}
 
 
 async def test_no_call_asks_for_more_than_the_cap():

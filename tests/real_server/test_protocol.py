@@ -8,7 +8,7 @@ import re
 import pytest
 
 from r3con.config import Settings
-from r3con.errors import ContextTooLong
+from r3con.errors import ContextTooLong, OutputError
 from r3con.eval.judges import _SCHEMAS as JUDGE_SCHEMAS
 from r3con.llm import ChatRequest, Message, build_llm
 from r3con.llm.client import OpenAIChat
@@ -123,11 +123,11 @@ async def test_a_request_longer_than_a_slot_is_context_too_long_not_a_failure(ll
         assert llm.ledger.total().events.get("retries", 0) == 0, "an overflow is not retried"
 
 
-async def test_a_reply_cut_at_max_tokens_costs_that_budget_once(llama_server, tmp_path):
+async def test_a_reply_cut_at_max_tokens_is_never_asked_with_a_bigger_budget(llama_server, tmp_path):
     async with build_llm(settings(llama_server, tmp_path)) as llm:
         try:
             completion = await llm.complete(ask("Write a long story.", max_tokens=12, temperature=1.0))
             usage = completion.usage
-        except Exception as exc:  # noise with no complete sentence in it: an OutputError that keeps its usage
+        except OutputError as exc:  # noise with no complete sentence, twice: an OutputError that keeps its usage
             usage = exc.usage
-    assert usage.calls == 1 and usage.completion_tokens <= 12
+    assert usage.calls <= 2 and usage.completion_tokens <= 12 * usage.calls, "asked once more at most, same budget"

@@ -113,7 +113,7 @@ class OpenAIChat:
 def status_error(base_url: str, failure: HTTPFailure, model: str, path: str) -> ProviderError | ConfigError:
     """The r3con error for an error reply to `path`: configuration mistakes as ConfigError (not retried)."""
     if failure.status in (401, 403) and not is_overflow(failure.message):
-        return ConfigError(f"{base_url} refused the API key (HTTP {failure.status}); set OPENAI_API_KEY or pass "
+        return ConfigError(f"{base_url} refused the API key; set OPENAI_API_KEY or pass "
                            "--api-key")
     if is_overflow(failure.message + " " + failure.body) and failure.status in (400, 413, 422, 500):
         return ContextTooLong(

@@ -1,9 +1,10 @@
 """Checks every reply before a stage sees it: cut at max_tokens, empty, only in reasoning_content, refused.
 
-- cut (`finish_reason == "length"`): kept for what it holds, never asked again (`cut.py`): a note up to
-  its last complete sentence, marked "(cut)"; a JSON reply closed after the records it completed; a
-  repetition loop stopped where it began. Nothing complete in it: OutputError (the stage degrades the
-  document). No request asks for more than `max_tokens_cap` reply tokens.
+- cut (`finish_reason == "length"`): kept for what it holds, never asked again with a bigger budget
+  (`cut.py`): a note up to its last complete sentence, marked "(cut)"; a JSON reply closed after the
+  records it completed; a repetition loop stopped where it began. Nothing complete in it: asked once
+  more at the same budget, then OutputError (the stage degrades the document). No request asks for
+  more than `max_tokens_cap` reply tokens.
 - empty (no content, no reasoning): asked again, up to `reasks` times, then OutputError.
 - only `reasoning_content` (Qwen thinking mode on vLLM): passed on; the stages read the reasoning.
 - refused (`message.refusal`, or `finish_reason == "content_filter"`): OutputError, not asked again.
@@ -64,10 +65,13 @@ class OutputChecked:
                     return replace(completion, content=kept, usage=total.with_event("cut_kept"))
                 if not text and (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))
-                limit = current.max_tokens
+                problem = f"the reply was cut at max_tokens={current.max_tokens} with nothing complete in it"
+                if reasks < 1 and self.budget.take():  # once more at the same budget, never a bigger one
+                    reasks += 1
+                    continue
                 raise _attach(OutputError(
-                    f"the reply was cut at max_tokens={limit} with nothing complete in it ({request.stage} stage); "
-                    "raise the stage's max tokens (at most R3CON_MAX_TOKENS_CAP) or try another model"), total)
+                    f"{problem} ({request.stage} stage); raise the stage's max tokens (at most "
+                    "R3CON_MAX_TOKENS_CAP) or try another model"), total)
             elif not visible_text(completion):
                 if (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))

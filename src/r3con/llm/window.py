@@ -99,7 +99,7 @@ async def _list_models(endpoint: Endpoint, model: str | None) -> list[dict[str, 
                                   "start it or pass the right --base-url") from exc
     except HTTPFailure as failure:
         if failure.status in (401, 403):
-            raise ConfigError(f"{endpoint.base_url} refused the API key (HTTP {failure.status}); set OPENAI_API_KEY "
+            raise ConfigError(f"{endpoint.base_url} refused the API key; set OPENAI_API_KEY "
                               "or pass --api-key") from None
         if failure.status == 404 and not re.search(r"/v\d+$", endpoint.base_url) \
                 and isinstance(await _probe(endpoint, "GET", endpoint.base_url + "/v1/models"), dict):
