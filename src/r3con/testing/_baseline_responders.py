@@ -174,5 +174,6 @@ STAGES = frozenset(RESPONDERS)
 
 
 def respond(r: Reading) -> str:
-    """The scripted reply for a baseline stage."""
-    return RESPONDERS[r.stage](r)
+    """The scripted reply for a baseline stage; prose within the request's max_tokens, as a model keeps to it."""
+    reply = RESPONDERS[r.stage](r)
+    return reply if r.mode == "code" else t.fit(reply, r.max_tokens)
