@@ -23,7 +23,7 @@ import openai
 
 from ..config import DEFAULT_CONTEXT_WINDOW, Settings
 from ..errors import ConfigError, ContextTooLong, EndpointUnreachable, ProviderError
-from .types import ChatRequest, Completion, Usage
+from .types import ChatRequest, Completion, Usage, tool_calls_from
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,10 @@ def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> 
             "type": "json_schema",
             "json_schema": {"name": request.schema_name, "schema": dict(request.response_schema), "strict": False},
         }
+    if request.tools:
+        body["tools"] = [dict(t) for t in request.tools]
+    if request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
     body.update(request.extra_body)
     return body
 
@@ -307,6 +311,7 @@ def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completi
         refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else None,
         latency_s=latency,
         raw=data,
+        tool_calls=tool_calls_from(message),
     )
 
 

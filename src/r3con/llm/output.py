@@ -59,7 +59,7 @@ class OutputChecked:
                     current = replace(current, max_tokens=min(self.max_tokens_cap, limit * 2))
                     continue
                 problem = f"the reply was cut at max_tokens={limit}" if limit else "the reply was cut short"
-            elif not visible_text(completion):
+            elif not visible_text(completion) and not completion.tool_calls:
                 if (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))
                 total = total.with_event("empty")
