@@ -6,7 +6,8 @@ The eval harness runs any of them the same way, with the same client, accounting
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,62 @@ async def run_method(
     except KeyError:
         raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(available_methods())}") from None
     return await fn(task, documents, settings, run_dir)
+
+
+def method_options(name: str) -> dict[str, tuple[str, Any]]:
+    """The options `--option` accepts for method `name`: field -> (type name, default); empty for R3CON's."""
+    from .baselines import OPTIONS
+
+    options = OPTIONS.get(name)
+    if options is None:
+        return {}
+    hints = typing.get_type_hints(options)
+    return {f.name: (getattr(hints[f.name], "__name__", str(hints[f.name])), f.default)
+            for f in dataclasses.fields(options)}
+
+
+def _convert(method: str, key: str, kind: str, text: str) -> Any:
+    try:
+        if kind == "bool":
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(text)
+            return lowered in ("true", "1", "yes")
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        return text
+    except ValueError:
+        raise ConfigError(f"--option {key}={text}: {method}'s {key} takes a {kind} value") from None
+
+
+def configured_methods(names: Sequence[str], values: Sequence[str]) -> dict[str, MethodFn]:
+    """Each of `names` with the `--option` values that apply to it (KEY=VALUE for every named method,
+    METHOD.KEY=VALUE for one), validated against the method's `Options`; a ConfigError lists the valid ones."""
+    from .baselines import FACTORIES, OPTIONS
+
+    parsed: list[tuple[str | None, str, str]] = []  # (method or None for all, field, value)
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option takes KEY=VALUE (e.g. --option top_k=32), not {value!r}")
+        target, dot, field = key.strip().rpartition(".")
+        if dot and target not in names:
+            raise ConfigError(f"--option {value}: {target!r} is not among the methods run ({', '.join(names)})")
+        parsed.append((target if dot else None, field, text))
+    out: dict[str, MethodFn] = {}
+    for name in names:
+        accepted = method_options(name)
+        changes: dict[str, Any] = {}
+        for scope, field, text in parsed:
+            if scope not in (None, name):
+                continue
+            if field not in accepted:
+                valid = ", ".join(f"{k} ({kind}, default {default!r})" for k, (kind, default) in accepted.items())
+                raise ConfigError(f"--option {field}: {name} has no such option; "
+                                  + (f"valid: {valid}" if valid else f"{name} takes no options"))
+            changes[field] = _convert(name, field, accepted[field][0], text)
+        fn = _all_methods()[name]
+        out[name] = FACTORIES[name](dataclasses.replace(OPTIONS[name](), **changes)) if changes else fn
+    return out

@@ -34,8 +34,10 @@ def _question(messages: Messages) -> str:
 
 
 def _keywords(messages: Messages) -> list[str]:
-    words = sorted(baselines._words(_question(messages)), key=lambda w: (-len(w), w))
-    return words[:6] or ["the"]
+    """The question's names first, then its longest content words."""
+    question = _question(messages)
+    words = sorted(baselines._words(question), key=lambda w: (-len(w), w))
+    return list(dict.fromkeys([*(n for n in t.names(question) if len(n) > 2), *words]))[:6] or ["the"]
 
 
 def _called(messages: Messages) -> list[str]:
@@ -94,7 +96,7 @@ def tool_reply(body: dict[str, Any], messages: Messages) -> dict[str, Any]:
             call = {"id": f"call_{len(called)}_{i}", "type": "function",
                     "function": {"name": spec["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
             return {"role": "assistant", "content": None, "tool_calls": [call]}
-    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("tool", "user"))
+    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "tool")
     found = baselines._related(text, _question(messages), k=5)
     names = sorted(set(t.names(" ".join(found))))[:10]
     summary = ", ".join(names) or (found[0][:200] if found else "no evidence found")
