@@ -71,7 +71,7 @@ class Options:
 
 # ---- entities without a NER model ---------------------------------------------------------------------
 
-_NAME = re.compile(r"\b(?:[A-Z][\w&'-]*\.?)(?:\s+(?:of|the|and|de|van|von|for|&)?\s*[A-Z][\w&'-]*)*")
+_NAME = re.compile(r"\b[A-Z][\w&'-]*(?:[ \t]+(?:(?:of|the|and|de|van|von|for|&)[ \t]+)?[A-Z][\w&'-]*)*")
 _ACRONYM_OR_NUMBER = re.compile(r"\b[A-Z]{2,}[\w-]*\b|\b\d[\d,.]*\s?(?:%|percent|million|billion|thousand)?")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 _CJK_BREAKS = re.compile("[的了和与及或是在为对于将并而由从以等其中之该这那也都就被把向到上下个年月日]")
