@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from r3con.cli.eval_cmd import eval_app
@@ -12,7 +14,8 @@ from r3con.testing import FakeLLMServer
 from ..eval._fakes import shared_data
 
 runner = CliRunner()
-BASELINES = {"longcontext", "codeagent", "rlm", "structrag", "rag", "memagent", "readagent", "raptor"}
+BASELINES = {"longcontext", "codeagent", "rlm", "structrag", "rag", "memagent", "readagent", "raptor", "hipporag",
+             "linearrag", "arag", "fileagent"}
 ABLATIONS = {"r3con", "r3con-rounds0", "r3con-rounds1", "r3con-rounds3", "r3con-nostruct", "r3con-direct"}
 
 
@@ -24,9 +27,14 @@ def test_every_method_is_registered_and_described():
     assert result.exit_code == 0 and set(json.loads(result.stdout)) == set(available_methods())
 
 
-def test_all_methods_side_by_side_with_cost(tmp_path, clean_env, monkeypatch):
+@pytest.fixture
+def loong():
+    return shared_data("loong")  # before clean_env clears R3CON_DATA
+
+
+def test_all_methods_side_by_side_with_cost(loong, tmp_path, clean_env, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the call cache stays in this test
-    data = shared_data("loong")
+    data = loong
     common = ["--benchmark", "loong", "--data", str(data), "--sets", "1", "--languages", "zh", "--limit", "1",
               "--model", "qwen3.5-4b", "--json", "--quiet", "--no-plots"]
     with FakeLLMServer(model="qwen3.5-4b") as server:  # a model with a known price, so cost is not zero
@@ -51,7 +59,9 @@ def test_all_methods_side_by_side_with_cost(tmp_path, clean_env, monkeypatch):
     # each method's calls went out under its own stage names
     assert {"longcontext", "codeagent", "rlm", "rlm-sub", "structrag-router", "structrag-structurize",
             "structrag-utilize", "rag-answer", "rag-embed", "memagent-read", "memagent-answer", "readagent-gist",
-            "readagent-lookup", "readagent-answer", "raptor-summarize", "raptor-answer", "raptor-embed"} <= stages
+            "readagent-lookup", "readagent-answer", "raptor-summarize", "raptor-answer", "raptor-embed",
+            "hipporag-ner", "hipporag-triples", "hipporag-filter", "hipporag-answer", "hipporag-embed",
+            "linearrag-answer", "linearrag-embed", "arag-agent", "arag-embed", "fileagent"} <= stages
     for name in BASELINES:
         record = json.loads(next((tmp_path / "a" / name).glob("*.json")).read_text())
         assert record["by_stage"] and all(
