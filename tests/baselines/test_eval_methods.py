@@ -83,3 +83,27 @@ def test_all_methods_side_by_side_with_cost(loong, tmp_path, clean_env, monkeypa
     runs = {r["method"]: r["usage"] for r in report["benchmarks"]["loong"]["runs"]}
     # billed, or served by the call cache from an identical earlier call (the second folder repeats three methods)
     assert all(u["cost_usd"] + u.get("saved_usd", 0) > 0 for u in runs.values()), runs
+
+
+@pytest.fixture
+def dracula():
+    return shared_data("dracula")
+
+
+@pytest.mark.parametrize("corpus", ["loong-en", "loong-zh", "dracula"])
+def test_the_four_new_methods_run_through_eval_run(corpus, loong, dracula, tmp_path, clean_env):
+    benchmark = corpus.split("-")[0]
+    chosen = ["--languages", corpus.split("-")[1], "--sets", "1"] if benchmark == "loong" else []
+    with FakeLLMServer() as server:
+        result = runner.invoke(eval_app, [
+            "run", "--benchmark", benchmark, "--data", str(loong if benchmark == "loong" else dracula), *chosen,
+            "--limit", "1", "--method", "hipporag,linearrag,arag,fileagent", "-o", "hipporag.chunk_tokens=4000",
+            "--base-url", server.base_url, "--out", str(tmp_path / "e"), "--json", "--quiet", "--no-plots"])
+        assert result.exit_code == 0, result.output
+        stages = {c["stage"] for c in server.calls()}
+    summary = json.loads(result.stdout)["methods"]
+    for name in ("hipporag", "linearrag", "arag", "fileagent"):
+        assert summary[name]["n"] == 1 and summary[name]["outcomes"].get("failed", 0) == 0, (name, summary[name])
+        assert summary[name]["usage"]["calls"] > 0, name
+    assert {"hipporag-ner", "hipporag-triples", "hipporag-filter", "hipporag-answer", "linearrag-answer",
+            "arag-agent", "fileagent", "judge"} <= stages
