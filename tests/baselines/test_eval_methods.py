@@ -4,7 +4,6 @@ import csv
 import json
 
 import pytest
-
 from typer.testing import CliRunner
 
 from r3con.cli.eval_cmd import eval_app
