@@ -112,3 +112,23 @@ async def test_linearrag_indexes_without_llm_calls(corpus, fake_server, tmp_path
     assert log["entities"] > 0 and log["sentences"] > 0 and log["vectors"] == "dense" and log["ranking"] == "ppr"
     assert "linearrag-embed" in outcome.by_stage
     assert any(a["tier"] > 1 for a in log["activated"]), log["activated"]
+
+
+async def test_hipporag_extraction_asks_again_with_the_problem_then_fails_the_passage(tmp_path):
+    from r3con._prompts import render
+    from r3con.artifacts import RunDir
+    from r3con.baselines._common import MethodRun
+    from r3con.config import Settings
+    from r3con.errors import OutputError
+
+    from ..fakes import ScriptedLLM, stack
+
+    replies = iter(['{"named_entities": "Dracula"}', '{"named_entities": ["Dracula"]}', "no JSON", "still none"])
+    llm = ScriptedLLM(default=lambda request: next(replies))
+    mr = MethodRun("hipporag", "q", Settings.resolve(env={}), stack(llm), RunDir.create(tmp_path, "q"))
+    prompt = render("hipporag_ner", title="t", text="Count Dracula")
+    assert await hipporag._ask_json(mr, "hipporag-ner", prompt, hipporag.NER_SCHEMA, 100) == {"named_entities": ["Dracula"]}
+    retry = llm.history[1].messages
+    assert retry[-1].role == "user" and "'Dracula' is not of type 'array'" in retry[-1].content
+    with pytest.raises(OutputError, match="hipporag-ner: the reply holds no JSON object .* after 2 attempts"):
+        await hipporag._ask_json(mr, "hipporag-ner", prompt, hipporag.NER_SCHEMA, 100)

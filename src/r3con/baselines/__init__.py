@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..methods import MethodFn
+from ..results import MethodFn
 from . import (
     arag,
     codeagent,

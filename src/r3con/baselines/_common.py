@@ -29,8 +29,7 @@ from ..errors import ConfigError, InputError, R3conError
 from ..llm import LLMStack, build_llm
 from ..llm.replies import reply_text
 from ..llm.types import ChatRequest, Message
-from ..methods import MethodOutcome
-from ..results import Failure
+from ..results import Failure, MethodOutcome
 from ..tokens import estimate_tokens, longest_prefix_within
 
 T = TypeVar("T")

@@ -10,6 +10,7 @@ the same document). It answers when it answers without a tool call. Deviations: 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +19,10 @@ import numpy as np
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..retrieval import BM25, ranking, tokenize
 from ._common import Chunk, MethodRun, check_options, chunk_documents, method_run
-from ._graph import text_vectors
+from ._graph import lexical_vectors, text_vectors
 from ._toolagent import Tool, ToolError, run_tool_agent
 from .linearrag import sentences
 
@@ -58,7 +59,10 @@ def snippet(text: str, query: str, limit: int) -> str:
     return " ".join(best.split())[:limit]
 
 
-def corpus_tools(chunks: list[Chunk], vectors: np.ndarray, embed_query: object, options: Options) -> list[Tool]:
+QueryEmbedder = Callable[[str], Awaitable[np.ndarray]]
+
+
+def corpus_tools(chunks: list[Chunk], vectors: np.ndarray, embed_query: QueryEmbedder, options: Options) -> list[Tool]:
     """The three interfaces over `chunks` (`vectors`: one row per chunk; `embed_query`: async text -> row)."""
     bm25 = BM25([f"{c.title}\n{c.text}" for c in chunks])
 
@@ -72,7 +76,7 @@ def corpus_tools(chunks: list[Chunk], vectors: np.ndarray, embed_query: object, 
         return listing([i for i in ranking(scores) if scores[i] > 0], keywords)
 
     async def semantic_search(query: str) -> str:
-        row = await embed_query(query)  # type: ignore[operator]
+        row = await embed_query(query)
         return listing(ranking((vectors @ row).tolist()), query)
 
     async def read_chunk(chunk_id: int, neighbours: bool = False) -> str:
@@ -101,7 +105,7 @@ def corpus_tools(chunks: list[Chunk], vectors: np.ndarray, embed_query: object, 
     ]
 
 
-async def _query_embedder(mr: MethodRun, kind: str, texts: list[str]) -> object:
+async def _query_embedder(mr: MethodRun, kind: str, texts: list[str]) -> QueryEmbedder:
     """An async function turning a query into a row comparable with the chunk vectors."""
     if kind == "dense":
         async def dense(query: str) -> np.ndarray:
@@ -110,8 +114,6 @@ async def _query_embedder(mr: MethodRun, kind: str, texts: list[str]) -> object:
         return dense
 
     async def lexical(query: str) -> np.ndarray:
-        from ._graph import lexical_vectors
-
         return lexical_vectors([*texts, query])[-1]  # same idf space as the chunks
     return lexical
 

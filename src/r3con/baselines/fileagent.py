@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ._agent import agent_options, sandbox_for
 from ._common import check_options, method_run
 from ._toolagent import Tool, ToolError, run_tool_agent
@@ -129,7 +130,7 @@ class Folder:
         return body + more
 
 
-def file_tools(folder: Folder, run_python: object) -> list[Tool]:
+def file_tools(folder: Folder, run_python: Callable[[str], Awaitable[str]]) -> list[Tool]:
     """The four tools over `folder` (`run_python`: async code -> observation)."""
     string, integer = {"type": "string"}, {"type": "integer", "minimum": 1}
     return [
@@ -148,7 +149,7 @@ def file_tools(folder: Folder, run_python: object) -> list[Tool]:
               "required": ["path"], "additionalProperties": False}, folder.read_file),
         Tool("run_python", "Run Python in a sandbox whose working directory is the folder; returns what it printed.",
              {"type": "object", "properties": {"code": {**string, "description": "Python source"}},
-              "required": ["code"], "additionalProperties": False}, run_python),  # type: ignore[arg-type]
+              "required": ["code"], "additionalProperties": False}, run_python),
     ]
 
 
@@ -177,8 +178,7 @@ def method(options: Options = Options()) -> MethodFn:
                     tools=file_tools(Folder(scratch, options), run_python), max_turns=options.max_turns,
                     max_tokens=options.max_tokens, temperature=settings.temperature,
                     observation_chars=options.observation_chars, prompt_name=system.name, prompt_hash=system.hash)
-                mr.log.update(isolation=sandbox.isolation.to_dict() if hasattr(sandbox.isolation, "to_dict") else None,
-                              files=len(names), turns=result.turns, steps=[s.to_dict() for s in result.steps])
+                mr.log.update(isolation=sandbox.isolation.to_dict(), files=len(names), turns=result.turns, steps=[s.to_dict() for s in result.steps])
             return mr.finish(result.answer, capped=result.capped)
 
     return run

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jsonschema import Draft202012Validator
 
 from .._prompts import Rendered, render
 from ..config import Settings
@@ -30,7 +31,7 @@ from ..corpus import Document
 from ..errors import OutputError
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..retrieval import within_budget
 from ..stages._json import NoJSON, extract_json
 from ._common import Chunk, MethodRun, budget_for, check_options, chunk_documents, method_run
@@ -162,18 +163,26 @@ def rank_passages(graph: Graph, reset: np.ndarray, damping: float) -> list[int]:
 
 
 async def _ask_json(mr: MethodRun, stage: str, prompt: Rendered, schema: Mapping[str, Any], max_tokens: int,
-                    doc: int | None = None, part: int | None = None) -> dict[str, Any]:
-    completion = await mr.llm.complete(ChatRequest(
-        messages=(Message("user", prompt.text),), stage=stage, doc=doc, part=part, max_tokens=max_tokens,
-        temperature=mr.settings.temperature, response_schema=schema, schema_name=stage.replace("-", "_"),
-        prompt_name=prompt.name, prompt_hash=prompt.hash))
-    try:
-        value, _ = extract_json(reply_text(completion))
-    except NoJSON as exc:
-        raise OutputError(f"{stage}: the reply holds no JSON object ({exc})") from None
-    if not isinstance(value, dict):
-        raise OutputError(f"{stage}: the reply is not a JSON object")
-    return value
+                    doc: int | None = None, part: int | None = None, reasks: int = 1) -> dict[str, Any]:
+    """The reply's JSON object; a reply without one, or that breaks `schema`, is asked again `reasks` times
+    with the problem, then raises OutputError (a per-passage failure for the fan-out)."""
+    messages: tuple[Message, ...] = (Message("user", prompt.text),)
+    for _ in range(reasks + 1):
+        completion = await mr.llm.complete(ChatRequest(
+            messages=messages, stage=stage, doc=doc, part=part, max_tokens=max_tokens,
+            temperature=mr.settings.temperature, response_schema=schema, schema_name=stage.replace("-", "_"),
+            prompt_name=prompt.name, prompt_hash=prompt.hash))
+        text = reply_text(completion)
+        try:
+            value, _ = extract_json(text)
+            problem = next((e.message for e in Draft202012Validator(dict(schema)).iter_errors(value)), None)
+        except NoJSON as exc:
+            problem = f"the reply holds no JSON object ({exc})"
+        if problem is None:
+            return dict(value)
+        messages = (*messages, Message("assistant", text),
+                    Message("user", f"That reply is not the JSON asked for: {problem}. Reply with the JSON object only."))
+    raise OutputError(f"{stage}: {problem} after {reasks + 1} attempts")
 
 
 def _clean_triples(raw: object) -> list[tuple[str, str, str]]:

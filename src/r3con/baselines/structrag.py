@@ -21,7 +21,7 @@ from ..config import Settings
 from ..corpus import Document
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..stages._common import document_first, document_messages
 from ..tokens import estimate_tokens
 from ._common import (
