@@ -23,11 +23,18 @@ def test_options_are_typed_from_the_dataclass_and_applied():
     fns = configured_methods(["rag", "raptor", "arag"], ["rag.top_k=3", "rag.dense=false", "chunk_tokens=200"])
     assert set(fns) == {"rag", "raptor", "arag"} and all(fns[n] is not BASELINES[n] for n in fns)
     assert configured_methods(["rag"], [])["rag"] is BASELINES["rag"]
+    assert method_options("longcontext")["truncation"] == ("one of fair|head", "fair")
+    assert method_options("structrag")["structures"] == ("comma-separated list", ("table", "graph", "chunks"))
+    from r3con.methods import _convert, _option_fields
+
+    assert _convert("structrag", "structures", _option_fields("structrag")["structures"][0], "table, chunks") == ("table", "chunks")
+    configured_methods(["longcontext", "structrag"], ["longcontext.truncation=head", "structrag.structures=table,chunks"])
 
 
 @pytest.mark.parametrize(("names", "values", "message"), [
     (["rag"], ["topk=3"], "--option topk: rag has no such option; valid: chunk_tokens (int, default 512), top_k (int"),
-    (["rag"], ["top_k=many"], "--option top_k=many: rag's top_k takes a int value"),
+    (["rag"], ["top_k=many"], "--option top_k=many: rag's top_k takes an int value"),
+    (["longcontext"], ["truncation=tail"], "longcontext's truncation takes one of fair|head"),
     (["rag"], ["dense=maybe"], "rag's dense takes a bool value"),
     (["rag"], ["top_k"], "--option takes KEY=VALUE (e.g. --option top_k=32), not 'top_k'"),
     (["rag"], ["raptor.top_k=3"], "'raptor' is not among the methods run (rag)"),
