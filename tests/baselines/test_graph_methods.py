@@ -132,3 +132,13 @@ async def test_hipporag_extraction_asks_again_with_the_problem_then_fails_the_pa
     assert retry[-1].role == "user" and "'Dracula' is not of type 'array'" in retry[-1].content
     with pytest.raises(OutputError, match="hipporag-ner: the reply holds no JSON object .* after 2 attempts"):
         await hipporag._ask_json(mr, "hipporag-ner", prompt, hipporag.NER_SCHEMA, 100)
+
+
+def test_pagerank_without_igraph_says_which_extra_to_install(monkeypatch):
+    import sys
+
+    from r3con.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "igraph", None)  # as if it were not installed
+    with pytest.raises(ConfigError, match=r"need igraph for PageRank: pip install 'r3con\[graph\]'"):
+        personalized_pagerank(2, [(0, 1)], [1.0], [1.0, 0.0], 0.5)
