@@ -19,23 +19,28 @@ def _docs():
             Document(number=2, title="Banks", text="Revenue of Acme rose. Profit fell at Acme. " * 30))
 
 
-async def test_arag_tools_search_and_read_chunks():
+async def test_arag_tools_search_and_read_chunks_once():
     chunks = chunk_documents(_docs(), 100)
-    texts = [f"{c.title}\n{c.text}" for c in chunks]
+    sentences, owners = arag.split_corpus(chunks)
 
     async def embed(query):
-        return lexical_vectors([*texts, query])[-1]
+        return lexical_vectors([*sentences, query])[-1]
 
-    tools = {t.name: t for t in arag.corpus_tools(chunks, lexical_vectors(texts), embed, arag.Options(results=2))}
-    found, ok = await dispatch(tools, ToolCall("1", "keyword_search", '{"keywords": "Demeter Varna"}'), 10_000)
-    assert ok and found.count("\n") == 1 and all("(document 1: Ships)" in line for line in found.splitlines())
-    found, ok = await dispatch(tools, ToolCall("2", "semantic_search", '{"query": "profit of Acme"}'), 10_000)
-    assert ok and "(document 2: Banks)" in found.splitlines()[0] and "Acme" in found
+    corpus = arag.Corpus(chunks, sentences, owners, lexical_vectors(sentences))
+    tools = {t.name: t for t in arag.corpus_tools(corpus, embed, arag.Options(results=2))}
+    found, ok = await dispatch(tools, ToolCall("1", "keyword_search", '{"keywords": ["demeter", "VARNA"]}'), 10_000)
+    assert ok and found.count("\n") == 1 and all("(document 1: Ships): The Demeter sailed from Varna." in line
+                                                 for line in found.splitlines())
+    found, ok = await dispatch(tools, ToolCall("2", "semantic_search", '{"query": "how the profit fell"}'), 10_000)
+    assert ok and "(document 2: Banks): Profit fell at Acme." in found.splitlines()[0]
     last = len(chunks) - 1
-    text, ok = await dispatch(tools, ToolCall("3", "read_chunk", f'{{"chunk_id": {last}, "neighbours": true}}'), 10**6)
+    text, ok = await dispatch(tools, ToolCall("3", "chunk_read", f'{{"chunk_ids": [{last - 1}, {last}]}}'), 10**6)
     assert ok and text.count("[chunk ") == 2 and chunks[last].text in text
-    missing, ok = await dispatch(tools, ToolCall("4", "read_chunk", '{"chunk_id": 99999}'), 10_000)
+    again, ok = await dispatch(tools, ToolCall("4", "chunk_read", f'{{"chunk_ids": [{last}]}}'), 10**6)
+    assert ok and again == f"[chunk {last} was already read (read call 1); it is above]"  # the context tracker
+    missing, ok = await dispatch(tools, ToolCall("5", "chunk_read", '{"chunk_ids": [99999]}'), 10_000)
     assert not ok and "99999 is greater than the maximum" in missing
+    assert arag.keyword_scores(["Acme acme", "Varna"], ["ACME", "varna"]) == [8.0, 5.0]
 
 
 @pytest.fixture
@@ -78,10 +83,10 @@ async def test_arag_runs_end_to_end_over_tool_calls(corpus, fake_server, tmp_pat
     outcome = await run(arag.method(), task(corpus), fake_server, tmp_path, embedding_model="hash-embed")
     check_outcome(outcome, fake_server, {"arag-agent"})
     log = transcript(outcome)
-    assert [s["tool"] for s in log["steps"]] == ["keyword_search", "semantic_search", "read_chunk"]
+    assert [s["tool"] for s in log["steps"]] == ["keyword_search", "semantic_search", "chunk_read"]
     assert all(s["ok"] for s in log["steps"]) and not outcome.capped and log["vectors"] == "dense"
     calls = [c for c in logged_calls(outcome) if c["stage"] == "arag-agent"]
-    assert [t["function"]["name"] for t in calls[0]["request"]["tools"]] == ["keyword_search", "semantic_search", "read_chunk"]
+    assert [t["function"]["name"] for t in calls[0]["request"]["tools"]] == ["keyword_search", "semantic_search", "chunk_read"]
     assert calls[-1]["request"]["messages"][-1]["role"] == "tool" and "tool_calls" in calls[0]["response"]
 
 

@@ -3,7 +3,8 @@
 Tool calling (a request with `tools`): the scripted model calls each tool once, in the order they are
 defined, one per turn, filling the arguments from the tool's JSON schema: a parameter about a path or
 file takes a path-like word of the last tool result, `code` a short Python listing, an integer the
-first number of the last tool result in range, any other string the question's words. Tools it cannot
+first number of the last tool result in range (a list of integers: the first two), any other string
+(or list of strings) the question's words. Tools it cannot
 fill are skipped; when none is left, or `tool_choice` is "none", it answers from the conversation.
 
 Structured output whose schema's properties are all arrays of strings (entities) or arrays of string
@@ -74,6 +75,15 @@ def _fill(spec: dict[str, Any], messages: Messages) -> dict[str, Any] | None:
         elif prop.get("type") == "string":
             out[name] = "|".join(_keywords(messages)) if "pattern" in about or "regex" in about \
                 else " ".join(_keywords(messages))
+        elif prop.get("type") == "array" and (prop.get("items") or {}).get("type") == "string":
+            out[name] = _keywords(messages)
+        elif prop.get("type") == "array" and (prop.get("items") or {}).get("type") == "integer":
+            items = prop.get("items") or {}
+            low, high = items.get("minimum", -10**9), items.get("maximum", 10**9)
+            found = list(dict.fromkeys(int(x) for x in re.findall(r"\b\d+\b", observed) if low <= int(x) <= high))
+            if not found:
+                return None
+            out[name] = found[:2]
         else:
             return None
     for name, prop in props.items():  # optional line ranges: a small window
