@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..retrieval import CJK_RANGES, tokenize
+from ..retrieval import tokenize, unit_rows
+from ..tokens import CJK_RANGES
 from ._common import MethodRun
 
 LEXICAL_DIMS = 1024
@@ -59,12 +60,8 @@ def lexical_vectors(texts: Sequence[str], dims: int = LEXICAL_DIMS) -> np.ndarra
         for term, n in c.items():
             idf = math.log(1 + len(texts) / df[term])
             out[row, zlib.crc32(term.encode()) % dims] += (1 + math.log(n)) * idf
-    return normalise(out)
-
-
-def normalise(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1, norms)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms == 0, 1, norms)  # unit rows kept in float32: Dracula has ~11k sentences
 
 
 async def text_vectors(mr: MethodRun, stage: str, groups: Sequence[Sequence[str]]) -> tuple[list[np.ndarray], str]:
@@ -72,7 +69,7 @@ async def text_vectors(mr: MethodRun, stage: str, groups: Sequence[Sequence[str]
     flat = [text for group in groups for text in group]
     async with mr.llm.embedder(mr.settings, stage) as emb:
         if emb is not None:
-            matrix = normalise(np.asarray(await emb.embed(flat), dtype=float)) if flat else np.zeros((0, 1))
+            matrix = unit_rows(await emb.embed(flat)) if flat else np.zeros((0, 1))
             kind = "dense"
         else:
             matrix, kind = lexical_vectors(flat), "lexical"

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from jsonschema import Draft202012Validator
 
+from .._json import NoJSON, extract_json
 from .._prompts import Rendered, render
 from ..config import Settings
 from ..corpus import Document
@@ -33,7 +34,6 @@ from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message
 from ..results import MethodFn, MethodOutcome
 from ..retrieval import within_budget
-from ..stages._json import NoJSON, extract_json
 from ._common import Chunk, MethodRun, budget_for, check_options, chunk_documents, method_run
 from ._graph import min_max, personalized_pagerank, text_vectors
 
