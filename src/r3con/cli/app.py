@@ -171,6 +171,7 @@ def run(
             progress.close()
     if interrupted is not None:
         print(interrupted_line(interrupted), file=sys.stderr)
+        report_line(interrupted)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     print_result(result.summary(), as_json)
     if not quiet:
@@ -179,7 +180,35 @@ def run(
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
+    report_line(result, quiet=quiet)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
+
+
+def report_line(outcome: object, *, quiet: bool = False) -> None:
+    """`report: PATH` on stderr for a run's result or the exception that ended it, or one warning line
+    when the report could not be written (the run's own outcome stands either way)."""
+    path, problem = getattr(outcome, "report", None), getattr(outcome, "report_error", None)
+    if problem:
+        print(f"r3con: warning: {problem}", file=sys.stderr)
+    elif path is not None and not quiet:
+        print(f"report: {path}", file=sys.stderr)
+
+
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (r3con-runs/...)", show_default=False)],
+    open_it: Annotated[bool, typer.Option("--open", help="Open the report in the web browser")] = False,
+) -> None:
+    """Write RUN_DIR/report.html again from the run folder, print its path, and open it with --open."""
+    from ..report import write_report
+
+    path = write_report(run_dir)
+    print(path)
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.resolve().as_uri()):
+            print(f"r3con: warning: no web browser found; open {path} yourself", file=sys.stderr)
 
 
 @contextmanager
