@@ -19,13 +19,13 @@ def main() -> None:
         plain_command(app)(prog_name="r3con")
     except R3conError as exc:
         print(error_line(exc), file=sys.stderr)
-        report_line(exc)
+        report_line(exc, quiet=getattr(exc, "quiet", False))
         sys.exit(exc.exit_code)
     except Exception as exc:  # our own bug (or a full disk): say so plainly, keep the details available
         if os.environ.get("R3CON_DEBUG"):
             traceback.print_exc()
         print(error_line(exc), file=sys.stderr)
-        report_line(exc)
+        report_line(exc, quiet=getattr(exc, "quiet", False))
         sys.exit(1)
 
 

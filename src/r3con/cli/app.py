@@ -7,7 +7,7 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -166,12 +166,16 @@ def run(
                                               run_folder=resume, inputs=corpus.inputs))
     except KeyboardInterrupt as exc:
         interrupted = exc
+    except Exception as exc:
+        with suppress(AttributeError):
+            exc.quiet = quiet  # type: ignore[attr-defined]  # main() then prints no report line after the error
+        raise
     finally:
         if progress is not None:
             progress.close()
     if interrupted is not None:
         print(interrupted_line(interrupted), file=sys.stderr)
-        report_line(interrupted)
+        report_line(interrupted, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     print_result(result.summary(), as_json)
     if not quiet:
