@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
-_TOKENS = re.compile(r"\s+|[^\s]+")
+_TOKENS = re.compile(r"\s+|\w+|[^\w\s]")  # words, white space and punctuation apart: "Count." keeps "Count"
 
 
 def word_diff(old: str, new: str) -> list[list[str]]:
@@ -22,7 +22,7 @@ def word_diff(old: str, new: str) -> list[list[str]]:
         else:
             pieces.append([op, text])
 
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in SequenceMatcher(str.isspace, a, b, autojunk=False).get_opcodes():
         if tag == "equal":
             add("=", b[j1:j2])
         else:
