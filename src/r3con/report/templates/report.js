@@ -183,8 +183,8 @@
     var active = activeId ? recordsById[activeId] : null;
     if (active) {
       var r = active.record;
-      var box = el("div", r._span ? "note" : "error", [text("strong", "", "Record " + activeId + " (" + active.table + ")"), badge(r._match),
-        text("div", "", recordSummary(r))]);
+      var box = el("div", "active-record" + (r._span ? "" : " error"), [text("strong", "", "Record " + activeId + " (" + active.table + ")"), badge(r._match),
+        " ", link("answer", "back to the answer"), text("div", "", recordSummary(r))]);
       if (!r._span) { box.appendChild(text("div", "", "Its passage was not found in this document. The model gave: " + show(r._passage))); }
       view.appendChild(box);
     }
