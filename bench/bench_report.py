@@ -24,11 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.report.browser import start_chromium  # noqa: E402
+
 import r3con  # noqa: E402
 from r3con.pipeline import run  # noqa: E402
 from r3con.report import write_report  # noqa: E402
 from r3con.testing import FakeLLMServer, FaultPlan  # noqa: E402
-from tests.report.browser import start_chromium  # noqa: E402
 
 OPEN_CITATION = """
 const done = arguments[arguments.length - 1], id = arguments[0];
