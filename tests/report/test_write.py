@@ -4,8 +4,11 @@ rebuilt by `r3con show`; and the notebook summary of a RunResult, escaped."""
 import dataclasses
 import json
 import os
+import signal
 import stat
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +143,22 @@ def test_the_report_assets_ship_with_the_package():
     names = {p.name for p in resources.files("r3con.report").joinpath("templates").iterdir()}
     assert {"report.html.j2", "report.js", "report.css", "summary.html.j2"} <= names
     assert os.access(Path(str(resources.files("r3con.report"))) / "templates" / "report.js", os.R_OK)
+
+
+def test_an_interrupted_run_leaves_a_report_of_what_it_did_and_says_where(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
+    with FakeLLMServer(faults=FaultPlan.parse("delay=0.2")) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "r3con", "run", QUESTION, str(FIXTURES), "--base-url",
+                                 server.base_url, "--out", str(tmp_path), "--concurrency", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(tmp_path.glob("*/calls.jsonl")):
+            time.sleep(0.02)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    (folder,) = tmp_path.iterdir()
+    assert err.splitlines()[-1] == f"report: {folder / 'report.html'}"
+    data = _payload((folder / "report.html").read_text(encoding="utf-8"))
+    assert data["error"]["kind"] == "interrupted" and data["calls"] >= 1

@@ -191,7 +191,9 @@ def run(
 def report_line(outcome: object, *, quiet: bool = False) -> None:
     """`report: PATH` on stderr for a run's result or the exception that ended it, or one warning line
     when the report could not be written (the run's own outcome stands either way)."""
-    path, problem = getattr(outcome, "report", None), getattr(outcome, "report_error", None)
+    links = (outcome, getattr(outcome, "__context__", None), getattr(outcome, "__cause__", None))
+    source = next((o for o in links if hasattr(o, "report") or hasattr(o, "report_error")), outcome)
+    path, problem = getattr(source, "report", None), getattr(source, "report_error", None)
     if problem:
         print(f"r3con: warning: {problem}", file=sys.stderr)
     elif path is not None and not quiet:
