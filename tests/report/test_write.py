@@ -135,6 +135,7 @@ async def test_the_notebook_summary_shows_the_answer_and_evidence_escaped(tmp_pa
     html = hostile._repr_html_()
     assert "<script" not in html and "<img" not in html and "<a " not in html and "<b>" not in html
     assert "&lt;script&gt;" in html and "not found in the document" in html
+    assert "Report:" not in dataclasses.replace(result, report=None)._repr_html_()
 
 
 def test_the_report_assets_ship_with_the_package():

@@ -17,5 +17,5 @@ def summary_html(result: RunResult, limit: int = 10) -> str:
         result=result, evidence=result.evidence[:limit], more=max(0, len(result.evidence) - limit),
         stats=stats.line() if stats is not None else None,
         records=sum(len(rows) for rows in result.records.values()),
-        report=result.run_dir / "report.html",
+        report=result.report,
     )
