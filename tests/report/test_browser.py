@@ -67,9 +67,9 @@ def _open(driver, report: Path, hash_: str = ""):
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get("about:blank")
+    driver.get_log("browser")  # each test's console log starts with the report's loading
     driver.get(report.resolve().as_uri() + hash_)
     WebDriverWait(driver, 20).until(lambda d: d.find_element("css selector", "html").get_attribute("data-ready"))
-    driver.get_log("browser")  # start each test's console log afresh
 
 
 def _js(driver, script: str, *args):
@@ -227,3 +227,16 @@ def test_a_hostile_document_and_model_reply_show_as_text_and_run_nothing(driver,
     assert driver.find_element("css selector", ".answer-text").text == HOSTILE_REPLY
     driver.save_screenshot(str(shots / "hostile-answer.png"))
     assert _severe(driver) == []
+
+
+def test_the_content_security_policy_blocks_markup_that_got_into_the_page(driver, hostile, tmp_path):
+    """Defence in depth: were an escaping bug to let markup in, the policy would still stop it running."""
+    page = hostile.report.read_text(encoding="utf-8")
+    injected = tmp_path / "report.html"
+    injected.write_text(page.replace("</main>", '<script>window.__pwned = "inline"</script>'
+                                     '<img src="x" onerror="window.__pwned = \'img\'"></main>'), encoding="utf-8")
+    _open(driver, injected)
+    assert _js(driver, "return typeof window.__pwned") == "undefined"
+    assert _js(driver, "return document.documentElement.getAttribute('data-ready')"), "the report's own script ran"
+    blocked = [m for m in _severe(driver) if "Content Security Policy" in m]
+    assert blocked, "the browser says what it refused"
