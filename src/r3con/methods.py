@@ -6,32 +6,13 @@ The eval harness runs any of them the same way, with the same client, accounting
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import Settings
 from .corpus import Document
 from .errors import ConfigError
-from .llm.types import Usage
-from .results import Failure
-
-
-@dataclass(frozen=True)
-class MethodOutcome:
-    """A method's answer and its cost."""
-
-    answer: str
-    usage: Usage
-    by_stage: Mapping[str, Usage]
-    capped: bool
-    degraded: tuple[Failure, ...]
-    run_dir: Path
-    model: str | None = None  # the model the endpoint served, when the method knows it
-
-
-MethodFn = Callable[[str, tuple[Document, ...], Settings, Path], Awaitable[MethodOutcome]]
+from .results import MethodFn, MethodOutcome
 
 
 def _r3con_variant(**changes: Any) -> MethodFn:
@@ -74,7 +55,7 @@ def register(name: str, fn: MethodFn, description: str = "") -> None:
 
 
 def _all_methods() -> dict[str, MethodFn]:
-    from .baselines import BASELINES  # imported here: the baselines import this module
+    from .baselines import BASELINES  # imported here: the registry loads them when asked
 
     return {**BASELINES, **_METHODS}
 

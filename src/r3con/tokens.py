@@ -16,7 +16,9 @@ from typing import Any, Protocol
 
 from .errors import ConfigError
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+"""Kana, CJK ideographs, Hangul and full-width forms: about one token each, and words of their own in search."""
+_CJK = re.compile(f"[{CJK_RANGES}]")
 MARGIN = 1.10
 ESTIMATE_RULE = "about 4 characters per token (1 per CJK character), plus a 10% margin"
 

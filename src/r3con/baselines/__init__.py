@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..methods import MethodFn
+from ..results import MethodFn
 from . import codeagent, longcontext, memagent, rag, raptor, readagent, rlm, structrag
 
 _MODULES = (longcontext, codeagent, rlm, structrag, rag, memagent, readagent, raptor)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jsonschema
 
+from .._json import NoJSON, extract_json  # the very extraction the stages apply
 from ..errors import ConfigError
 from .replies import without_thinking
 from .types import LLM, ChatRequest, Completion, Usage
@@ -103,8 +104,6 @@ def usable(request: ChatRequest, completion: Completion) -> bool:
         return False
     if request.response_schema is None:
         return True
-    from ..stages._json import NoJSON, extract_json  # the very extraction the stages apply
-
     try:
         value, _ = extract_json(without_thinking(text))
     except NoJSON:
