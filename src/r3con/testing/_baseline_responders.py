@@ -169,6 +169,8 @@ RESPONDERS: dict[str, Callable[[Reading], str]] = {
     "readagent-answer": _evidence_answer,
     "raptor-summarize": raptor_summarize,
     "raptor-answer": _evidence_answer,
+    "hipporag-answer": _evidence_answer,
+    "linearrag-answer": _evidence_answer,
 }
 STAGES = frozenset(RESPONDERS)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _baseline_responders as baselines
-from . import _embeddings
+from . import _embeddings, _tools
 from . import _responders as respond
 from . import _text as t
 from ._batch import BatchStore
@@ -206,6 +206,8 @@ class _Handler(BaseHTTPRequestHandler):
             return respond.judge(r)
         if r.mode == "code":
             return respond.agent(r)
+        if _tools.structured_kind(dict(r.schema or {})):  # entity lists and triples (open information extraction)
+            return _tools.structured_reply([dict(m) for m in r.messages], dict(r.schema or {}))
         if r.schema is not None:
             return respond.records(r)
         return respond.prose(r)
@@ -236,12 +238,20 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self._transport_fault(record, request_hash, stage)
         if fault in TRANSPORT_FAULTS:
             return
-        content = self._reply(Reading.of(body, h), request_hash, record)
+        reading = Reading.of(body, h)
+        tool_message = _tools.tool_reply(body, messages) if reading.tools else None  # OpenAI tool calling
+        if tool_message is not None:
+            content = tool_message.get("content") or ""
+        else:
+            content = self._reply(reading, request_hash, record)
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
         message, finish = message_for(fault, content, request_hash)
-        if limit and t.tokens(message.get("content") or "") > limit:
-            message, finish = {"role": "assistant", "content": (message.get("content") or "")[: int(limit) * 4]}, "length"
-        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or ""))
+        if tool_message is not None and tool_message.get("tool_calls") and finish == "stop":
+            message, finish = tool_message, "tool_calls"
+        if limit and t.tokens(message.get("content") or "") > limit:  # written to the budget, as a model told it
+            message = {"role": "assistant", "content": within(message.get("content") or "", int(limit))}
+        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or "")
+                                     + json.dumps(message.get("tool_calls") or ""))
         cached = self.state.cached_tokens(prompt)
         record.update(status=200, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
         self.state.log(record)
@@ -308,3 +318,13 @@ class FakeLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def within(text: str, limit: int) -> str:
+    """`text` ended at its last white space (or character) that keeps it within `limit` tokens."""
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix within the limit
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if t.tokens(text[:mid]) <= limit else (low, mid - 1)
+    space = text.rfind(" ", 0, low)
+    return text[: space if space > low // 2 else low].rstrip()
