@@ -176,6 +176,5 @@ STAGES = frozenset(RESPONDERS)
 
 
 def respond(r: Reading) -> str:
-    """The scripted reply for a baseline stage; prose within the request's max_tokens, as a model keeps to it."""
-    reply = RESPONDERS[r.stage](r)
-    return reply if r.mode == "code" else t.fit(reply, r.max_tokens)
+    """The scripted reply for a baseline stage."""
+    return RESPONDERS[r.stage](r)

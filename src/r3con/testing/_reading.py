@@ -82,7 +82,6 @@ class Reading:
     round: int = 1
     schema: Mapping[str, Any] | None = None
     tools: tuple[Mapping[str, Any], ...] = ()
-    max_tokens: int | None = None
 
     @classmethod
     def of(cls, body: Mapping[str, Any], headers: Any = None) -> Reading:
@@ -93,8 +92,7 @@ class Reading:
         return cls(messages=tuple(plain_messages(list(body.get("messages") or []))),
                    stage=h.get("X-R3con-Stage") or "", mode=h.get("X-R3con-Mode") or "",
                    doc=h.get("X-R3con-Doc") or "", round=int(h.get("X-R3con-Round") or 1),
-                   schema=schema, tools=tuple(body.get("tools") or ()),
-                   max_tokens=body.get("max_tokens") or body.get("max_completion_tokens"))
+                   schema=schema, tools=tuple(body.get("tools") or ()))
 
     @classmethod
     def of_messages(cls, messages: list[dict[str, Any]], **fields: Any) -> Reading:

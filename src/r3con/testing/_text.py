@@ -58,14 +58,3 @@ def tokens(text: str) -> int:
     cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
     return cjk + (len(text) - cjk) // 4 + 1
 
-
-def fit(text: str, max_tokens: int | None) -> str:
-    """`text` cut at a sentence end to fit `max_tokens` (as a model told a length keeps to it)."""
-    if not max_tokens or tokens(text) <= max_tokens:
-        return text
-    kept = ""
-    for sentence in sentences(text):
-        if tokens(f"{kept} {sentence}") > max_tokens:
-            break
-        kept = f"{kept} {sentence}".strip()
-    return kept or text[: max_tokens // 2]
