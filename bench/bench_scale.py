@@ -28,7 +28,7 @@ a bare aiohttp session posting the same bodies against the same server (the floo
 `--cache-tokens N` bounds the server's prefix cache to about N tokens (LRU, a prompt's end evicted
 before its beginning, as vLLM does); `--orders alternate,corpus` and `--adapt on,off` run the cache
 layout also with every stage in corpus order, and without placement from the replies
-(`DocumentReuse`), to measure what each saves when the cache cannot hold the corpus. Then the issue's targets, each PASS or FAIL:
+(`stages.plan`), to measure what each saves when the cache cannot hold the corpus. Then the issue's targets, each PASS or FAIL:
   1. D = 200: relevance + populate prompt tokens of `cache`+`on` at most a third of `paper`+`off`
      (counted as uncached prompt tokens, the part an endpoint must prefill; total tokens printed too).
      A budget under 50 tokens (the default sweep's 1) shows no note in full: its ratio is printed as
@@ -109,15 +109,12 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     `order`: `alternate` (stages send their calls in alternating directions, r3con's default) or
     `corpus` (every stage in corpus order), to measure what alternating saves under a bounded cache;
     `adapt` `off` keeps later stages from placing their shared part first when the replies showed
-    that the documents' prefixes were not kept (`DocumentReuse`).
+    that the documents' prefixes were not kept (`stages.plan`).
     """
     import r3con
-    import r3con.stages._common
     from r3con.pipeline import run
     from r3con.tokens import estimate_tokens
 
-    r3con.stages._common.ALTERNATE = order == "alternate"
-    r3con.stages._common.ADAPTIVE = adapt == "on"
     docs = r3con.documents_from_texts(corpus(size, chars))
     server, base_url = start_server(sentences, cache_tokens)
     try:
@@ -126,6 +123,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
                 env={}, base_url=base_url, api_key="bench", out_dir=Path(tmp), cache=False, layout=layout,
                 notes_budget_tokens=budget if notes == "on" else 0, rounds=rounds, concurrency=16,
                 context_window=32_768, max_steps=4, sandbox_timeout_s=120,
+                alternate_order=order == "alternate", adaptive_placement=adapt == "on",
                 log_calls="full",  # the document-cache figures read each call's prompt from calls.jsonl
             )
             transport = "aiohttp"

@@ -1,7 +1,7 @@
 import json
 
 import r3con
-from r3con.estimate import Assumptions, estimate_run
+from r3con.estimate import Assumptions, estimate_run, sample
 from r3con.pipeline import run
 
 from .conftest import r3con_cli
@@ -63,3 +63,25 @@ def test_the_estimate_command_needs_no_endpoint(tmp_path):
     assert any("token counts: estimate" in line for line in data["assumptions"])
     table = r3con_cli("estimate", TASK, str(tmp_path), "--model", "unknown-model", timeout=60)
     assert table.returncode == 0 and "n/a" in table.stdout and "Assumptions" in table.stdout
+
+
+async def test_a_sampled_estimate_agrees_with_the_run_it_predicts(fake_server, tmp_path):
+    docs = r3con.documents_from_texts(texts(12))
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path,
+                                      cache=False, max_steps=2)
+    assumed = await estimate_run(TASK, docs, settings, assumptions=Assumptions(agent_steps=2))
+    calibrated, window = await sample(TASK, docs, settings, 4, base=Assumptions(agent_steps=2))
+    assert calibrated.sampled == 4 and window >= 2048
+    predicted = await estimate_run(TASK, docs, settings, assumptions=calibrated)
+    result = await run(TASK, docs, settings)
+    assert abs(predicted.total.calls / result.usage.calls - 1) <= 0.10
+    error = abs(predicted.total.input_tokens / result.usage.prompt_tokens - 1)
+    assert error <= 0.15 and error < abs(assumed.total.input_tokens / result.usage.prompt_tokens - 1)
+    assert any("measured on 4 sampled documents" in line for line in predicted.assumptions)
+    assert any(line.startswith("sampling made ") for line in predicted.assumptions)
+
+
+def test_sampling_needs_an_endpoint(tmp_path):
+    (tmp_path / "a.txt").write_text(texts(1)[0][1])
+    result = r3con_cli("estimate", TASK, str(tmp_path), "--sample", "4", timeout=60)
+    assert result.returncode != 0 and "--base-url" in result.stderr and "Traceback" not in result.stderr

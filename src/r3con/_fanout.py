@@ -29,7 +29,7 @@ _WORDS = 200  # characters of the server's own words kept in a cause
 
 async def fan_out(
     stage: str, items: Sequence[T], fn: Callable[[T], Awaitable[R]], *, key: Callable[[T], str],
-    limit: int | None = None, context: str = "", on_done: Callable[[str], None] | None = None,
+    limit: int | None = None, context: str = "",
 ) -> list[R | Failure]:
     """`fn(item)` for every item, at most `limit` at once (None: all; the LLM stack's concurrency layer
     bounds the requests, and a batch needs them issued together); results in the order of `items`.
@@ -38,7 +38,7 @@ async def fan_out(
     prefixes its error) in its place. Any other r3con error (a budget stop, a configuration error)
     stops the stage: no item starts after it, the calls already under way finish (they are paid for,
     and the cache keeps them for a rerun), then the first such error is raised as it was. Our own bugs
-    cancel the other items at once and propagate unchanged. `on_done(stage)` is called as each item ends.
+    cancel the other items at once and propagate unchanged.
     """
     gate = asyncio.Semaphore(limit) if limit else None
     stops: list[R3conError] = []
@@ -60,9 +60,6 @@ async def fan_out(
         except R3conError as exc:  # not this document's failure: the stage stops once the others are back
             stops.append(exc)
             return None
-        finally:
-            if on_done is not None:
-                on_done(stage)
 
     error: BaseException | None = None
     try:

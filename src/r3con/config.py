@@ -46,6 +46,8 @@ class Settings:
     part_tokens: int | None = None
     max_failed_share: float = 0.5
     layout: Literal["cache", "paper"] = "cache"
+    alternate_order: bool = True  # stages send their calls in alternating directions (`stages.plan`)
+    adaptive_placement: bool = True  # place calls by what probes found of the endpoint's cache (`stages.plan`)
     cache_breakpoints: Literal["auto", "on", "off"] = "auto"
     notes_budget_tokens: int | None = None
     notes_ranking: Literal["auto", "bm25", "embeddings"] = "auto"  # auto: embeddings if --embedding-model is set

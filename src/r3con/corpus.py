@@ -142,15 +142,27 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 _SPACE = re.compile(r"\s+")
 
 
-def _cut_points(text: str, pattern: re.Pattern[str]) -> list[int]:
-    return [m.end() for m in pattern.finditer(text)]
+BREAKS = (_PARAGRAPH, _SENTENCE, _SPACE)
+EVEN = (0.25, 0.25, 0.25)  # a break anywhere past the first quarter: pieces of similar size
 
 
-def split_text(text: str, max_tokens: int) -> list[str]:
+def cut_point(text: str, limit: int, floors: Sequence[float] = EVEN) -> int:
+    """Where to cut `text` at or before `limit`: the last paragraph break past `floors[0] * limit`, else
+    the last sentence end past `floors[1] * limit`, else the last white space past `floors[2] * limit`,
+    else at `limit` (inside a word, the last resort)."""
+    window = text[:limit + 1]
+    for pattern, floor in zip(BREAKS, floors, strict=True):
+        points = [m.end() for m in pattern.finditer(window) if 0 < m.end() <= limit]
+        if points and points[-1] > limit * floor:
+            return points[-1]
+    return max(1, limit)
+
+
+def split_text(text: str, max_tokens: int, floors: Sequence[float] = EVEN) -> list[str]:
     """Split `text` into pieces of at most `max_tokens` (estimated), joined back they equal `text`.
 
     Cuts fall at paragraph breaks where possible, then sentence ends, then white space, and only
-    as a last resort inside a word.
+    as a last resort inside a word (`cut_point`).
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
@@ -159,15 +171,7 @@ def split_text(text: str, max_tokens: int) -> list[str]:
     pieces: list[str] = []
     rest = text
     while rest and estimate_tokens(rest) > max_tokens:
-        limit = longest_prefix_within(rest, max_tokens)
-        cut = 0
-        for pattern in (_PARAGRAPH, _SENTENCE, _SPACE):
-            points = [p for p in _cut_points(rest[: limit + 1], pattern) if 0 < p <= limit]
-            if points and points[-1] > limit // 4:
-                cut = points[-1]
-                break
-        if cut == 0:
-            cut = max(1, limit)
+        cut = cut_point(rest, longest_prefix_within(rest, max_tokens), floors)
         pieces.append(rest[:cut])
         rest = rest[cut:]
     if rest:

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._prompts import render
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents
 from .llm.pricing import PriceTable
-from .llm.types import Usage
+from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import notes_budget, part_budget
+from .stages._common import SHARED_OVERHEAD
+from .stages.plan import CacheSeen, Placement, Shared, plan_populate, plan_round
 from .tokens import EstimateCounter, TokenCounter
 
 PER_MESSAGE = 4  # chat-template tokens around each message
@@ -28,22 +30,44 @@ PER_MESSAGE = 4  # chat-template tokens around each message
 
 @dataclass(frozen=True)
 class Assumptions:
-    """What the estimate cannot know before the model answers; each can be set from the CLI."""
+    """What the estimate cannot know before the model answers; each can be set from the CLI, or
+    measured on a few real calls (`sample`)."""
 
-    note_tokens: int = 150  # a relevance note, for every document (irrelevant ones cost less: their NONE)
+    note_tokens: int = 150  # a relevance note of a relevant document, in the first round
+    relevant_share: float = 1.0  # the share of documents the model finds relevant (the others get no note)
+    final_note_tokens: int | None = None  # the same in the last round (None: as in the first)
+    final_relevant_share: float | None = None
+    note_tags_tokens: int = 20  # a note's tags, document number and title around it in a prompt
+    note_reply_tokens: int | None = None  # a relevance call's reply, NONE included (None: note_tokens)
     schema_tokens: int = 600  # the schema as JSON, in the populate and agent prompts, and the schema reply
     records_tokens: int = 300  # one document's records (a populate reply)
+    populate_calls: float = 1.0  # calls per document in population (re-asks included)
+    token_scale: float = 1.0  # the endpoint's prompt tokens per token counted here
     agent_steps: int = 4  # steps of the coding agent until final_answer
     step_tokens: int = 400  # one agent reply, and one REPL observation
+    sampled: int = 0  # documents the figures above were measured on (0: assumed)
+    sample_usage: Usage | None = None  # what measuring them took
+
+    @property
+    def final_share(self) -> float:
+        return self.relevant_share if self.final_relevant_share is None else self.final_relevant_share
 
     def lines(self) -> list[str]:
+        source = (f"measured on {self.sampled} sampled documents' relevance and population calls" if self.sampled
+                  else "assumed")
         return [
-            f"every document gets a note of {self.note_tokens} tokens in each relevance round",
-            f"the schema is {self.schema_tokens} tokens; each document's records are {self.records_tokens} tokens; "
-            "no populate call is re-asked",
+            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens "
+            "in each relevance round" if self.final_note_tokens is None else
+            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens in "
+            f"the first relevance round, {self.final_share:.0%} one of {self.final_note_tokens} tokens in the last",
+            f"schema and records ({source}): the schema is {self.schema_tokens} tokens; each document's records "
+            f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
             f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
             f"{self.step_tokens} of REPL output each",
-        ]
+        ] + ([f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
+             if self.token_scale != 1.0 else []) + (
+            [f"sampling made {self.sample_usage.calls} calls ({self.sample_usage.prompt_tokens:,} prompt tokens, "
+             f"${self.sample_usage.cost_usd:.4f})"] if self.sample_usage is not None else [])
 
 
 @dataclass(frozen=True)
@@ -105,7 +129,10 @@ async def estimate_run(
     task: str, documents: Sequence[Document], settings: Settings, *, counter: TokenCounter | None = None,
     assumptions: Assumptions | None = None, prices: PriceTable | None = None, model: str | None = None,
 ) -> Estimate:
-    """Predict the run `r3con run` would make with `settings` over `documents` (no model call)."""
+    """Predict the run `r3con run` would make with `settings` over `documents` (no model call).
+
+    Each call is placed by the planner the stages use (`stages.plan`), assuming that the endpoint's
+    cache keeps what it is sent (so every probe finds its document)."""
     counter = counter or EstimateCounter()
     a = assumptions or Assumptions()
     prices = prices or PriceTable.load(settings.prices_file)
@@ -114,58 +141,79 @@ async def estimate_run(
     parts = split_documents(documents, part_budget(settings, window))
     budget = notes_budget(settings, window, part_budget(settings, window))
     n = len(parts)
-    wrapped_note = a.note_tokens + 20  # the note's tags, number and title
+    first_notes = (a.note_tokens + a.note_tags_tokens, _relevant(n, a.relevant_share))
+    last_notes = ((a.note_tokens if a.final_note_tokens is None else a.final_note_tokens) + a.note_tags_tokens,
+                  _relevant(n, a.final_share))
+    wrapped_note, relevant = first_notes
+    placement = Placement.of(settings)
+    position = {p.key: i for i, p in enumerate(parts)}
 
-    def notes_size(count: int) -> int:
-        full = count * wrapped_note + 10
-        return full if budget is None else min(full, budget)
-
-    def fits(count: int) -> bool:  # every note in full (no selection): the same notes for every call
-        return budget is None or count * wrapped_note + 10 <= budget
-
-    unshared = int(math.log2(max(2, n))) * wrapped_note  # notes a call in prefix order prefills
+    def notes_size(count: int) -> tuple[int, bool]:  # the notes part of a call, and whether selection applied
+        full = count * wrapped_note + 10  # of the notes of the round before
+        return (full, False) if budget is None or full <= budget else (budget, True)
 
     system = render("reader_system").text
     rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
     pop_instr = render("populate", task=task, schema="", notes="").text
     bodies = [render("document", doc=p).text for p in parts]
     counted = await counter.count([system, rel_instr, pop_instr, task, *bodies])
-    sys_t, rel_t, pop_t, task_t = (c + PER_MESSAGE for c in counted[:4])
-    doc_t = [c + PER_MESSAGE for c in counted[4:]]
+    scale = a.token_scale
+    sys_t, rel_t, pop_t, task_t = (round((c + PER_MESSAGE) * scale) for c in counted[:4])
+    doc_t = {p.key: round((c + PER_MESSAGE) * scale) for p, c in zip(parts, counted[4:], strict=True)}
     cache = settings.layout == "cache"
+    reply = a.note_tokens if a.note_reply_tokens is None else a.note_reply_tokens
 
     relevance = _Stage("relevance")
     for r in range(1, settings.rounds + 1):
-        others = 0 if r == 1 else notes_size(n - 1)
+        wrapped_note, relevant = first_notes if r <= 2 else last_notes
+        if r == 1:
+            plan = plan_round(placement, r, parts)
+        else:
+            shared = []
+            for own in relevant:
+                size, selected = notes_size(sum(relevant) - own)
+                shared.append(Shared(size + task_t + SHARED_OVERHEAD, common=not selected or not own))
+            plan = plan_round(placement, r, parts, shared)
         seen = 0  # calls of this round that put the notes first
-        for i, d in enumerate(doc_t):
+        for i, call in enumerate(plan.calls):
+            d = doc_t[call.doc.key]
+            others, selected = (0, False) if r == 1 else notes_size(sum(relevant) - relevant[position[call.doc.key]])
             prompt = sys_t + d + rel_t + others
-            if cache and r > 1 and fits(n - 1) and rel_t + others > d:  # the notes first, in prefix order
+            if call.shared_first:  # the notes first: shared with the calls before, but for a few in prefix order
+                unshared = others if selected else int(math.log2(max(2, n))) * wrapped_note
                 cached = sys_t + rel_t + max(0, others - unshared) if seen else sys_t
                 seen += 1
             elif cache:  # the system message after the first call; the document after its first reading
                 cached = sys_t + d if r > 1 else (sys_t if i > 0 else 0)
             else:  # instructions first: they repeat from call to call, and in later rounds the notes
                 cached = sys_t + rel_t + others // 2 if i > 0 else 0  # up to this document's own note
-            relevance.call(prompt, cached, a.note_tokens)
+            relevance.call(prompt, cached, reply)
     stages = [relevance] if settings.rounds else []
-    all_notes = notes_size(n) if settings.rounds else 20
+    wrapped_note, relevant = last_notes
+    all_notes = notes_size(sum(relevant))[0] if settings.rounds else 20
 
     if settings.structuring:
         schema = _Stage("schema")
         schema.call(task_t + 250 + all_notes, 0, a.schema_tokens)
         populate = _Stage("populate")
-        shared, seen = pop_t + a.schema_tokens + all_notes, 0
-        for i, d in enumerate(doc_t):
-            prompt = sys_t + d + shared
-            if cache and shared > d:  # the same task, schema and notes first: prefilled once for all
-                cached = sys_t + shared if seen else sys_t
+        shared_t = pop_t + a.schema_tokens + all_notes
+        calls = plan_populate(placement, parts, Shared(shared_t), CacheSeen(), reverse=settings.rounds % 2 == 1)
+        seen = 0
+        for i, call in enumerate(calls):
+            d = doc_t[call.doc.key]
+            prompt = sys_t + d + shared_t
+            if call.shared_first:  # the same task, schema and notes first: prefilled once for all
+                cached = sys_t + shared_t if seen else sys_t
                 seen += 1
             elif cache:
                 cached = sys_t + d if settings.rounds else (sys_t if i > 0 else 0)
             else:
-                cached = sys_t + pop_t + a.schema_tokens + all_notes if i > 0 else 0
+                cached = sys_t + shared_t if i > 0 else 0
             populate.call(prompt, cached, a.records_tokens)
+        extra = round(n * (a.populate_calls - 1))  # re-asks: the conversation so far, and the records again
+        if extra > 0:
+            populate.call(populate.input // max(1, n) + a.records_tokens, populate.input // max(1, n),
+                          a.records_tokens, times=extra)
         stages += [schema, populate]
 
     reason = _Stage("reason")
@@ -208,3 +256,93 @@ async def estimate_run(
         + ("" if all(s.cost_usd is not None for s in out) else "; no price for some models: pass --prices"),
     ]
     return Estimate(model=model, documents=len(documents), parts=n, stages=tuple(out), assumptions=tuple(lines))
+
+
+def _relevant(n: int, share: float) -> list[bool]:
+    """Which of `n` documents get a note when `share` of them do: spread evenly over the corpus."""
+    return [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+
+
+async def sample(task: str, documents: Sequence[Document], settings: Settings, count: int, *,
+                 counter: TokenCounter | None = None, base: Assumptions | None = None) -> tuple[Assumptions, int]:
+    """Assumptions measured on `count` documents' real relevance rounds and population calls: the share
+    of documents with a note and the notes' size (first and last round), the schema's, the records',
+    the re-asks, and how the endpoint counts tokens against `counter`; and the context window the run
+    would use (the endpoint's, unless set). The documents are spread over a BM25 ranking of the corpus
+    for the task, so that the share found relevant is measured from the likely to the unlikely. Their
+    first-round relevance calls are the run's own, so with the LLM cache the run does not pay for them again."""
+    from .llm import build_llm
+    from .retrieval import ranking
+    from .stages._common import format_notes, note_refs
+    from .stages._evidence import with_passage
+    from .stages.notes_select import notes_bm25
+    from .stages.populate import PopulateOptions, populate
+    from .stages.relevance import RelevanceOptions, extract_relevance
+    from .stages.schema import propose_schema, schema_text
+
+    counter = counter or EstimateCounter()
+    base = base or Assumptions()
+    async with build_llm(settings) as stack:
+        window = settings.context_window or stack.endpoint.context_window
+        parts = split_documents(documents, part_budget(settings, window))
+        k = max(1, min(count, len(parts)))
+        ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
+        picks = [parts[i] for i in sorted(ranked[(2 * j + 1) * len(parts) // (2 * k)] for j in range(k))]
+        placement = Placement.of(settings)
+        recorded = _ByRound(stack)
+        found = await extract_relevance(recorded, task, picks, RelevanceOptions(
+            rounds=max(1, settings.rounds), max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+            placement=placement))
+        read = recorded.usage.get(1, Usage())
+        first, last = ([n for n in notes.values() if n] for notes in (found.rounds[0], found.final))
+        system = render("reader_system").text
+        instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
+        counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
+        sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
+        scale = read.prompt_tokens / sent if read.calls == k and sent else base.token_scale
+        sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
+        refs = note_refs(picks, found.final)
+        wrapped = await counter.count([format_notes([r]) for r in refs])
+        tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
+        schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
+        if settings.structuring:
+            text = format_notes(note_refs(picks, found.final))
+            proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
+                                            temperature=settings.temperature)
+            schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
+            await populate(stack, task, proposed.schema, picks, text, PopulateOptions(
+                max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
+                temperature=settings.temperature, placement=placement, unverified=settings.unverified))
+            filled = stack.ledger.by_stage().get("populate", Usage())
+            if filled.calls:
+                records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k
+        spent = stack.ledger.total()
+    return replace(
+        base, sampled=k, token_scale=round(scale, 3), relevant_share=len(first) / k,
+        note_tokens=sizes[0] or base.note_tokens, final_relevant_share=len(last) / k,
+        final_note_tokens=sizes[1] or sizes[0] or base.note_tokens,
+        note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
+                                / max(1, sum(u.calls for u in recorded.usage.values()))),
+        schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
+        note_tags_tokens=max(0, tags), sample_usage=spent,
+    ), window
+
+
+async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float) -> int:
+    """The mean tokens of `texts` as the endpoint counts them; 0 for none."""
+    counts = await counter.count(list(texts)) if texts else []
+    return round(sum(counts) / len(counts) * scale) if counts else 0
+
+
+class _ByRound:
+    """Passes calls on and adds up their usage per relevance round."""
+
+    def __init__(self, inner: LLM):
+        self.inner = inner
+        self.usage: dict[int, Usage] = {}
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        round_no = request.round or 0
+        self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
+        return completion

@@ -18,19 +18,21 @@ from ._fanout import DOCUMENT_ERRORS, cause_of, check_failed_share
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document, split_documents
-from .errors import ConfigError, ContextTooLong, InputError, OutputError, R3conError
+from .errors import ConfigError, InputError, OutputError, R3conError
 from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.budget import spent_in
+from .llm.layers import Progressed
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .results import Failure
 from .resume import content_hash
 from .sandbox import SandboxLimits
-from .stages._common import DocumentReuse, note_refs
+from .stages._common import note_refs
 from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
-from .stages.notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
+from .stages.notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
+from .stages.plan import CacheSeen, Placement
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
@@ -218,8 +220,9 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
     notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
     breakpoints = use_breakpoints(settings, llm)
-    stats = SelectionStats()
-    reuse = DocumentReuse()
+    placement = Placement.of(settings)
+    seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
+    selections: dict[str, Selections] = {}
     manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
     manifest["notes_selection"] = {
         "budget_tokens": notes_tokens,
@@ -237,14 +240,15 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:
             progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(llm, task, parts, RelevanceOptions(
-                rounds=settings.rounds, layout=settings.layout, max_tokens=settings.note_max_tokens,
-                temperature=settings.temperature, on_done=progress.advance, breakpoints=breakpoints,
-                notes_budget=notes_tokens, stats=stats, embed=embed,
-                reuse=None if settings.batch else reuse,  # probes would split a round into two batch jobs
+            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, RelevanceOptions(
+                rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+                breakpoints=breakpoints, notes_budget=notes_tokens, placement=placement, embed=embed,
             ))
             rounds = relevance.rounds
             failures += relevance.failures
+            seen = relevance.cache
+            if relevance.selections.calls or relevance.selections.shared_first:
+                selections["relevance"] = relevance.selections
             for i, notes in enumerate(rounds, start=1):
                 run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
             _check_failures("relevance", failures, len(parts), settings)
@@ -264,7 +268,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             stage = "schema"
             progress.stage("schema", 1)
             try:
-                proposal = await _fitting(selector, task, final_choice, "schema", lambda notes: propose_schema(
+                proposal = await _fitting(selector, task, final_choice, lambda notes: propose_schema(
                     llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
             except OutputError as exc:  # no usable schema: the answer comes from the notes alone
                 fallbacks.append(fallback("schema", exc, "answered directly from the notes, without records"))
@@ -279,14 +283,13 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         if schema is not None:
             stage = "populate"
             progress.stage("populate", len(parts))
-            filled = await populate(llm, task, schema, parts, notes_text, PopulateOptions(
-                layout=settings.layout, max_tokens=settings.populate_max_tokens,
-                attempts=settings.populate_attempts, temperature=settings.temperature, on_done=progress.advance,
-                breakpoints=breakpoints, selector=selector, reverse=settings.rounds % 2 == 1, cold=reuse.cold(),
-                unverified=settings.unverified,
+            filled = await populate(Progressed(llm, progress.advance), task, schema, parts, notes_text, PopulateOptions(
+                max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
+                temperature=settings.temperature, breakpoints=breakpoints, selector=selector,
+                placement=placement, reverse=settings.rounds % 2 == 1, cache=seen, unverified=settings.unverified,
             ))
             failures += filled.failures
-            stats.shared_first["populate"] = filled.shared_first
+            selections["populate"] = Selections(shared_first=filled.shared_first)
             llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
             tables = filled.tables
             run_dir.write_json("records.json", {k: list(v) for k, v in tables.items()})
@@ -311,7 +314,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         answer = None
         if settings.reasoning == "code" and not fallbacks:
             try:
-                answer = await _fitting(selector, task, final_choice, "reason", lambda notes: answer_with_code(
+                answer = await _fitting(selector, task, final_choice, lambda notes: answer_with_code(
                     llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
             except DOCUMENT_ERRORS as exc:  # the agent's calls broke: answer from the notes and the data
                 fallbacks.append(fallback("reason", exc, "answered directly from the notes and the records"))
@@ -321,7 +324,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                                       "steps", "fallback": "answered directly from the notes and the records"})
                     answer = None
         if answer is None:
-            answer = await _fitting(selector, task, final_choice, "reason", lambda notes: answer_direct(
+            answer = await _fitting(selector, task, final_choice, lambda notes: answer_direct(
                 llm, task, notes, schema_json, tables, options, missing))
         progress.advance("reason")
         if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
@@ -332,7 +335,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         stage = "finish"
         account = account.with_degraded(failures)
         manifest["inputs"] = account.to_dict()
-        _finish_manifest(run_dir, manifest, stats, reuse)
+        _finish_manifest(run_dir, manifest, selections, seen, placement)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
                                   {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
         result = RunResult(
@@ -351,7 +354,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         def save() -> None:
             _write_usage(run_dir, llm)
             manifest["inputs"] = account.with_degraded(failures).to_dict()
-            _finish_manifest(run_dir, manifest, stats, reuse)
+            _finish_manifest(run_dir, manifest, selections, seen, placement)
 
         _record_end(run_dir, stage, exc, save)
         if is_disk_full(exc):
@@ -367,27 +370,24 @@ def fallback(stage: str, exc: BaseException, how: str) -> dict[str, str]:
     return {"stage": stage, "failed": cause_of(exc), "fallback": how}
 
 
-async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice, stage: str,
+async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice,
                    call: Callable[[str], Awaitable[T]]) -> T:
     """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""
-    budget: int | None = None
-    while True:
-        try:
-            return await call(choice.text)
-        except ContextTooLong:
-            if budget == 0:
-                raise
-            budget = shrink(budget, choice)
-            choice = await selector.select(task, budget=budget, stage=stage)
+    async def fewer(budget: int) -> NotesChoice:
+        return await selector.select(task, budget=budget)
+
+    return await fitting(lambda chosen: call(chosen.text), choice, fewer)
 
 
-def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], stats: SelectionStats,
-                     reuse: DocumentReuse) -> None:
+def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], selections: Mapping[str, Selections],
+                     seen: CacheSeen, placement: Placement) -> None:
     """The manifest again, with how many calls had their notes selected, and put them first, per stage,
     and whether the endpoint kept the documents' prefixes between stages."""
-    manifest["notes_selection"]["calls"] = stats.to_dict()
-    manifest["layout"]["shared_first_calls"] = dict(stats.shared_first)
-    manifest["layout"]["document_reuse"] = reuse.to_dict()
+    manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
+                                            for stage, s in selections.items() if s.calls}
+    manifest["layout"]["shared_first_calls"] = {stage: s.shared_first for stage, s in selections.items()
+                                                if s.shared_first or stage == "populate"}
+    manifest["layout"]["document_reuse"] = seen.to_dict(placement.adaptive)
     run_dir.write_json("manifest.json", manifest)
 
 

@@ -1,8 +1,17 @@
-"""Frozen records shared by the stages and the pipeline's result."""
+"""Frozen records shared by the stages, the pipeline's result and the methods (R3CON and the baselines)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .llm.types import Usage
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .corpus import Document
 
 
 @dataclass(frozen=True)
@@ -16,3 +25,19 @@ class Failure:
 
     def to_dict(self) -> dict[str, str]:
         return {"doc": self.doc, "stage": self.stage, "error": self.error, "cause": self.cause or self.error}
+
+
+@dataclass(frozen=True)
+class MethodOutcome:
+    """A method's answer and its cost."""
+
+    answer: str
+    usage: Usage
+    by_stage: Mapping[str, Usage]
+    capped: bool
+    degraded: tuple[Failure, ...]
+    run_dir: Path
+    model: str | None = None  # the model the endpoint served, when the method knows it
+
+
+MethodFn = Callable[[str, tuple["Document", ...], "Settings", Path], Awaitable[MethodOutcome]]

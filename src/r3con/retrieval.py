@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+from .tokens import CJK_RANGES
+
 _TOKEN = re.compile(rf"[{CJK_RANGES}]|[^\W_{CJK_RANGES}]+")
 
 
@@ -76,14 +77,17 @@ def ranking(scores: Sequence[float]) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
 
-def cosine_scores(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
-    """Cosine similarity of `query` with each vector (0 for a zero vector)."""
-    qn = math.sqrt(sum(x * x for x in query)) or 1.0
-    out = []
-    for vec in vectors:
-        vn = math.sqrt(sum(x * x for x in vec)) or 1.0
-        out.append(sum(a * b for a, b in zip(query, vec, strict=False)) / (qn * vn))
-    return out
+def unit_rows(vectors: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """`vectors` as rows of length 1 (a zero vector stays zero), so that a dot product is their cosine."""
+    matrix = np.asarray(vectors, dtype=float)
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def cosine_scores(query: Sequence[float], vectors: Sequence[Sequence[float]] | np.ndarray) -> list[float]:
+    """Cosine similarity of `query` with each vector (0 for a zero vector); `vectors` may be `unit_rows` already."""
+    if not len(vectors):
+        return []
+    return (unit_rows(vectors) @ unit_rows([query])[0]).tolist()
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], k: int = 60) -> list[int]:

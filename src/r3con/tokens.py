@@ -3,12 +3,11 @@
 The estimate needs no tokenizer: Latin-script text averages about 4 characters per token in the BPE
 vocabularies of current models (Qwen, Llama, GPT); CJK characters are roughly one token each. It adds
 10% so that a document estimated to fit does fit. `TokenCounter` is the seam the estimate command and
-the budget checks use; `make_counter` picks the most exact one available.
+the budget checks use; `llm.tokenize.make_counter` picks the most exact one available.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +15,9 @@ from typing import Protocol
 
 from .errors import ConfigError
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+"""Kana, CJK ideographs, Hangul and full-width forms: about one token each, and words of their own in search."""
+_CJK = re.compile(f"[{CJK_RANGES}]")
 MARGIN = 1.10
 ESTIMATE_RULE = "about 4 characters per token (1 per CJK character), plus a 10% margin"
 
@@ -88,54 +89,3 @@ class FileCounter:
     async def count(self, texts: Sequence[str]) -> list[int]:
         encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encoded]
-
-
-class EndpointCounter:
-    """POST {server}/tokenize (vLLM and SGLang read `prompt`, llama.cpp `content`: both are sent), through the
-    one HTTP transport; falls back to the estimate when the server has none."""
-
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8):
-        from .llm.endpoint import Account, Endpoint
-
-        self._endpoint = Endpoint(base_url, Account(api_key), timeout_s=60)
-        self._model = model
-        self._limit = asyncio.Semaphore(concurrency)
-        self._missing = False
-        self.source = f"{self._endpoint.root}/tokenize"
-
-    async def aclose(self) -> None:
-        await self._endpoint.aclose()
-
-    async def count(self, texts: Sequence[str]) -> list[int]:
-        return list(await asyncio.gather(*(self._one(t) for t in texts)))
-
-    async def _one(self, text: str) -> int:
-        from .errors import ProviderError
-        from .llm.endpoint import HTTPFailure
-
-        if self._missing or not text:
-            return estimate_tokens(text)
-        async with self._limit:
-            try:
-                data = await self._endpoint.post("//tokenize", {"model": self._model, "prompt": text, "content": text,
-                                                               "add_special_tokens": False})
-            except (HTTPFailure, ProviderError):
-                self._missing = True
-                self.source = f"estimate ({ESTIMATE_RULE}; the endpoint has no /tokenize)"
-                return estimate_tokens(text)
-        if isinstance(data, dict):
-            if isinstance(data.get("count"), int):
-                return int(data["count"])
-            if isinstance(data.get("tokens"), list):
-                return len(data["tokens"])
-        return estimate_tokens(text)
-
-
-def make_counter(*, tokenizer_file: Path | None = None, base_url: str | None = None, model: str | None = None,
-                 api_key: str | None = None) -> TokenCounter:
-    """A local tokenizer file if given, else the endpoint's /tokenize if a base URL and model are given, else the estimate."""
-    if tokenizer_file is not None:
-        return FileCounter(tokenizer_file)
-    if base_url and model:
-        return EndpointCounter(base_url, model, api_key)
-    return EstimateCounter()

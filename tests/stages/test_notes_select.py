@@ -7,7 +7,8 @@ from r3con.corpus import documents_from_texts
 from r3con.llm import build_llm
 from r3con.pipeline import run
 from r3con.stages._common import NoteRef, format_notes
-from r3con.stages.notes_select import NotesSelector, SelectionStats, notes_bm25, prefix_order, terms
+from r3con.stages.notes_select import NotesSelector, notes_bm25, prefix_order, terms
+from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
@@ -83,9 +84,8 @@ async def test_relevance_rounds_use_the_budget_and_the_documents_own_note_as_que
         return "Silver spoons reached Rotterdam by ship." if n == 4 else f"Report {n}: {FILLER}"
 
     llm = ScriptedLLM({"relevance": note})
-    stats = SelectionStats()
-    await extract_relevance(llm, "Where did the silver spoons go?", docs,
-                            RelevanceOptions(rounds=2, notes_budget=800, stats=stats))
+    result = await extract_relevance(llm, "Where did the silver spoons go?", docs,
+                                     RelevanceOptions(rounds=2, notes_budget=800))
     round2 = [r for r in llm.history if r.round == 2]
     for request in round2:
         text = request.messages[-1].content
@@ -93,7 +93,7 @@ async def test_relevance_rounds_use_the_budget_and_the_documents_own_note_as_que
         if request.doc != 4:
             assert '<note document="4"' in text, "the relevant note is always shown in full"
         assert "<notes_index>" in text
-    assert stats.to_dict() == {"relevance": {"calls": 30, "selected": 30}}
+    assert (result.selections.calls, result.selections.selected) == (30, 30)
 
 
 async def test_cache_layout_gives_every_call_of_a_document_the_same_prefix():
@@ -103,9 +103,9 @@ async def test_cache_layout_gives_every_call_of_a_document_the_same_prefix():
         llm = ScriptedLLM({"relevance": lambda r: f"note {document_number(r)}",
                            "populate": lambda r: json.dumps({"people": [{"name": "Ann", "_passage": quote(r)}]})})
         await extract_relevance(llm, "Who is how old?", docs,
-                                RelevanceOptions(rounds=2, layout="cache", breakpoints=breakpoints))
+                                RelevanceOptions(rounds=2, breakpoints=breakpoints))
         await populate(llm, "Who is how old?", SIMPLE_SCHEMA, docs, "<notes>\n</notes>",
-                       PopulateOptions(layout="cache", breakpoints=breakpoints))
+                       PopulateOptions(breakpoints=breakpoints))
         for doc in docs:
             calls = [r for r in llm.history if r.doc == doc.number]
             assert len(calls) == 3, "two relevance rounds and the population call"
@@ -123,7 +123,7 @@ async def test_cache_layout_gives_every_call_of_a_document_the_same_prefix():
 async def test_paper_layout_puts_the_instructions_first():
     docs = documents_from_texts([("Alpha", "Ann Lee is 34.")])
     llm = ScriptedLLM({"relevance": lambda r: "note"})
-    await extract_relevance(llm, "Who?", docs, RelevanceOptions(rounds=1, layout="paper"))
+    await extract_relevance(llm, "Who?", docs, RelevanceOptions(rounds=1, placement=Placement("paper")))
     assert llm.history[0].messages[1].content.startswith("Write a task-focused note")
 
 
@@ -201,15 +201,14 @@ async def test_short_documents_get_the_shared_notes_and_schema_first():
     docs = documents_from_texts([(f"Letter {i}", f"Ann Lee wrote on day {i}.") for i in range(1, 7)])
     llm = ScriptedLLM({"relevance": lambda r: f"{long_note} (document {document_number(r)})",
                        "populate": lambda r: json.dumps({"people": [{"name": "Ann", "_passage": quote(r)}]})})
-    stats = SelectionStats()
-    result = await extract_relevance(llm, "Who met whom?", docs, RelevanceOptions(rounds=2, layout="cache", stats=stats))
+    result = await extract_relevance(llm, "Who met whom?", docs, RelevanceOptions(rounds=2))
     notes = format_notes([NoteRef(d.key, d.title, result.final[d.key]) for d in docs])
-    filled = await populate(llm, "Who met whom?", SIMPLE_SCHEMA, docs, notes, PopulateOptions(layout="cache"))
+    filled = await populate(llm, "Who met whom?", SIMPLE_SCHEMA, docs, notes, PopulateOptions())
 
     round1 = [r for r in llm.calls("relevance") if r.round == 1]
     assert all(r.messages[1].content.startswith("<document") for r in round1), "no notes yet: the document first"
     round2 = [r for r in llm.calls("relevance") if r.round == 2]
-    assert stats.shared_first == {"relevance": 6} and filled.shared_first == 6
+    assert result.selections.shared_first == 6 and filled.shared_first == 6
     for request in round2:
         text = request.messages[1].content
         assert text.startswith("Write a task-focused note about the document below.")
@@ -232,10 +231,10 @@ async def test_putting_the_shared_part_first_is_served_from_the_servers_prefix_c
             settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", cache=False)
             async with build_llm(settings) as llm:
                 relevance = await extract_relevance(llm, "Who met whom in Oslo?", docs,
-                                                    RelevanceOptions(rounds=2, shared_first=first))
+                                                    RelevanceOptions(rounds=2, placement=Placement(shared_first=first)))
                 notes = format_notes([NoteRef(d.key, d.title, relevance.final[d.key] or long_note) for d in docs])
                 await populate(llm, "Who met whom in Oslo?", SIMPLE_SCHEMA, docs, notes,
-                               PopulateOptions(shared_first=first))
+                               PopulateOptions(placement=Placement(shared_first=first)))
             calls = [c for c in server.calls() if c.get("status") == 200 and c["stage"] in ("relevance", "populate")]
         uncached[first] = sum(c["prompt_tokens"] - c["cached_tokens"] for c in calls)
     assert uncached[True] < 0.5 * uncached[False], uncached
@@ -247,14 +246,12 @@ async def test_documents_without_a_note_share_the_selection_for_the_task_and_get
     texts += [(f"Ledger {i}", f"Sums for quarter {i}.") for i in range(1, 5)]
     docs = documents_from_texts(texts)
     llm = ScriptedLLM({"relevance": lambda r: "NONE" if "Sums" in user_text(r) else long_note})
-    stats = SelectionStats()
-    await extract_relevance(llm, "Who met whom?", docs,
-                            RelevanceOptions(rounds=2, layout="cache", notes_budget=200, stats=stats))
+    result = await extract_relevance(llm, "Who met whom?", docs, RelevanceOptions(rounds=2, notes_budget=200))
     round2 = {r.doc: r.messages[1].content for r in llm.calls("relevance") if r.round == 2}
     ledgers = [round2[d.number] for d in docs if d.title.startswith("Ledger")]
     letters = [round2[d.number] for d in docs if d.title.startswith("Letter")]
-    assert stats.selected == {"relevance": 14}, "the notes exceed the budget for every call"
+    assert result.selections.selected == 14, "the notes exceed the budget for every call"
     assert len({t.split("<document number=")[0] for t in ledgers}) == 1, "one byte-identical prefix"
     assert all(t.index("</notes") < t.index("<document number=") for t in ledgers)
     assert all(t.startswith("<document number=") for t in letters), "selected for their own note: document first"
-    assert stats.shared_first == {"relevance": 4}
+    assert result.selections.shared_first == 4

@@ -2,6 +2,7 @@ import json
 
 from r3con.corpus import Document, documents_from_texts
 from r3con.errors import ContextTooLong
+from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.schema import validate_schema
 
@@ -81,7 +82,7 @@ async def test_a_document_that_never_validates_is_a_failure_not_a_crash():
 async def test_notes_are_background_and_document_is_the_source():
     llm = ScriptedLLM({"populate": records})
     notes = "<notes>\nBob is Ann's brother\n</notes>"
-    await populate(llm, "ages", SCHEMA, DOCS[:1], notes, PopulateOptions(shared_first=False))
+    await populate(llm, "ages", SCHEMA, DOCS[:1], notes, PopulateOptions(placement=Placement(shared_first=False)))
     text = llm.history[0].messages[1].content
     assert text.index("<document") < text.index("<schema>") < text.index("Bob is Ann's brother")
     assert text.count("the document above") == 2

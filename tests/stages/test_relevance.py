@@ -3,7 +3,7 @@ import re
 
 from r3con.corpus import documents_from_texts
 from r3con.errors import ProviderError
-from r3con.stages._common import DocumentReuse
+from r3con.stages.plan import Placement
 from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note
 
 from ..fakes import ScriptedLLM, document_number, user_text
@@ -83,7 +83,7 @@ async def test_failing_document_is_recorded_and_round_goes_on():
 async def test_cache_layout_shares_the_document_prefix_across_rounds():
     llm = ScriptedLLM({"relevance": note_for})
     # shared_first off: these documents are shorter than the notes, which would otherwise go first
-    await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=2, layout="cache", shared_first=False))
+    await extract_relevance(llm, "t", DOCS, RelevanceOptions(rounds=2, placement=Placement(shared_first=False)))
     by_doc = {}
     for r in llm.history:
         by_doc.setdefault(r.doc, []).append(r.messages[0].content + r.messages[1].content)
@@ -121,18 +121,18 @@ class ForgetfulCache(ScriptedLLM):
 LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was settled. " * 60) for i in range(1, 11)])
 
 
-async def test_round_two_probes_first_then_puts_the_notes_first_where_documents_left_the_cache():
-    reuse = DocumentReuse()
+async def test_round_two_puts_the_notes_first_for_documents_the_cache_no_longer_holds():
     llm = ForgetfulCache(keeps=lambda doc: doc >= 6)  # round 2 goes backwards: documents 10..6 come first
-    await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
+    result = await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2))
     round2 = [r for r in llm.history if r.round == 2]
-    probes = [r.doc for r in round2[:8]]
-    assert probes == [10, 9, 7, 6, 5, 4, 2, 1], "the middles of eight slices of the call order 10..1"
-    assert all(document_leads(r) for r in round2[:8]), "probes keep the document first"
-    assert reuse.rounds == [{"probes": 8, "kept": 4, "document_first": 5, "calls": 10}]
-    rest = {r.doc: document_leads(r) for r in round2[8:]}
-    assert rest == {8: True, 3: False}, "within the kept positions the document leads, beyond them the notes"
-    assert reuse.cold()
+    placed = result.cache.rounds[0]
+    assert all(document_leads(r) for r in round2[:placed.probes]), "the first calls out (probes) keep it first"
+    assert 0 < placed.kept < placed.probes, "the probes saw some documents kept and some lost"
+    rest = {r.doc: document_leads(r) for r in round2[placed.probes:]}
+    assert any(rest.values()) and not all(rest.values())
+    assert all(lead for doc, lead in rest.items() if doc >= 8), "the documents sent first keep theirs first"
+    assert not any(lead for doc, lead in rest.items() if doc <= 3), "those sent last put the notes first"
+    assert result.cache.cold(), "population will put its shared part first"
 
 
 async def test_without_reported_cached_tokens_every_call_keeps_its_document_first():
@@ -140,22 +140,18 @@ async def test_without_reported_cached_tokens_every_call_keeps_its_document_firs
         async def complete(self, request):
             return await ScriptedLLM.complete(self, request)
 
-    reuse = DocumentReuse()
     llm = Silent(keeps=lambda doc: False)
-    await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2, reuse=reuse))
+    result = await extract_relevance(llm, "the shared matter", LONG, RelevanceOptions(rounds=2))
     assert all(document_leads(r) for r in llm.history)
-    assert reuse.rounds[0]["document_first"] == 10 and not reuse.cold()
+    assert result.cache.rounds[0].document_first == 10 and not result.cache.cold()
 
 
-async def test_probes_are_only_calls_that_keep_their_document_first_anyway():
+async def test_a_cache_that_keeps_every_document_changes_nothing():
     short = [(f"Short {i}", "Tin.") for i in range(1, 7)]  # shorter than the notes: the notes lead them
     long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 60) for i in range(1, 7)]
     docs = documents_from_texts(short + long)
-    reuse = DocumentReuse()
     llm = ForgetfulCache(keeps=lambda doc: True)
-    await extract_relevance(llm, "the shared matter", docs, RelevanceOptions(rounds=2, reuse=reuse))
-    round2 = [r for r in llm.history if r.round == 2]
-    assert sorted(r.doc for r in round2[:6]) == [7, 8, 9, 10, 11, 12], "the six long documents probe"
-    assert all(document_leads(r) for r in round2[:6])
-    assert all(not document_leads(r) for r in round2[6:]), "short ones as before"
-    assert reuse.rounds == [{"probes": 6, "kept": 6, "document_first": 12, "calls": 12}]
+    result = await extract_relevance(llm, "the shared matter", docs, RelevanceOptions(rounds=2))
+    round2 = {r.doc: document_leads(r) for r in llm.history if r.round == 2}
+    assert round2 == {d.number: d.title.startswith("Long") for d in docs}, "long documents first, short ones after"
+    assert not result.cache.cold()

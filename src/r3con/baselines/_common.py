@@ -8,7 +8,6 @@ transcript.json and result.json and returns the `MethodOutcome` the eval harness
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import time
 import traceback
@@ -24,13 +23,12 @@ from .._fanout import check_failed_share, fan_out
 from .._prompts import Rendered
 from ..artifacts import RunDir
 from ..config import Settings
-from ..corpus import Document, split_documents
+from ..corpus import Document, cut_point, split_documents, split_text
 from ..errors import ConfigError, InputError, R3conError
 from ..llm import LLMStack, build_llm
 from ..llm.replies import reply_text
 from ..llm.types import ChatRequest, Message
-from ..methods import MethodOutcome
-from ..results import Failure
+from ..results import Failure, MethodOutcome
 from ..tokens import estimate_tokens, longest_prefix_within
 
 T = TypeVar("T")
@@ -149,7 +147,7 @@ async def method_run(method: str, task: str, documents: Sequence[Document], sett
 
 # ---- text budgets ---------------------------------------------------------------------------------------
 
-_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?。！？])\s+"), re.compile(r"\s+"))
+KEEP_MOST = (0.8, 0.8, 0.5)  # a break in the last fifth, or a space in the second half: a cut keeps most of its budget
 
 
 def head(text: str, max_tokens: int) -> str:
@@ -159,35 +157,12 @@ def head(text: str, max_tokens: int) -> str:
     n = longest_prefix_within(text, max_tokens)
     if n >= len(text):
         return text
-    return text[:_cut(text, n)]
-
-
-def _cut(text: str, limit: int) -> int:
-    """Where to cut `text` at or before `limit`: the last paragraph or sentence break in the final fifth,
-    else the last space in the second half, else at `limit` (so a cut keeps most of its budget)."""
-    window = text[:limit + 1]
-    for pattern, floor in zip(_BREAKS, (0.8, 0.8, 0.5), strict=True):
-        points = [m.end() for m in pattern.finditer(window) if 0 < m.end() <= limit]
-        if points and points[-1] > limit * floor:
-            return points[-1]
-    return max(1, limit)
+    return text[:cut_point(text, n, KEEP_MOST)]
 
 
 def pieces(text: str, max_tokens: int) -> list[str]:
     """`text` cut into consecutive pieces of at most `max_tokens` each, at breaks where possible."""
-    if max_tokens < 1:
-        raise ValueError("max_tokens must be positive")
-    out: list[str] = []
-    rest = text
-    while rest:
-        n = longest_prefix_within(rest, max_tokens)
-        if n >= len(rest):
-            out.append(rest)
-            break
-        cut = _cut(rest, n)
-        out.append(rest[:cut])
-        rest = rest[cut:]
-    return [p for p in out if p.strip()] or [text]
+    return [p for p in split_text(text, max_tokens, KEEP_MOST) if p.strip()] or [text]
 
 
 @dataclass(frozen=True)

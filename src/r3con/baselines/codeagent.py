@@ -15,7 +15,7 @@ from pathlib import Path
 from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..stages.answer import run_agent
 from ..tokens import estimate_tokens
 from ._agent import agent_options, sandbox_for

@@ -21,7 +21,7 @@ from ..config import Settings
 from ..corpus import Document
 from ..errors import ConfigError
 from ..llm.replies import final_answer_line
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ._common import budget_for, check_options, fit_documents, method_run
 
 NAME = "longcontext"

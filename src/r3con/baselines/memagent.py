@@ -18,7 +18,7 @@ from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
 from ..llm.replies import final_answer_line
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..tokens import estimate_tokens
 from ._common import budget_for, check_options, chunk_documents, head, method_run
 

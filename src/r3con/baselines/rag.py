@@ -16,7 +16,7 @@ from .._prompts import render
 from ..config import Settings
 from ..corpus import Document
 from ..llm.replies import final_answer_line
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ._common import budget_for, check_options, chunk_documents, method_run
 

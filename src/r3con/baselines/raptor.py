@@ -27,7 +27,7 @@ from ..config import Settings
 from ..corpus import Document
 from ..llm.embeddings import Embedder
 from ..llm.replies import final_answer_line
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ..tokens import estimate_tokens
 from ._common import budget_for, check_options, chunk_documents, head, method_run

@@ -20,7 +20,7 @@ from typing import Any
 from .._prompts import Rendered, render
 from ..config import Settings
 from ..corpus import Document
-from ..methods import MethodFn, MethodOutcome
+from ..results import MethodFn, MethodOutcome
 from ..stages.answer import run_agent
 from ..tokens import estimate_tokens
 from ._agent import agent_options, sandbox_for

@@ -21,8 +21,9 @@ from ..config import Settings
 from ..corpus import Document
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest
-from ..methods import MethodFn, MethodOutcome
-from ..stages._common import document_first, document_messages
+from ..results import MethodFn, MethodOutcome
+from ..stages._common import document_messages
+from ..stages.plan import Placement
 from ..tokens import estimate_tokens
 from ._common import (
     budget_for,
@@ -91,7 +92,7 @@ def method(options: Options = Options()) -> MethodFn:
 
             parts = split_to_parts(documents, budget_for(mr.window, options.structure_max_tokens, len(task) // 3))
             instructions = render("structrag_structurize", task=task, structure=structure,
-                                  where="above" if document_first(settings.layout) else "below")
+                                  where="above" if Placement(settings.layout).document_first else "below")
 
             async def structurize(doc: Document) -> str:
                 completion = await mr.llm.complete(ChatRequest(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 import sys
@@ -244,6 +245,7 @@ def estimate(
     prices: Prices = None,
     note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
     agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
+    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint)")] = 0,
     tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
     base_url: BaseUrl = None,
@@ -252,23 +254,32 @@ def estimate(
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
 ) -> None:
-    """Predict calls, tokens and USD per stage of a run, without calling the model."""
+    """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
     from ..estimate import Assumptions, estimate_run
-    from ..tokens import make_counter
+    from ..estimate import sample as sample_calls
+    from ..llm.tokenize import make_counter
 
     settings = Settings.resolve(
         base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
         notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
     )
+    if sample < 0:
+        raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
+    if sample:
+        settings.require_endpoint()
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
     corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
     documents = corpus.documents
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
-    result = asyncio.run(estimate_run(question, documents, settings, counter=counter,
-                                      assumptions=Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)))
+    assumptions = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)
+    if sample:
+        assumptions, window = asyncio.run(sample_calls(question, documents, settings, sample, counter=counter,
+                                                       base=assumptions))
+        settings = dataclasses.replace(settings, context_window=window)
+    result = asyncio.run(estimate_run(question, documents, settings, counter=counter, assumptions=assumptions))
     print(summary_line(corpus.inputs), file=sys.stderr)
     if as_json:
         print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))

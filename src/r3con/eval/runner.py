@@ -40,7 +40,7 @@ from .scoring import Summary, summarize_records
 from .tasks import EvalTask, TaskSet, safe_name
 
 if TYPE_CHECKING:
-    from ..methods import MethodOutcome
+    from ..results import MethodOutcome
 
 MethodRunner = Callable[[str, str, tuple[Document, ...], Settings, Path], Awaitable["MethodOutcome"]]
 """Same signature as `r3con.methods.run_method(name, task, documents, settings, run_dir)`."""

@@ -187,7 +187,27 @@ class Recorded:
             from_cache=completion.from_cache,
             usage=completion.usage.to_dict(),
             latency_s=round(completion.latency_s, 4),
-            response={"content": completion.content, "reasoning": completion.reasoning},
+            response={"content": completion.content, "reasoning": completion.reasoning,
+                      **({"tool_calls": [c.to_openai() for c in completion.tool_calls]} if completion.tool_calls else {})},
         )
         self.log.write(record)
         return completion
+
+
+class Progressed:
+    """Reports each document's progress: `advance(stage)` once per document (and round, and part), when
+    the first request made for it ends, answered or failed; re-asks and retries after it count nothing."""
+
+    def __init__(self, inner: LLM, advance: Callable[[str], None]):
+        self.inner = inner
+        self._advance = advance
+        self._done: set[tuple[str, int | None, int | None, int | None]] = set()
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        try:
+            return await self.inner.complete(request)
+        finally:
+            key = (request.stage, request.round, request.doc, request.part)
+            if request.doc is not None and key not in self._done:
+                self._done.add(key)
+                self._advance(request.stage)

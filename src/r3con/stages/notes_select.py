@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from .._prompts import render
-from ..retrieval import BM25, CJK_RANGES
-from ..tokens import estimate_tokens
+from ..errors import ContextTooLong
+from ..retrieval import BM25, cosine_scores, unit_rows
+from ..tokens import CJK_RANGES, estimate_tokens
 from ._common import NoteRef, format_notes
 
+T = TypeVar("T")
 INDEX_WORDS = 12
 _INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
@@ -105,23 +108,18 @@ def _index_line(ref: NoteRef) -> _IndexLine:
     return _IndexLine(ref.label, ref.title, start)
 
 
-@dataclass
-class SelectionStats:
-    """How often the budget applied, and how many calls put the notes before the document, per stage."""
+@dataclass(frozen=True)
+class Selections:
+    """A stage's notes choices: how many, how many of them selected (the budget applied), and how many
+    of its answered calls put the notes before the document."""
 
-    calls: dict[str, int] = field(default_factory=dict)
-    selected: dict[str, int] = field(default_factory=dict)
-    shared_first: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    selected: int = 0
+    shared_first: int = 0
 
-    def add(self, stage: str, choice: NotesChoice) -> None:
-        self.calls[stage] = self.calls.get(stage, 0) + 1
-        self.selected[stage] = self.selected.get(stage, 0) + int(choice.selected)
-
-    def placed_first(self, stage: str) -> None:
-        self.shared_first[stage] = self.shared_first.get(stage, 0) + 1
-
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        return {stage: {"calls": n, "selected": self.selected.get(stage, 0)} for stage, n in self.calls.items()}
+    def __add__(self, other: Selections) -> Selections:
+        return Selections(self.calls + other.calls, self.selected + other.selected,
+                          self.shared_first + other.shared_first)
 
 
 class NotesSelector:
@@ -130,12 +128,10 @@ class NotesSelector:
     `budget` None or 0 means no budget: every note in full, as the paper does.
     """
 
-    def __init__(self, refs: Sequence[NoteRef], budget: int | None, *, embed: Embed | None = None,
-                 stats: SelectionStats | None = None):
+    def __init__(self, refs: Sequence[NoteRef], budget: int | None, *, embed: Embed | None = None):
         self.refs = tuple(refs)
         self.budget = budget or None
         self._embed = embed
-        self._stats = stats
         self._positions = {ref.label: i for i, ref in enumerate(self.refs)}
         self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
         self._total = sum(self._full_cost) + 4
@@ -158,17 +154,13 @@ class NotesSelector:
         pos = self._positions.get(exclude) if exclude is not None else None
         return self._total - (self._full_cost[pos] if pos is not None else 0)
 
-    async def select(self, query: str, exclude: str | None = None, budget: int | None = None,
-                     stage: str | None = None) -> NotesChoice:
+    async def select(self, query: str, exclude: str | None = None, budget: int | None = None) -> NotesChoice:
         """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
 
         `budget` overrides the selector's budget for this call (after a request did not fit the window).
         """
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
-        choice = await self._choose(query, exclude, budget)
-        if self._stats is not None and stage is not None:
-            self._stats.add(stage, choice)
-        return choice
+        return await self._choose(query, exclude, budget)
 
     async def _choose(self, query: str, exclude: str | None, budget: int | None) -> NotesChoice:
         keep = [i for i, r in enumerate(self.refs) if r.label != exclude]
@@ -231,14 +223,29 @@ class NotesSelector:
         if embed is None:
             raise RuntimeError("embedding scores need an embed function")
         if self._vectors is None:
-            vectors = np.array(await embed([f"{r.title}\n{r.text}" for r in self.refs]), dtype=float)
-            self._vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        q = np.array((await embed([query]))[0], dtype=float)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        return (self._vectors @ q).tolist()
+            self._vectors = unit_rows(await embed([f"{r.title}\n{r.text}" for r in self.refs]))
+        return cosine_scores((await embed([query]))[0], self._vectors)
 
 
 def shrink(budget: int | None, choice: NotesChoice) -> int:
     """The next, smaller budget after a request with `choice` did not fit the window: half of what it used."""
     used = choice.tokens if budget is None else min(budget, choice.tokens)
     return max(0, used // 2)
+
+
+async def fitting(call: Callable[[NotesChoice], Awaitable[T]], choice: NotesChoice,
+                  reselect: Callable[[int], Awaitable[NotesChoice]] | None, too_long: str | None = None) -> T:
+    """`call(choice)`; when the endpoint refuses it as too long for the window, again with the notes
+    `reselect(budget)` chooses within half the tokens the last try used (`shrink`), down to none. Then
+    (or at once without `reselect`) the refusal is raised, saying `too_long` (what to do) when given."""
+    budget: int | None = None
+    while True:
+        try:
+            return await call(choice)
+        except ContextTooLong as exc:
+            if reselect is None or budget == 0:
+                if too_long is None:
+                    raise
+                raise ContextTooLong(too_long, status=exc.status, body=exc.body) from exc
+            budget = shrink(budget, choice)
+            choice = await reselect(budget)

@@ -11,7 +11,7 @@ against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -19,24 +19,19 @@ from typing import Any
 import jsonschema
 
 from .._fanout import DOCUMENT_ERRORS, fan_out
+from .._json import NoJSON, extract_json
 from .._prompts import render
 from ..corpus import Document
-from ..errors import ContextTooLong, OutputError
+from ..errors import OutputError
 from ..evidence import EvidenceStats, Haystack
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import (
-    SHARED_OVERHEAD,
-    call_order,
-    document_first,
-    document_messages,
-    shared_goes_first,
-)
+from ._common import SHARED_OVERHEAD, document_messages
 from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
-from ._json import NoJSON, extract_json
-from .notes_select import NotesSelector
+from .notes_select import NotesChoice, NotesSelector, fitting
+from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
 
 STAGE = "populate"
@@ -62,17 +57,15 @@ class PopulateResult:
 
 @dataclass(frozen=True)
 class PopulateOptions:
-    layout: str = "cache"
     max_tokens: int = 4096
     attempts: int = 3
     temperature: float | None = None
     breakpoints: bool = False
-    shared_first: bool = True  # cache layout: the shared part goes first for documents shorter than it
-    reverse: bool = False  # send the calls backwards (see `_common.call_order`): after an odd number of rounds
-    cold: bool = False  # the cache kept too few documents from the last round (`DocumentReuse.cold`): shared part first
+    placement: Placement = Placement()
+    reverse: bool = False  # send the calls backwards (`Placement.order`): after an odd number of rounds
+    cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     selector: NotesSelector | None = field(default=None, compare=False)
-    on_done: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -109,34 +102,39 @@ class _Form:
 
 
 async def populate_document(
-    llm: LLM, task: str, form: _Form, doc: Document, notes: str, options: PopulateOptions,
-    notes_tokens: int | None = None,
+    llm: LLM, task: str, form: _Form, call: CallPlan, notes: str, options: PopulateOptions,
 ) -> _DocRecords:
-    """Records of one document, validated against `schema`; raises OutputError after the last attempt."""
-    budget: int | None = None
-    notes_tokens = estimate_tokens(notes) if notes_tokens is None else notes_tokens
-    while True:
-        try:
-            result = await _populate_once(llm, task, form, doc, notes, notes_tokens, options)
-            return await _checked(llm, form, doc, result, options)
-        except ContextTooLong as exc:
-            if options.selector is None or budget == 0:
-                raise ContextTooLong(f"document {doc.key} with its notes does not fit the context window; "
-                                     "pass a smaller --part-tokens or --notes-budget",
-                                     status=exc.status, body=exc.body) from exc
-            budget = estimate_tokens(notes) // 2 if budget is None else budget // 2
-            notes = (await options.selector.select(task, budget=budget, stage=STAGE)).text
-            notes_tokens = estimate_tokens(notes)
+    """Records of one document, validated against `schema`; raises OutputError after the last attempt.
+    Too long for the window, it is sent again with fewer notes (when a selector is given), placed anew."""
+    doc, selector = call.doc, options.selector
+    first = NotesChoice(notes, shown=0, indexed=0, tokens=estimate_tokens(notes))
+
+    async def once(choice: NotesChoice) -> _DocRecords:
+        placed = call if choice is first else options.placement.call(
+            doc, Shared(form.tokens + choice.tokens), cold=call.cold)
+        return await _checked(llm, form, doc, await _populate_once(llm, task, form, placed, choice.text, options),
+                              options)
+
+    return await fitting(once, first, None if selector is None else _fewer(selector, task),
+                         f"document {doc.key} with its notes does not fit the context window; "
+                         "pass a smaller --part-tokens or --notes-budget")
+
+
+def _fewer(selector: NotesSelector, task: str) -> Callable[[int], Awaitable[NotesChoice]]:
+    """The notes within a smaller budget, counted by their text (as the first notes are)."""
+    async def select(budget: int) -> NotesChoice:
+        choice = await selector.select(task, budget=budget)
+        return replace(choice, tokens=estimate_tokens(choice.text))
+
+    return select
 
 
 async def _populate_once(
-    llm: LLM, task: str, form: _Form, doc: Document, notes: str, notes_tokens: int, options: PopulateOptions
+    llm: LLM, task: str, form: _Form, call: CallPlan, notes: str, options: PopulateOptions
 ) -> _DocRecords:
-    schema = form.schema
-    first = shared_goes_first(options.layout, form.tokens + notes_tokens, doc, options.shared_first, options.cold)
-    where = "above" if document_first(options.layout) and not first else "below"
-    instructions = render("populate", task=task, schema=form.text, notes=notes, where=where)
-    messages = list(document_messages(doc, instructions, options.layout, options.breakpoints, shared_first=first))
+    schema, doc, first = form.schema, call.doc, call.shared_first
+    instructions = render("populate", task=task, schema=form.text, notes=notes, where=call.where)
+    messages = list(document_messages(doc, instructions, call.layout, options.breakpoints, shared_first=first))
     repaired_any = False
     problem = "no attempt"
     for attempt in range(options.attempts):
@@ -213,14 +211,14 @@ async def populate(
     """Fill `schema` from every document concurrently and merge the stamped records."""
     options = options or PopulateOptions()
     form = _Form.of(schema, task)
-    notes_tokens = estimate_tokens(notes)  # the same notes for every document: counted once
+    shared = Shared(form.tokens + estimate_tokens(notes))  # the same notes for every document: counted once
+    calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
-    async def one(doc: Document) -> _DocRecords:
-        return await populate_document(llm, task, form, doc, notes, options, notes_tokens)
+    async def one(call: CallPlan) -> _DocRecords:
+        return await populate_document(llm, task, form, call, notes, options)
 
-    order = call_order(docs, options.reverse)
-    sent = await fan_out(STAGE, order, one, key=lambda doc: doc.key, on_done=options.on_done)
-    by_key = {doc.key: outcome for doc, outcome in zip(order, sent, strict=True)}
+    sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key)
+    by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}
     per_doc: dict[str, int] = {}

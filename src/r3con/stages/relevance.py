@@ -4,44 +4,38 @@ From round 2 on, each document is re-read with the previous round's notes of all
 (never its own), labelled with their document numbers and titles. Rounds are barriers. When those
 notes exceed the notes budget, the most relevant go in full and the rest as an index (notes_select);
 a request refused as too long for the window is retried with half the notes, never cut silently.
+Where each call puts its document is planned before the round's calls go out (`plan`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .._fanout import DOCUMENT_ERRORS, cause_of
+from .._fanout import fan_out
 from .._prompts import render
 from ..corpus import Document
-from ..errors import ContextTooLong
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import (
-    SHARED_OVERHEAD,
-    SYSTEM_TOKENS,
-    DocumentReuse,
-    call_order,
-    document_first,
-    document_messages,
-    note_refs,
-    shared_goes_first,
-)
-from .notes_select import Embed, NotesChoice, NotesSelector, SelectionStats, shrink
+from ._common import SHARED_OVERHEAD, document_messages, note_refs
+from .notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
+from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
 
 
 @dataclass(frozen=True)
 class RelevanceResult:
-    """Notes per round (document key -> note; '' means irrelevant) and the documents that failed."""
+    """Notes per round (document key -> note; '' means irrelevant), the documents that failed, and what
+    the rounds saw: how the notes were selected and placed, and what the replies said of the cache."""
 
     rounds: tuple[Mapping[str, str], ...]
     failures: tuple[Failure, ...] = ()
+    selections: Selections = Selections()
+    cache: CacheSeen = CacheSeen()
 
     @property
     def final(self) -> Mapping[str, str]:
@@ -51,16 +45,21 @@ class RelevanceResult:
 @dataclass(frozen=True)
 class RelevanceOptions:
     rounds: int = 2
-    layout: str = "cache"
     max_tokens: int = 1024
     temperature: float | None = None
     breakpoints: bool = False
-    shared_first: bool = True  # cache layout: the notes go first for documents shorter than them (see below)
     notes_budget: int | None = None
-    reuse: DocumentReuse | None = field(default=None, compare=False)  # what the replies say of the cache
+    placement: Placement = Placement()
     embed: Embed | None = field(default=None, compare=False)
-    stats: SelectionStats | None = field(default=None, compare=False)
-    on_done: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One document's call: its note, what its reply said of the cache, and how its notes were chosen."""
+
+    note: str
+    seen: Seen
+    selections: Selections
 
 
 def parse_note(text: str) -> str:
@@ -71,95 +70,6 @@ def parse_note(text: str) -> str:
     return cleaned
 
 
-async def read_document(
-    llm: LLM, task: str, doc: Document, others: str | None, round_no: int, options: RelevanceOptions,
-    shared_first: bool = False, probe: bool = False,
-) -> str:
-    """One relevance call: the note of `doc` for `task`, in light of `others` (formatted notes) if given.
-
-    `shared_first` (cache layout): the instructions and notes go before the document (see
-    `_read_with_notes`).
-    """
-    where = "above" if document_first(options.layout) and not shared_first else "below"
-    instructions = render("relevance", task=task, others=others or "", max_words=max(50, options.max_tokens // 2),
-                          where=where)
-    request = ChatRequest(
-        messages=document_messages(doc, instructions, options.layout, options.breakpoints, shared_first=shared_first),
-        stage=STAGE,
-        doc=doc.number,
-        part=doc.part if doc.parts > 1 else None,
-        round=round_no,
-        max_tokens=options.max_tokens,
-        temperature=options.temperature,
-        prompt_name=instructions.name,
-        prompt_hash=instructions.hash,
-    )
-    completion = await llm.complete(request)
-    if options.reuse is not None and document_first(options.layout):
-        prefix = SYSTEM_TOKENS + doc.tokens
-        options.reuse.observe(completion.usage, prefix / (prefix + estimate_tokens(instructions.text)),
-                              probe=probe)
-    return parse_note(reply_text(completion))
-
-
-def _query(task: str, doc: Document, previous: Mapping[str, str]) -> str:
-    """What ranks the other notes for `doc`'s call: the task and its own last note."""
-    return f"{task}\n{previous.get(doc.key, '')}"
-
-
-def _notes_lead(task: str, doc: Document, previous: Mapping[str, str], choice: NotesChoice,
-                options: RelevanceOptions) -> bool:
-    """Cache layout: do the notes go before the document by themselves (see `_read_with_notes`)?"""
-    # notes every call of the round shares: all of them (then in prefix order), or the selection for
-    # the task alone, which every document without a note of its own gets byte for byte
-    shared = not choice.selected or not previous.get(doc.key)
-    return shared and shared_goes_first(options.layout, choice.tokens + estimate_tokens(task) + SHARED_OVERHEAD, doc,
-                                        options.shared_first)
-
-
-async def _read_with_notes(
-    llm: LLM, task: str, doc: Document, previous: Mapping[str, str] | None, selector: NotesSelector | None,
-    round_no: int, options: RelevanceOptions, choice: NotesChoice | None = None, notes_first: bool = False,
-    probe: bool = False,
-) -> str:
-    """One relevance call; when it is too long for the window, again with half the notes, down to none.
-
-    `choice`: the notes selected for the first try, when already made. `notes_first` (cache layout):
-    the endpoint will not have kept this document's prefix since the round before (see
-    `DocumentReuse`), so the notes lead, whatever they are: a neighbour's call may share some of
-    them. `probe`: the call checks whether the cache kept its document, which therefore leads.
-
-    Cache layout, when every other note fits the budget and they are longer than the document: the
-    notes go first, in `prefix_order`, so that the calls of one round share most of their prefix
-    (the notes are prefilled about once a round, and this short document again) instead of each
-    call prefilling all the notes after its cached document. Same notes, another order. Likewise
-    for a document without a note of its own when the notes are selected: its query is the task
-    alone, so every such document gets the same selection, which then leads their prompts.
-    """
-    if selector is None or previous is None:
-        return await read_document(llm, task, doc, None, round_no, options)
-    query = _query(task, doc, previous)
-    budget: int | None = None
-    if choice is None:
-        choice = await selector.select(query, exclude=doc.key, stage=STAGE)
-    while True:
-        first = not probe and ((notes_first and document_first(options.layout) and options.shared_first)
-                               or _notes_lead(task, doc, previous, choice, options))
-        notes = selector.shared_text(doc.key) if first and not choice.selected else choice.text
-        try:
-            note = await read_document(llm, task, doc, notes, round_no, options, shared_first=first, probe=probe)
-        except ContextTooLong as exc:
-            if budget == 0:
-                raise ContextTooLong(f"document {doc.key} does not fit the context window even without notes; "
-                                     "pass a smaller --part-tokens", status=exc.status, body=exc.body) from exc
-            budget = shrink(budget, choice)
-            choice = await selector.select(query, exclude=doc.key, budget=budget, stage=STAGE)
-            continue
-        if first and options.stats is not None:
-            options.stats.placed_first(STAGE)  # the call that was answered, not each try
-        return note
-
-
 async def extract_relevance(
     llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None
 ) -> RelevanceResult:
@@ -167,49 +77,103 @@ async def extract_relevance(
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
     failures: list[Failure] = []
+    selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
     for round_no in range(1, options.rounds + 1):
-        selector = None
-        if previous is not None:
-            selector = NotesSelector(note_refs(docs, previous), options.notes_budget, embed=options.embed,
-                                     stats=options.stats)
-
-        async def one(doc: Document, round_no: int = round_no, previous: Mapping[str, str] | None = previous,
-                      selector: NotesSelector | None = selector, choice: NotesChoice | None = None,
-                      notes_first: bool = False, probe: bool = False):
-            try:
-                note = await _read_with_notes(llm, task, doc, previous, selector, round_no, options,
-                                              choice, notes_first, probe)
-            except DOCUMENT_ERRORS as exc:  # only the document's own failure; anything else stops the run
-                return doc, None, Failure(STAGE, doc.key, f"round {round_no}: {exc}", cause_of(exc))
-            finally:
-                if options.on_done:
-                    options.on_done(STAGE)
-            return doc, note, None
-
-        order = call_order(docs, reverse=round_no % 2 == 0)
-        if selector is None or previous is None or options.reuse is None or not document_first(options.layout):
-            sent = await asyncio.gather(*(one(doc) for doc in order))
-        else:
-            # first a few calls spread over the round that keep their document first anyway, to learn how
-            # much of the corpus the cache kept; then the others, placed by what they found
-            choices = await asyncio.gather(*(selector.select(_query(task, doc, previous), exclude=doc.key,
-                                                             stage=STAGE) for doc in order))
-            probes = options.reuse.probe_positions(
-                [i for i, doc in enumerate(order) if not _notes_lead(task, doc, previous, choices[i], options)])
-            sent = await asyncio.gather(*(one(order[i], choice=choices[i], probe=True) for i in probes))
-            kept = options.reuse.kept_positions(len(order))  # the first `kept` in call order are still cached
-            sent += await asyncio.gather(*(one(doc, choice=choices[i], notes_first=i >= kept)
-                                           for i, doc in enumerate(order) if i not in probes))
-        by_key = {outcome[0].key: outcome for outcome in sent}
+        round_ = _Round(llm, task, round_no, options, previous, docs)
+        plan = await round_.plan()
+        seen = plan.begin(seen)
+        probed = await round_.send(plan.probes)  # first a few calls that learn how much of the corpus is cached
+        seen = plan.recorded(seen.seen(r.seen for r in probed if isinstance(r, _Read)))
+        rest = await round_.send(plan.rest(seen))  # then the others, placed by what they found
+        sent = dict(zip((c.doc.key for c in (*plan.probes, *plan.rest(seen))), (*probed, *rest), strict=True))
+        seen = seen.seen(r.seen for r in rest if isinstance(r, _Read))
         notes: dict[str, str] = {}
-        for doc, note, failure in (by_key[d.key] for d in docs):  # corpus order
-            if failure is not None:
-                failures.append(failure)
+        for doc in docs:  # corpus order
+            outcome = sent[doc.key]
+            if isinstance(outcome, Failure):
+                failures.append(outcome)
                 if previous is not None and doc.key in previous:
                     notes[doc.key] = previous[doc.key]  # keep the last good note rather than lose it
             else:
-                notes[doc.key] = note or ""
+                notes[doc.key] = outcome.note
+                selections += outcome.selections
+        selections += round_.planned
         rounds.append(MappingProxyType(notes))
         previous = notes
-    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures))
+    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen)
+
+
+class _Round:
+    """One relevance round: each document re-read with the others' notes from the round before."""
+
+    def __init__(self, llm: LLM, task: str, round_no: int, options: RelevanceOptions,
+                 previous: Mapping[str, str] | None, docs: Sequence[Document]):
+        self.llm, self.task, self.round_no, self.options, self.previous, self.docs = \
+            llm, task, round_no, options, previous, docs
+        self.selector = None if previous is None else NotesSelector(
+            note_refs(docs, previous), options.notes_budget, embed=options.embed)
+        self.choices: dict[str, NotesChoice] = {}
+        self.planned = Selections()  # the notes chosen for the round's calls before they go out
+
+    async def plan(self) -> RoundPlan:
+        """The round's calls, with each document's notes chosen first (their sizes decide the layout)."""
+        if self.selector is None:
+            return plan_round(self.options.placement, self.round_no, self.docs)
+        for doc in self.docs:
+            self.choices[doc.key] = choice = await self.selector.select(self._query(doc), exclude=doc.key)
+            self.planned += Selections(calls=1, selected=int(choice.selected))
+        return plan_round(self.options.placement, self.round_no, self.docs,
+                          [self._shared(doc, self.choices[doc.key]) for doc in self.docs])
+
+    async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
+        return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}")
+
+    def _query(self, doc: Document) -> str:
+        """What ranks the other notes for `doc`'s call: the task and its own last note."""
+        return f"{self.task}\n{(self.previous or {}).get(doc.key, '')}"
+
+    def _shared(self, doc: Document, choice: NotesChoice) -> Shared:
+        """The notes part of `doc`'s call: common to the round's calls when it is every note (in prefix
+        order), or the selection for the task alone, which every document without a note of its own gets."""
+        common = not choice.selected or not (self.previous or {}).get(doc.key)
+        return Shared(choice.tokens + estimate_tokens(self.task) + SHARED_OVERHEAD, common, choice.selected)
+
+    async def _read(self, call: CallPlan) -> _Read:
+        """One call; when it is too long for the window, again with half the notes, down to none."""
+        doc, selector = call.doc, self.selector
+        if selector is None:
+            return _Read(*await self._ask(call, None), Selections())
+        first = self.choices[doc.key]
+        tries: list[NotesChoice] = []
+
+        async def once(choice: NotesChoice) -> _Read:
+            placed = call if choice is first else self.options.placement.call(
+                doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
+            notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
+            note, seen = await self._ask(placed, notes)
+            return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
+                                                shared_first=int(placed.shared_first)))
+
+        async def fewer(budget: int) -> NotesChoice:
+            tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))
+            return tries[-1]
+
+        return await fitting(once, first, fewer, f"document {doc.key} does not fit the context window even "
+                             "without notes; pass a smaller --part-tokens")
+
+    async def _ask(self, call: CallPlan, others: str | None) -> tuple[str, Seen]:
+        """The note of `call.doc` for the task, in light of `others` (formatted notes) if given."""
+        options, doc = self.options, call.doc
+        instructions = render("relevance", task=self.task, others=others or "",
+                              max_words=max(50, options.max_tokens // 2), where=call.where)
+        completion = await self.llm.complete(ChatRequest(
+            messages=document_messages(doc, instructions, call.layout, options.breakpoints,
+                                       shared_first=call.shared_first),
+            stage=STAGE, doc=doc.number, part=doc.part if doc.parts > 1 else None, round=self.round_no,
+            max_tokens=options.max_tokens, temperature=options.temperature,
+            prompt_name=instructions.name, prompt_hash=instructions.hash,
+        ))
+        usage = completion.usage
+        seen = options.placement.seen(call, usage.cached_tokens, usage.prompt_tokens, estimate_tokens(instructions.text))
+        return parse_note(reply_text(completion)), seen

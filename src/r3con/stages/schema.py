@@ -14,11 +14,11 @@ from typing import Any
 
 import jsonschema
 
+from .._json import NoJSON, extract_json
 from .._prompts import render
 from ..errors import OutputError
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ._json import NoJSON, extract_json
 
 STAGE = "schema"
 SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match")  # population adds these

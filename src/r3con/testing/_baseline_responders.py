@@ -221,6 +221,8 @@ RESPONDERS: dict[str, Callable[[Messages, dict[str, Any] | None, str], str]] = {
     "readagent-answer": _plain(_answer),
     "raptor-summarize": _plain(raptor_summarize),
     "raptor-answer": _plain(_answer),
+    "hipporag-answer": _plain(_answer),
+    "linearrag-answer": _plain(_answer),
 }
 STAGES = frozenset(RESPONDERS)
 

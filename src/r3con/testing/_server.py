@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _baseline_responders as baselines
-from . import _embeddings
+from . import _embeddings, _tools
 from . import _responders as respond
 from . import _text as t
 from ._batch import BatchStore
@@ -213,7 +213,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
         round_no = int(h.get("X-R3con-Round") or 1)
-        if stage == "relevance":
+        tool_message = _tools.tool_reply(body, messages) if body.get("tools") else None  # OpenAI tool calling
+        if tool_message is not None:
+            content = tool_message.get("content") or ""
+        elif stage == "relevance":
             content = respond.relevance(messages, round_no, self.state.note_sentences)
         elif stage == "schema":
             content = respond.schema(messages)
@@ -230,15 +233,20 @@ class _Handler(BaseHTTPRequestHandler):
             content = respond.judge(messages, schema)
         elif mode == "code":
             content = respond.agent(messages)
+        elif _tools.structured_kind(schema):  # entity lists and triples (open information extraction)
+            content = _tools.structured_reply(messages, schema or {})
         elif schema is not None:
             content = respond.records(messages, schema)
         else:
             content = respond.prose(messages)
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
         message, finish = message_for(fault, content, request_hash)
-        if limit and t.tokens(message.get("content") or "") > limit:
-            message, finish = {"role": "assistant", "content": (message.get("content") or "")[: int(limit) * 4]}, "length"
-        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or ""))
+        if tool_message is not None and tool_message.get("tool_calls") and finish == "stop":
+            message, finish = tool_message, "tool_calls"
+        if limit and t.tokens(message.get("content") or "") > limit:  # written to the budget, as a model told it
+            message = {"role": "assistant", "content": within(message.get("content") or "", int(limit))}
+        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or "")
+                                     + json.dumps(message.get("tool_calls") or ""))
         cached = self.state.cached_tokens(prompt)
         record.update(status=200, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
         self.state.log(record)
@@ -314,3 +322,13 @@ class FakeLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def within(text: str, limit: int) -> str:
+    """`text` ended at its last white space (or character) that keeps it within `limit` tokens."""
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix within the limit
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if t.tokens(text[:mid]) <= limit else (low, mid - 1)
+    space = text.rfind(" ", 0, low)
+    return text[: space if space > low // 2 else low].rstrip()
