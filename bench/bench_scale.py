@@ -22,9 +22,8 @@ a call); it runs only with --full-at-1000.
 Printed per configuration: wall time, calls, prompt tokens (all stages and relevance + populate),
 the share of prompt tokens served from the prefix cache, the share of the documents' own tokens
 served from it, harness CPU per call (this process's CPU time over calls: the pipeline and the
-openai SDK, not the server nor the sandbox worker), peak RSS; and, for reference, the CPU per call of
-the bare openai SDK against the same server. Chat calls go through aiohttp when it is installed (the
-`fast` and `test` extras), else the openai SDK; `R3CON_HTTP_CLIENT=sdk` measures the SDK's path.
+HTTP transport, not the server nor the sandbox worker), peak RSS; and, for reference, the CPU per call of
+a bare aiohttp session posting the same bodies against the same server (the floor under r3con's).
 `--note-sentences N` makes the scripted notes quote up to N sentences (3 by default).
 `--cache-tokens N` bounds the server's prefix cache to about N tokens (LRU, a prompt's end evicted
 before its beginning, as vLLM does); `--orders alternate,corpus` and `--adapt on,off` run the cache
@@ -124,13 +123,10 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
                 env={}, base_url=base_url, api_key="bench", out_dir=Path(tmp), cache=False, layout=layout,
                 notes_budget_tokens=budget if notes == "on" else 0, rounds=rounds, concurrency=16,
                 context_window=32_768, max_steps=4, sandbox_timeout_s=120,
-                http_client=os.environ.get("R3CON_HTTP_CLIENT") or "auto",
                 alternate_order=order == "alternate", adaptive_placement=adapt == "on",
                 log_calls="full",  # the document-cache figures read each call's prompt from calls.jsonl
             )
-            from r3con.llm.client import use_aiohttp
-
-            transport = "aiohttp" if use_aiohttp(settings.http_client) else "sdk"
+            transport = "aiohttp"
             cpu, wall = time.process_time(), time.perf_counter()
             result = asyncio.run(run(TASK, docs, settings))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -200,26 +196,29 @@ def _text(content: Any) -> str:
 
 
 def sdk_baseline(calls: int = 300, words: int = 4000) -> dict[str, Any]:
-    """CPU per call of the bare openai SDK (no r3con) sending prompts of `words` words: the floor under r3con's."""
-    import openai
+    """CPU per call of a bare aiohttp session (no r3con) posting prompts of `words` words: the floor under r3con's."""
+    import aiohttp
 
     server, base_url = start_server()
     body = "word " * words
 
     async def go() -> float:
-        client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
+        session = aiohttp.ClientSession(headers={"Authorization": "Bearer bench"})
         limit = asyncio.Semaphore(16)
 
         async def call(i: int) -> None:
             async with limit:
-                await client.chat.completions.create(model="m", max_tokens=100, messages=[
-                    {"role": "system", "content": "sys"}, {"role": "user", "content": f"{body}{i}"}])
+                payload = {"model": "m", "max_tokens": 100, "messages": [
+                    {"role": "system", "content": "sys"}, {"role": "user", "content": f"{body}{i}"}]}
+                async with session.post(f"{base_url}/chat/completions", data=json.dumps(payload).encode(),
+                                        headers={"Content-Type": "application/json"}) as reply:
+                    json.loads(await reply.read())
 
         await call(-1)
         cpu = time.process_time()
         await asyncio.gather(*(call(i) for i in range(calls)))
         cpu = time.process_time() - cpu
-        await client.close()
+        await session.close()
         return cpu
 
     try:
@@ -349,7 +348,7 @@ def main() -> None:
     print(" | ".join(COLUMNS))
     for row in rows:
         print(" | ".join(str(row.get(c, row.get("error", ""))) for c in COLUMNS))
-    print(f"reference, the openai SDK alone (no r3con), same server: {sdk}")
+    print(f"reference, a bare aiohttp session (no r3con), same server: {sdk}")
     for target, ok, measured in checks:
         verdict = "n/a " if ok is None else ("PASS" if ok else "FAIL")
         print(f"{verdict} {target}: {measured}")

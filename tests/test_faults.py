@@ -54,12 +54,13 @@ def _run(server, tmp_path, name, **kw):
 
 
 def test_a_run_through_every_fault_gives_the_answer_and_records_of_a_fault_free_run(tmp_path):
+    """Every fault but a cut reply, which is kept for what it completed (the next test)."""
     with FakeLLMServer() as server:
         clean = _run(server, tmp_path, "clean")
-    with FakeLLMServer(faults=FaultPlan.parse(EVERY_FAULT)) as server:
+    with FakeLLMServer(faults=FaultPlan.parse(EVERY_FAULT.replace("truncate=0.1", "truncate=0"))) as server:
         faulty = _run(server, tmp_path, "faulty")
         seen = Counter(c["fault"] for c in server.calls())
-    assert set(KINDS) <= set(seen), seen  # every kind of fault happened at least once
+    assert set(KINDS) - {"truncate"} <= set(seen), seen  # every other kind of fault happened at least once
     assert faulty.answer == clean.answer
     assert faulty.records == clean.records and faulty.notes == clean.notes and faulty.schema == clean.schema
     assert faulty.degraded == ()
@@ -67,11 +68,29 @@ def test_a_run_through_every_fault_gives_the_answer_and_records_of_a_fault_free_
         assert (faulty.run_dir / name).read_text() == (clean.run_dir / name).read_text()
     events = faulty.usage.events
     assert events["retries"] >= seen["429"] + seen["500"] + seen["hang"] + seen["drop"]
-    assert events["empty"] == seen["empty"] and events["length"] >= seen["truncate"]
+    assert events["empty"] == seen["empty"]
     assert events["reasoning_only"] == seen["reasoning"]
     assert clean.usage.events.get("retries", 0) == 0
     usage = json.loads((faulty.run_dir / "usage.json").read_text())
     assert usage["events"]["retries"] == events["retries"]
+
+
+def test_cut_replies_are_kept_for_what_they_completed_or_asked_once_more(tmp_path):
+    with FakeLLMServer(note_sentences=8) as server:
+        clean = _run(server, tmp_path, "clean", rounds=1)
+    with FakeLLMServer(faults=FaultPlan.parse("truncate=1.0,max=1,only=relevance"), note_sentences=8) as server:
+        result = _run(server, tmp_path, "cut", rounds=1)
+        cut = [c for c in server.calls() if c["fault"] == "truncate"]
+    assert result.degraded == () and result.answer
+    events = result.usage.events
+    assert events["length"] == len(cut) == len(result.parts), "every note was cut once, none asked with more"
+    kept = {doc: note for doc, note in result.notes[0].items() if note.endswith(" (cut)")}
+    assert len(kept) == events["cut_kept"] >= 1
+    for doc, note in result.notes[0].items():  # a kept note is the start of the whole one, to a sentence's end
+        if doc in kept:
+            assert clean.notes[0][doc].startswith(note.removesuffix(" (cut)")) and note[-7] in ".!?"
+        else:  # nothing complete in the cut half: asked once more, as it was
+            assert note == clean.notes[0][doc]
 
 
 def test_documents_that_fail_for_good_are_degraded_and_the_run_goes_on(tmp_path):

@@ -1,7 +1,8 @@
 import pytest
 
 from r3con.errors import ConfigError
-from r3con.tokens import EndpointCounter, EstimateCounter, FileCounter, estimate_tokens, make_counter
+from r3con.llm.tokenize import EndpointCounter, make_counter
+from r3con.tokens import EstimateCounter, FileCounter, estimate_tokens
 
 
 def test_estimate_counts_cjk_characters_as_tokens_and_adds_a_margin():

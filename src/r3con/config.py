@@ -6,6 +6,7 @@ import dataclasses
 import os
 import types
 import typing
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ class Settings:
     context_window: int | None = None
     concurrency: int = 8
     request_timeout_s: float = 600.0
-    http_client: Literal["auto", "sdk", "aiohttp"] = "auto"  # chat calls: aiohttp when installed (auto)
+    organization: str | None = None  # OpenAI-Organization header (env OPENAI_ORG_ID), for OpenAI accounts
+    project: str | None = None  # OpenAI-Project header (env OPENAI_PROJECT_ID)
     temperature: float | None = None
     rounds: int = 2
     reasoning: Literal["code", "direct"] = "code"
@@ -60,7 +62,8 @@ class Settings:
     retry_max_s: float = 60.0  # longest single wait, Retry-After included
     rpm: int | None = None  # requests per minute to the endpoint (None: unlimited)
     tpm: int | None = None  # estimated tokens per minute to the endpoint (None: unlimited)
-    max_tokens_cap: int = 16_384  # a reply cut at max_tokens is asked again with twice the budget, up to this
+    max_tokens_cap: int = 4096  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
+    max_call_s: float = 300.0  # the longest one call may take, retries and their waits included
     out_dir: Path = Path("r3con-runs")
     log_calls: Literal["full", "compact", "meta"] = "compact"  # what calls.jsonl keeps of each request and reply
     prices_file: Path | None = None
@@ -101,6 +104,8 @@ class Settings:
                 values[f.name] = _parse(f.name, raw, hints[f.name], f"R3CON_{f.name.upper()}")
         values.setdefault("base_url", env.get("OPENAI_BASE_URL") or None)
         values.setdefault("api_key", env.get("OPENAI_API_KEY") or None)
+        values.setdefault("organization", env.get("OPENAI_ORG_ID") or None)
+        values.setdefault("project", env.get("OPENAI_PROJECT_ID") or None)
         stage_models = {
             stage: env[f"R3CON_MODEL_{stage.upper()}"] for stage in STAGES if env.get(f"R3CON_MODEL_{stage.upper()}")
         }
@@ -127,8 +132,15 @@ class Settings:
             raise ConfigError("--max-steps must be at least 1")
         if self.reasoning not in ("code", "direct"):
             raise ConfigError("--reasoning must be 'code' or 'direct'")
-        if self.http_client not in ("auto", "sdk", "aiohttp"):
-            raise ConfigError("R3CON_HTTP_CLIENT must be 'auto', 'sdk' or 'aiohttp'")
+        if not self.request_timeout_s > 0:
+            raise ConfigError(f"--timeout {self.request_timeout_s:g} cannot work: give the seconds one request may "
+                              "take, more than 0 (default 600)")
+        if not self.max_call_s > 0:
+            raise ConfigError("R3CON_MAX_CALL_S must be more than 0 seconds (default 300)")
+        if self.max_tokens_cap < 16:
+            raise ConfigError("R3CON_MAX_TOKENS_CAP must be at least 16 reply tokens (default 4096)")
+        if self.base_url:
+            check_base_url(self.base_url)
         if self.unverified not in ("reask", "keep", "drop"):
             raise ConfigError("--unverified must be 'reask' (once, then keep flagged), 'keep' (flagged) or 'drop'")
         if self.layout not in ("cache", "paper"):
@@ -160,6 +172,19 @@ class Settings:
         if not self.base_url:
             raise ConfigError("no endpoint configured: set OPENAI_BASE_URL or R3CON_BASE_URL, or pass --base-url")
         return self.base_url
+
+
+def check_base_url(base_url: str) -> str:
+    """The base URL without a trailing slash; ConfigError for one that cannot be an OpenAI-compatible endpoint."""
+    url = base_url.strip().rstrip("/")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        shown = f"the scheme {parts.scheme}://" if parts.scheme else "no scheme"
+        raise ConfigError(f"--base-url {base_url!r} has {shown}; pass an http:// or https:// URL such as "
+                          "http://localhost:8000/v1")
+    if not parts.hostname:
+        raise ConfigError(f"--base-url {base_url!r} names no host; pass a URL such as http://localhost:8000/v1")
+    return url
 
 
 def parse_stage_models(values: list[str] | tuple[str, ...] | None) -> dict[str, str]:

@@ -14,11 +14,11 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from . import __version__
-from ._fanout import check_failed_share
+from ._fanout import DOCUMENT_ERRORS, cause_of, check_failed_share
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document, split_documents
-from .errors import ConfigError, InputError, R3conError
+from .errors import ConfigError, InputError, OutputError, R3conError
 from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
@@ -66,6 +66,7 @@ class RunResult:
     evidence: tuple[Evidence, ...] = ()  # what the answer cites, resolved: records with their passages, documents
     unknown_citations: tuple[str, ...] = ()  # cited ids that name no record or document of the run
     evidence_stats: EvidenceStats | None = None  # records whose passages were found in their documents
+    fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -90,6 +91,7 @@ class RunResult:
             "evidence": [e.to_dict() for e in self.evidence],
             "unknown_citations": list(self.unknown_citations),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
+            "fallbacks": [dict(f) for f in self.fallbacks],
         }
 
 
@@ -231,6 +233,8 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     _write_documents(run_dir, docs)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     failures: list[Failure] = []
+    fallbacks: list[dict[str, str]] = []  # manifest.json and result.json keep them (fallback())
+    manifest["fallbacks"] = fallbacks
     stage = "relevance"
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
@@ -266,13 +270,17 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             try:
                 proposal = await _fitting(selector, task, final_choice, lambda notes: propose_schema(
                     llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
+            except OutputError as exc:  # no usable schema: the answer comes from the notes alone
+                fallbacks.append(fallback("schema", exc, "answered directly from the notes, without records"))
+            else:
+                run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
+                schema = proposal.schema
+                llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
+                run_dir.write_json("schema.json", schema)
             finally:
                 progress.advance("schema")
-            run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
-            schema = proposal.schema
-            llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
-            run_dir.write_json("schema.json", schema)
 
+        if schema is not None:
             stage = "populate"
             progress.stage("populate", len(parts))
             filled = await populate(Progressed(llm, progress.advance), task, schema, parts, notes_text, PopulateOptions(
@@ -303,12 +311,21 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             sandbox_mode=settings.sandbox_mode, scratch_root=run_dir.scratch_root,
         )
         schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
-        if settings.reasoning == "direct":
+        answer = None
+        if settings.reasoning == "code" and not fallbacks:
+            try:
+                answer = await _fitting(selector, task, final_choice, lambda notes: answer_with_code(
+                    llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
+            except DOCUMENT_ERRORS as exc:  # the agent's calls broke: answer from the notes and the data
+                fallbacks.append(fallback("reason", exc, "answered directly from the notes and the records"))
+            else:
+                if answer.capped and not answer.answer.strip():
+                    fallbacks.append({"stage": "reason", "failed": f"the agent gave no answer in {settings.max_steps} "
+                                      "steps", "fallback": "answered directly from the notes and the records"})
+                    answer = None
+        if answer is None:
             answer = await _fitting(selector, task, final_choice, lambda notes: answer_direct(
                 llm, task, notes, schema_json, tables, options, missing))
-        else:
-            answer = await _fitting(selector, task, final_choice, lambda notes: answer_with_code(
-                llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
         progress.advance("reason")
         if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
             manifest["sandbox"] = {"mode": settings.sandbox_mode, **answer.isolation}
@@ -327,6 +344,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=account,
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
+            fallbacks=tuple(fallbacks),
         )
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
@@ -345,6 +363,11 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             raise full from exc
         raise
     return result
+
+
+def fallback(stage: str, exc: BaseException, how: str) -> dict[str, str]:
+    """What failed in `stage` and how the run went on without it, for the manifest, result and a warning."""
+    return {"stage": stage, "failed": cause_of(exc), "fallback": how}
 
 
 async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice,

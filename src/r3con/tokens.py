@@ -3,16 +3,15 @@
 The estimate needs no tokenizer: Latin-script text averages about 4 characters per token in the BPE
 vocabularies of current models (Qwen, Llama, GPT); CJK characters are roughly one token each. It adds
 10% so that a document estimated to fit does fit. `TokenCounter` is the seam the estimate command and
-the budget checks use; `make_counter` picks the most exact one available.
+the budget checks use; `llm.tokenize.make_counter` picks the most exact one available.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from .errors import ConfigError
 
@@ -90,54 +89,3 @@ class FileCounter:
     async def count(self, texts: Sequence[str]) -> list[int]:
         encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encoded]
-
-
-class EndpointCounter:
-    """POST {server}/tokenize {"model", "prompt"} (vLLM, SGLang); falls back to the estimate when it is absent."""
-
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8):
-        import openai
-
-        root = re.sub(r"/v\d+/?$", "", base_url.rstrip("/"))
-        self._client = openai.AsyncOpenAI(base_url=root, api_key=api_key or "EMPTY", max_retries=0, timeout=60)
-        self._model = model
-        self._limit = asyncio.Semaphore(concurrency)
-        self._missing = False
-        self.source = f"{root}/tokenize"
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    async def count(self, texts: Sequence[str]) -> list[int]:
-        return list(await asyncio.gather(*(self._one(t) for t in texts)))
-
-    async def _one(self, text: str) -> int:
-        import openai
-
-        if self._missing or not text:
-            return estimate_tokens(text)
-        async with self._limit:
-            try:
-                data: Any = await self._client.post(
-                    "/tokenize", cast_to=object, body={"model": self._model, "prompt": text, "add_special_tokens": False}
-                )
-            except (openai.APIStatusError, openai.APIConnectionError):
-                self._missing = True
-                self.source = f"estimate ({ESTIMATE_RULE}; the endpoint has no /tokenize)"
-                return estimate_tokens(text)
-        if isinstance(data, dict):
-            if isinstance(data.get("count"), int):
-                return int(data["count"])
-            if isinstance(data.get("tokens"), list):
-                return len(data["tokens"])
-        return estimate_tokens(text)
-
-
-def make_counter(*, tokenizer_file: Path | None = None, base_url: str | None = None, model: str | None = None,
-                 api_key: str | None = None) -> TokenCounter:
-    """A local tokenizer file if given, else the endpoint's /tokenize if a base URL and model are given, else the estimate."""
-    if tokenizer_file is not None:
-        return FileCounter(tokenizer_file)
-    if base_url and model:
-        return EndpointCounter(base_url, model, api_key)
-    return EstimateCounter()

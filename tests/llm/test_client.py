@@ -8,7 +8,8 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import ConfigError, ContextTooLong, ProviderError
-from r3con.llm.client import OpenAIChat, _to_completion, env_proxy
+from r3con.llm.client import OpenAIChat, env_proxy
+from r3con.llm.client import to_completion as _to_completion
 from r3con.llm.types import ChatRequest, Message
 
 REQUEST = ChatRequest(messages=(Message("system", "Read."), Message("user", "<task>q</task> hello")),
@@ -25,8 +26,7 @@ def reply(content: str = "ok", **usage: object) -> dict:
 class Scripted:
     """A one-off HTTP server answering each POST with the next (status, body, content type) of `replies`."""
 
-    def __init__(self, transport: str, *replies: tuple[int, object, str]):
-        self.transport = transport
+    def __init__(self, *replies: tuple[int, object, str]):
         self.replies = list(replies)
         self.seen: list[tuple[dict, dict]] = []
         self.extra_headers: dict[str, str] = {}
@@ -52,32 +52,31 @@ class Scripted:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def client(self) -> OpenAIChat:
+    def client(self, env: dict[str, str] | None = None) -> OpenAIChat:
         port = self.httpd.server_address[1]
-        return OpenAIChat(Settings.resolve(env={}, base_url=f"http://127.0.0.1:{port}/v1", api_key="k",
-                                           http_client=self.transport))
+        return OpenAIChat(Settings.resolve(env=env or {}, base_url=f"http://127.0.0.1:{port}/v1", api_key="k"))
 
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
 
 
-async def complete_once(server: Scripted, request: ChatRequest = REQUEST):
+async def complete_once(server: Scripted, request: ChatRequest = REQUEST, env: dict[str, str] | None = None):
     """One call through a fresh client of `server`, closed afterwards."""
-    client = server.client()
+    client = server.client(env)
     try:
         return await client.complete(request)
     finally:
         await client.aclose()
 
 
-@pytest.fixture(params=["sdk", "aiohttp"])
-def scripted(request):
-    """Make a scripted server; each test runs once per transport (the openai SDK's post, aiohttp)."""
+@pytest.fixture
+def scripted():
+    """Make a scripted server."""
     servers = []
 
     def make(*replies):
-        servers.append(Scripted(request.param, *replies))
+        servers.append(Scripted(*replies))
         return servers[-1]
 
     yield make
@@ -101,22 +100,17 @@ async def test_sends_a_plain_chat_completions_body_with_stage_headers(scripted):
                     "response_format": {"type": "json_schema", "json_schema": {
                         "name": "records", "schema": {"type": "object"}, "strict": False}}}
     assert completion.content == "hi" and completion.model == "served-model" and completion.finish_reason == "stop"
-    assert client.transport == server.transport
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.cached_tokens) == (10, 2, 6)
 
 
-async def test_both_transports_send_the_account_headers_the_sdk_reads_from_the_environment(scripted, monkeypatch):
-    monkeypatch.setenv("OPENAI_ORG_ID", "org-7")
-    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-9")
+async def test_the_account_headers_come_from_the_environment(scripted):
     server = scripted((200, reply(), "application/json"))
-    await complete_once(server)
+    await complete_once(server, env={"OPENAI_ORG_ID": "org-7", "OPENAI_PROJECT_ID": "proj-9"})
     headers, _ = server.seen[0]
     assert (headers["openai-organization"], headers["openai-project"]) == ("org-7", "proj-9")
 
 
-async def test_no_account_headers_without_them_in_the_environment(scripted, monkeypatch):
-    monkeypatch.delenv("OPENAI_ORG_ID", raising=False)
-    monkeypatch.delenv("OPENAI_PROJECT_ID", raising=False)
+async def test_no_account_headers_without_them_in_the_environment(scripted):
     server = scripted((200, reply(), "application/json"))
     await complete_once(server)
     headers, _ = server.seen[0]
@@ -146,7 +140,7 @@ async def test_context_overflow_is_its_own_error(scripted):
 
 async def test_a_reply_that_is_not_a_json_object_names_the_base_url(scripted):
     server = scripted((200, "<html>login page</html>", "text/html"))
-    with pytest.raises(ProviderError, match="not a JSON object.*--base-url"):
+    with pytest.raises(ConfigError, match="not a JSON object.*--base-url"):
         await complete_once(server)
 
 
@@ -198,21 +192,27 @@ async def test_rate_limits_carry_retry_after(scripted):
 
 
 async def test_no_server_is_a_provider_error_naming_the_endpoint():
-    for transport in ("sdk", "aiohttp"):
-        client = OpenAIChat(Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", api_key="k",
-                                             http_client=transport))
-        try:
-            with pytest.raises(ProviderError, match="127.0.0.1:9/v1: request connection failed"):
-                await client.complete(REQUEST)
-        finally:
-            await client.aclose()
+    client = OpenAIChat(Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", api_key="k"))
+    try:
+        with pytest.raises(ProviderError, match="127.0.0.1:9/v1: cannot connect to http://127.0.0.1:9/v1/chat"):
+            await client.complete(REQUEST)
+    finally:
+        await client.aclose()
 
 
-def test_auto_uses_aiohttp_when_installed_and_a_bad_choice_is_a_config_error():
-    settings = Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1")
-    assert OpenAIChat(settings).transport == "aiohttp"  # the test extra installs it
-    with pytest.raises(ConfigError, match="R3CON_HTTP_CLIENT"):
-        Settings.resolve(env={"R3CON_HTTP_CLIENT": "curl"}, base_url="http://127.0.0.1:9/v1")
+@pytest.mark.parametrize(("status", "message"), [(501, "Unsupported method ('POST')"), (404, "File not found"),
+                                                 (405, "Method Not Allowed")])
+async def test_a_plain_http_server_is_a_config_error_at_once_with_its_status(scripted, status, message):
+    server = scripted((status, f"<html><title>Error response</title><p>{message}</p></html>", "text/html"))
+    with pytest.raises(ConfigError, match=f"answered HTTP {status}: this is not an OpenAI-compatible API"):
+        await complete_once(server)
+
+
+async def test_an_unknown_model_says_pass_a_served_one(scripted):
+    error = {"error": {"message": "The model `gpt-9` does not exist", "code": "model_not_found"}}
+    server = scripted((404, error, "application/json"))
+    with pytest.raises(ConfigError, match="has no model 'm'.*pass --model"):
+        await complete_once(server)
 
 
 async def test_a_gateway_error_page_is_a_provider_error_with_its_status(scripted):

@@ -133,3 +133,17 @@ async def test_a_runs_stack_hands_its_ledger_log_retries_and_cap_to_the_embedder
         assert stack.cost_cap.spent_usd == pytest.approx(3 / 1_000_000)
         assert stack.ledger.by_stage()["relevance"].prompt_tokens == 3
     assert '"kind": "embeddings"' in (tmp_path / "calls.jsonl").read_text()
+
+
+async def test_embeddings_are_served_from_the_runs_cache_the_second_time(fake_server, tmp_path):
+    settings = Settings.resolve(env={}, base_url=fake_server.base_url, embedding_model="hash-embed",
+                                cache_path=tmp_path / "llm.sqlite")
+    vectors = []
+    for _ in range(2):  # two runs sharing one cache file
+        async with build_llm(settings) as stack, stack.embedder(settings, "relevance") as emb:
+            assert emb is not None
+            vectors.append(await emb.embed(["alpha beta gamma", "delta"]))
+            usage = stack.ledger.by_stage()["relevance"]
+    assert vectors[0] == vectors[1] == [vector("alpha beta gamma"), vector("delta")]
+    assert len([c for c in fake_server.calls() if c["path"] == "/v1/embeddings"]) == 1
+    assert (usage.calls, usage.cache_hits, usage.saved_tokens) == (0, 1, 4)

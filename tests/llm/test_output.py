@@ -1,4 +1,4 @@
-"""Reply checks: cut replies get a larger budget, empty ones are asked again, refusals fail, all counted."""
+"""Reply checks: cut replies are kept for what they completed, empty ones are asked again, refusals fail, all counted."""
 
 import pytest
 
@@ -34,21 +34,44 @@ def checked(inner, budget=10, cap=3000):
     return OutputChecked(inner, RetryBudget(budget), max_tokens_cap=cap)
 
 
-async def test_a_cut_reply_is_asked_again_with_twice_the_budget_and_both_calls_are_billed():
-    inner = Script(c("half a rep", "length"), c("the whole reply"))
+SCHEMA_REQUEST = ChatRequest(messages=(Message("user", "hi"),), stage="populate", model="m", max_tokens=1000,
+                             response_schema={"type": "object"}, schema_name="records")
+
+
+async def test_a_cut_note_is_kept_to_its_last_sentence_and_marked_never_asked_again():
+    inner = Script(c("Mina wrote to Lucy. The storm came and the ship", "length"), c("never asked"))
     completion = await checked(inner).complete(REQUEST)
-    assert completion.content == "the whole reply"
-    assert [r.max_tokens for r in inner.requests] == [1000, 2000]
-    assert completion.usage.calls == 2 and completion.usage.prompt_tokens == 20
-    assert completion.usage.events == {"length": 1}
+    assert completion.content == "Mina wrote to Lucy. (cut)" and completion.finish_reason == "length"
+    assert len(inner.requests) == 1 and completion.usage.calls == 1
+    assert completion.usage.events == {"length": 1, "cut_kept": 1}
 
 
-async def test_a_reply_still_cut_at_the_cap_fails_with_its_usage():
-    inner = Script(*[c("cut", "length") for _ in range(6)])
-    with pytest.raises(OutputError, match="cut at max_tokens=3000") as info:
-        await checked(inner, cap=3000).complete(REQUEST)
-    assert [r.max_tokens for r in inner.requests] == [1000, 2000, 3000, 3000, 3000]
-    assert info.value.usage.calls == 5 and info.value.usage.events == {"length": 5}
+async def test_a_cut_json_reply_keeps_the_records_it_completed():
+    cut = '{"records": [{"name": "Mina", "_passage": "Mina wrote"}, {"name": "Lu'
+    completion = await checked(Script(c(cut, "length"))).complete(SCHEMA_REQUEST)
+    assert completion.content == '{"records": [{"name": "Mina", "_passage": "Mina wrote"}]}'
+
+
+async def test_a_repetition_loop_is_stopped_where_it_began():
+    loop = "The count is here. " + "He is in the house. " * 40 + "He is in the"
+    completion = await checked(Script(c(loop, "length"))).complete(REQUEST)
+    assert completion.content == "The count is here. He is in the house. (cut)"
+
+
+async def test_a_cut_reply_with_nothing_complete_is_asked_once_more_at_the_same_budget():
+    inner = Script(c("askdjh qwe zxc", "length"), c("A whole sentence."))
+    completion = await checked(inner).complete(REQUEST)
+    assert completion.content == "A whole sentence." and [r.max_tokens for r in inner.requests] == [1000, 1000]
+    inner = Script(c("askdjh qwe zxc", "length"), c("zxc qwe", "length"), c("never asked"))
+    with pytest.raises(OutputError, match="cut at max_tokens=1000 with nothing complete") as info:
+        await checked(inner).complete(REQUEST)
+    assert len(inner.requests) == 2 and info.value.usage.calls == 2 and info.value.usage.events == {"length": 2}
+
+
+async def test_no_call_asks_for_more_than_the_cap():
+    inner = Script(c("fine"))
+    await checked(inner, cap=300).complete(REQUEST)
+    assert inner.requests[0].max_tokens == 300
 
 
 async def test_empty_replies_are_asked_again_then_fail():
@@ -80,7 +103,7 @@ async def test_re_asks_spend_the_runs_retry_budget():
 
 
 async def test_errors_below_carry_the_usage_of_earlier_attempts():
-    inner = Script(c("cut", "length"), ProviderError("HTTP 500", status=500))
+    inner = Script(c(""), ProviderError("HTTP 500", status=500))
     with pytest.raises(ProviderError) as info:
         await checked(inner).complete(REQUEST)
-    assert info.value.usage.calls == 1 and info.value.usage.events == {"length": 1}
+    assert info.value.usage.calls == 1 and info.value.usage.events == {"empty": 1}

@@ -153,3 +153,12 @@ async def test_hangs_and_dropped_connections_are_retried_over_http(fault, words)
         await client.aclose()
         assert completion.content and completion.usage.events == {"retries": 1}
         assert [c["fault"] for c in server.calls()] == [fault, fault, "ok"]
+
+
+async def test_one_call_stops_retrying_at_its_time_limit():
+    inner = Flaky(ProviderError("429", status=429, retry_after=20), ProviderError("429", status=429, retry_after=20))
+    sleep = Sleeps()
+    layer = Retrying(inner, RetryPolicy(6, 0.5, 60.0, call_s=30.0), RetryBudget(100), "http://ep/v1", sleep=sleep)
+    with pytest.raises(ProviderError, match="at the one-call limit of 30 s"):
+        await layer.complete(REQUEST)
+    assert sleep.waits == [20] and inner.calls == 2, "the second wait would end past 30 s"

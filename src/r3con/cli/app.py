@@ -180,6 +180,8 @@ def run(
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
+    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
+        print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
 
 
@@ -255,7 +257,7 @@ def estimate(
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
     from ..estimate import Assumptions, estimate_run
     from ..estimate import sample as sample_calls
-    from ..tokens import make_counter
+    from ..llm.tokenize import make_counter
 
     settings = Settings.resolve(
         base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),

@@ -37,6 +37,7 @@ class LLMStack:
     log: CallLog = field(default_factory=lambda: CallLog(None))  # the run's calls.jsonl, for other clients too
     retrier: Retrier | None = None  # the run's retry policy and budget, for other clients too
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
+    cache: CallCache | None = None  # the LLM cache, for embeddings too
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -44,7 +45,7 @@ class LLMStack:
     def embedder(self, settings: Settings, stage: str) -> AbstractAsyncContextManager[Embedder | None]:
         """The configured embedder (None without an embedding model), sharing this run's ledger, log, retries and cap."""
         return open_embedder(settings, stage=stage, ledger=self.ledger, log=self.log, retrier=self.retrier,
-                             cap=self.cost_cap)
+                             cap=self.cost_cap, cache=self.cache)
 
 
 @asynccontextmanager
@@ -87,10 +88,11 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             stack = ConcurrencyLimited(stack, settings.concurrency)
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
         budget = RetryBudget(settings.retry_budget)
-        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
+        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
+        cache: CallCache | None = None
         if settings.cache and settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
             closing.callback(cache.close)
@@ -100,7 +102,8 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         closing.callback(log.close)
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
-        yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap)
+        yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
+                       cache=cache)
     finally:
         closing.close()
         await base.aclose()

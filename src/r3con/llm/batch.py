@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
-
 from .._files import write_atomic
 from ..errors import ContextTooLong, ProviderError
-from .client import _TOO_LONG, OpenAIChat, _to_completion, chat_body
+from .client import OpenAIChat, chat_body, to_completion
+from .endpoint import HTTPFailure
+from .overflow import is_overflow
 from .types import ChatRequest, Completion
 
 FINAL = ("completed", "failed", "expired", "cancelled")
@@ -99,7 +99,7 @@ class Batched:
         self.base = base
         self.stages = stages
         self._direct = asyncio.Semaphore(concurrency)
-        self.client: openai.AsyncOpenAI = base._client
+        self.endpoint = base.endpoint
         self.state = BatchState(state_path)
         self.poll_s = poll_s
         self.window_s = window_s
@@ -156,18 +156,18 @@ class Batched:
                                      "body": p.body}, ensure_ascii=False))
         data = ("\n".join(lines) + "\n").encode()
         try:
-            uploaded = await self.client.files.create(file=("r3con-batch.jsonl", data), purpose="batch")
-            created = await self.client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
-                                                       completion_window="24h")
-        except openai.APIError as exc:
-            raise ProviderError(f"{self.base.base_url}: could not submit a batch ({exc}); "
+            uploaded = _object(await self.endpoint.upload("/files", "r3con-batch.jsonl", data, purpose="batch"))
+            created = _object(await self.endpoint.post("/batches", {
+                "input_file_id": uploaded["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}))
+        except (HTTPFailure, ProviderError, KeyError) as exc:
+            raise ProviderError(f"{self.base.base_url}: could not submit a batch ({_said(exc)}); "
                                 "check that the endpoint offers /v1/files and /v1/batches, or drop --batch",
                                 endpoint=self.base.base_url) from exc
-        self.state.record(created.id, input_file_id=uploaded.id, status=created.status,
+        self.state.record(created["id"], input_file_id=uploaded["id"], status=created.get("status"),
                           requests={p.request.fingerprint(): cid for cid, p in ids.items()})
         for cid, p in ids.items():
             model = p.body["model"]
-            fut = asyncio.ensure_future(self._result(created.id, cid, model, p.request.fingerprint()))
+            fut = asyncio.ensure_future(self._result(created["id"], cid, model, p.request.fingerprint()))
             fut.add_done_callback(functools.partial(_forward, target=p.future))
 
     async def _result(self, batch_id: str, cid: str, model: str, fingerprint: str) -> Completion:
@@ -184,10 +184,10 @@ class Batched:
         if status != 200:
             self.state.forget(batch_id, fingerprint)  # a retry of this request goes into a new batch
             message = json.dumps(body)[:300] if body else json.dumps(line.get("error"))[:300]
-            kind = ContextTooLong if status == 400 and _TOO_LONG.search(message) else ProviderError
+            kind = ContextTooLong if status == 400 and is_overflow(message) else ProviderError
             raise kind(f"{self.base.base_url}: batch {batch_id} answered HTTP {status} for a request: {message}",
                        status=status, body=message, endpoint=self.base.base_url)
-        completion = _to_completion(body, model, 0.0)
+        completion = to_completion(body, model, 0.0)
         raw: Mapping[str, Any] = {**completion.raw, "batch_id": batch_id}
         return Completion(content=completion.content, finish_reason=completion.finish_reason, usage=completion.usage,
                           model=completion.model, reasoning=completion.reasoning, raw=raw)
@@ -197,28 +197,44 @@ class Batched:
         started = time.monotonic()
         while True:
             try:
-                batch = await self.client.batches.retrieve(batch_id)
-            except openai.APIError as exc:
-                raise ProviderError(f"{self.base.base_url}: cannot read batch {batch_id} ({exc})",
+                batch = _object(await self.endpoint.get(f"/batches/{batch_id}"))
+            except (HTTPFailure, ProviderError) as exc:
+                raise ProviderError(f"{self.base.base_url}: cannot read batch {batch_id} ({_said(exc)})",
                                     endpoint=self.base.base_url) from exc
-            if batch.status in FINAL:
+            if batch.get("status") in FINAL:
                 break
             await asyncio.sleep(self.poll_s)
-        self.state.record(batch_id, status=batch.status, output_file_id=batch.output_file_id,
+        status, output_file = batch.get("status"), batch.get("output_file_id")
+        self.state.record(batch_id, status=status, output_file_id=output_file,
                           waited_s=round(time.monotonic() - started, 3))
-        if batch.status != "completed" and not batch.output_file_id:
-            raise ProviderError(f"batch {batch_id} ended {batch.status}: {batch.errors}; rerun to submit it again",
+        if status != "completed" and not output_file:
+            raise ProviderError(f"batch {batch_id} ended {status}: {batch.get('errors')}; rerun to submit it again",
                                 endpoint=self.base.base_url)
         results: dict[str, Any] = {}
-        for file_id in (batch.error_file_id, batch.output_file_id):
+        for file_id in (batch.get("error_file_id"), output_file):
             if not file_id:
                 continue
-            content = await self.client.files.content(file_id)
-            for raw_line in content.text.splitlines():
+            try:
+                text = await self.endpoint.text(f"/files/{file_id}/content")
+            except HTTPFailure as exc:
+                raise ProviderError(f"{self.base.base_url}: cannot read batch {batch_id}'s file {file_id} "
+                                    f"({_said(exc)})", endpoint=self.base.base_url) from exc
+            for raw_line in text.splitlines():
                 if raw_line.strip():
                     item = json.loads(raw_line)
                     results[str(item.get("custom_id"))] = item
         return results
+
+
+def _object(data: object) -> dict[str, Any]:
+    """A Files/Batches API reply, which must be a JSON object."""
+    if not isinstance(data, dict):
+        raise ProviderError(f"expected a JSON object, got {str(data)[:80]!r}")
+    return data
+
+
+def _said(exc: Exception) -> str:
+    return f"HTTP {exc.status}: {exc.message}" if isinstance(exc, HTTPFailure) else str(exc)
 
 
 def _forward(source: asyncio.Future[Completion], *, target: asyncio.Future[Completion]) -> None:

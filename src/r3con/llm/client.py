@@ -1,39 +1,28 @@
 """The OpenAI-compatible Chat Completions client: the bottom of the LLM stack.
 
-Chat calls are plain JSON POSTs to `{base_url}/chat/completions`, sent by aiohttp when it is
-installed (`pip install r3con[fast]`; `R3CON_HTTP_CLIENT=sdk|aiohttp` chooses) or else through the
-openai SDK's low-level `post`; listing models goes through the SDK. Either way every HTTP failure
-becomes an `_HTTPFailure` first and then one r3con error, mapped in one place (`_status_error`).
+Chat calls are plain JSON POSTs to `{base_url}/chat/completions` through the one HTTP transport
+(`endpoint.Endpoint`). The request body is built and the reply read here only (`chat_body`,
+`to_completion`); every HTTP failure becomes one r3con error, mapped in one place (`_status_error`).
 """
 
 from __future__ import annotations
 
 import email.utils
-import importlib.util
-import json
 import re
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import openai
-
-from ..config import DEFAULT_CONTEXT_WINDOW, Settings
-from ..errors import ConfigError, ContextTooLong, EndpointUnreachable, ProviderError
+from ..config import Settings
+from ..errors import ConfigError, ContextTooLong, ProviderError
+from .endpoint import Account, Endpoint, HTTPFailure, env_proxy
+from .overflow import is_overflow
 from .types import ChatRequest, Completion, Usage
+from .window import EndpointInfo, discover
 
-
-@dataclass(frozen=True)
-class EndpointInfo:
-    """What the endpoint told us about itself (or what configuration says)."""
-
-    base_url: str
-    model: str
-    context_window: int
-    context_window_source: str  # "config", "server", or "default"
+__all__ = ["EndpointInfo", "OpenAIChat", "chat_body", "env_proxy", "request_headers", "retry_after_s",
+           "to_completion"]
 
 
 def request_headers(request: ChatRequest) -> dict[str, str]:
@@ -51,7 +40,11 @@ def request_headers(request: ChatRequest) -> dict[str, str]:
 
 
 def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> dict[str, Any]:
-    """The Chat Completions JSON body of `request` (`constrained`: ask for its schema by `response_format`)."""
+    """The Chat Completions JSON body of `request` (`constrained`: ask for its schema by `response_format`).
+
+    OpenAI's tool-calling fields (`tools`, `tool_choice`) pass through from `extra_body`, and messages
+    carry their own `tool_calls` / `tool_call_id` (`Message.to_openai`).
+    """
     body: dict[str, Any] = {"model": model, "messages": [m.to_openai() for m in request.messages]}
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
@@ -62,144 +55,34 @@ def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> 
             "type": "json_schema",
             "json_schema": {"name": request.schema_name, "schema": dict(request.response_schema), "strict": False},
         }
+    for name in ("tools", "tool_choice"):
+        value = getattr(request, name, None)
+        if value:
+            body[name] = [dict(t) for t in value] if name == "tools" else value
     body.update(request.extra_body)
     return body
 
 
-class _HTTPFailure(Exception):
-    """An HTTP error reply, from either transport: status, the error's message, the body, the headers."""
-
-    def __init__(self, status: int, message: str, body: str, headers: Mapping[str, str]):
-        super().__init__(message)
-        self.status, self.message, self.body, self.headers = status, message, body, headers
-
-
-def use_aiohttp(choice: str) -> bool:
-    """Whether chat calls go through aiohttp: `aiohttp`, or `auto` with aiohttp installed."""
-    if choice == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
-        raise ConfigError("R3CON_HTTP_CLIENT=aiohttp needs aiohttp: pip install 'r3con[fast]', or set it to sdk")
-    return choice == "aiohttp" or (choice == "auto" and importlib.util.find_spec("aiohttp") is not None)
-
-
-def env_proxy(base_url: str) -> str | None:
-    """The proxy for `base_url` from HTTP(S)_PROXY and NO_PROXY, as the openai SDK's httpx reads them.
-
-    Looked up once per client: aiohttp's `trust_env` looks it up for every request, which cost
-    about 0.8 ms of CPU a call (bench/bench_scale.py).
-    """
-    parts = urllib.parse.urlsplit(base_url)
-    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return urllib.request.getproxies().get(parts.scheme) or None
+def account_of(settings: Settings) -> Account:
+    return Account(settings.api_key, settings.organization, settings.project)
 
 
 class OpenAIChat:
     """Sends ChatRequests to an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, llama.cpp, OpenRouter, OpenAI)."""
 
     def __init__(self, settings: Settings):
-        self.base_url = settings.require_endpoint().rstrip("/")
+        self.endpoint = Endpoint(settings.require_endpoint(), account_of(settings),
+                                 timeout_s=min(settings.request_timeout_s, settings.max_call_s))
+        self.base_url = self.endpoint.base_url
         self.default_model = settings.model
-        self._api_key = settings.api_key or "EMPTY"
-        self._timeout_s = settings.request_timeout_s
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=self._api_key,
-            max_retries=0,
-            timeout=settings.request_timeout_s,
-        )
-        self.transport = "aiohttp" if use_aiohttp(settings.http_client) else "sdk"
-        self._session: Any = None  # the aiohttp session, opened on the first call (it needs the running loop)
-        self._proxy: str | None = None
         self._constrained = True  # send response_format json_schema until the endpoint rejects it
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        await self._client.close()
-
-    async def _post_chat(self, body: dict[str, Any], headers: dict[str, str]) -> object:
-        """POST the body; the reply's JSON. Raises _HTTPFailure for an error status, ProviderError without reply."""
-        if self.transport == "aiohttp":
-            return await self._post_aiohttp(body, headers)
-        try:
-            # The SDK's low-level post: its auth, base URL, timeouts and typed errors, without validating the
-            # request against its typed parameters and the reply into pydantic models, which cost about
-            # 1.5 ms of CPU a call (bench/bench_scale.py); the body is plain JSON built here, the reply a dict.
-            return await self._client.post("/chat/completions", body=body, cast_to=object, options={"headers": headers})
-        except openai.APIConnectionError as exc:
-            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
-            raise ProviderError(f"{self.base_url}: request {kind} ({exc})", endpoint=self.base_url) from exc
-        except openai.APIStatusError as exc:
-            text = exc.response.text[:2000] if exc.response is not None else ""
-            raise _HTTPFailure(exc.status_code, _error_message(exc.body, str(exc.message)), text,
-                               exc.response.headers if exc.response is not None else {}) from exc
-
-    async def _post_aiohttp(self, body: dict[str, Any], headers: dict[str, str]) -> object:
-        import aiohttp
-
-        if self._session is None:
-            self._proxy = env_proxy(self.base_url)
-            session_headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
-                               "Accept": "application/json", "User-Agent": "r3con"}
-            # The account headers the SDK takes from OPENAI_ORG_ID / OPENAI_PROJECT_ID, so both paths send them.
-            for name, value in (("OpenAI-Organization", self._client.organization),
-                                ("OpenAI-Project", self._client.project)):
-                if value:
-                    session_headers[name] = value
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                headers=session_headers,
-            )
-        try:
-            async with self._session.post(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
-                                          headers=headers, proxy=self._proxy) as response:
-                raw = await response.read()
-                status, reply_headers = response.status, dict(response.headers)
-        except TimeoutError as exc:
-            raise ProviderError(f"{self.base_url}: request timed out (after {self._timeout_s:g} s)",
-                                endpoint=self.base_url) from exc
-        except aiohttp.ClientError as exc:
-            raise ProviderError(f"{self.base_url}: request connection failed ({exc})", endpoint=self.base_url) from exc
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = text
-        if status >= 400:
-            raise _HTTPFailure(status, _error_message(data, text or f"HTTP {status}"), text[:2000], reply_headers)
-        return data
+        await self.endpoint.aclose()
 
     async def describe(self, settings: Settings) -> EndpointInfo:
-        """Find the model (first served model when none is configured) and the context window."""
-        model = settings.model
-        window = settings.context_window
-        source = "config" if window else "default"
-        needs_listing = model is None or window is None
-        if needs_listing:
-            try:
-                page = await self._client.models.list()
-                listed = list(page.data)
-            except openai.APIConnectionError as exc:
-                raise EndpointUnreachable(
-                    f"no OpenAI-compatible server answers at {self.base_url}; start it or pass the right --base-url"
-                ) from exc
-            except openai.AuthenticationError as exc:
-                raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
-            except openai.APIStatusError:
-                listed = []  # some providers do not list models; configuration must then name one
-            if model is None:
-                if not listed:
-                    raise ConfigError(f"{self.base_url} lists no model; pass --model or set R3CON_MODEL")
-                model = listed[0].id
-            if window is None:
-                entry = next((m for m in listed if m.id == model), None)
-                found = _context_window_of(entry.model_dump() if entry is not None else {})
-                window, source = (found, "server") if found else (DEFAULT_CONTEXT_WINDOW, "default")
-        if model is None or window is None:
-            raise ConfigError("pass --model and --context-window; the endpoint could not tell them")
-        return EndpointInfo(self.base_url, model, window, source)
+        """Find the model (first served model when none is configured) and the per-request window."""
+        return await discover(self.endpoint, settings)
 
     async def complete(self, request: ChatRequest) -> Completion:
         model = request.model or self.default_model
@@ -208,40 +91,49 @@ class OpenAIChat:
         body = chat_body(request, model, constrained=self._constrained)
         started = time.perf_counter()
         try:
-            data = await self._post_chat(body, request_headers(request))
-        except _HTTPFailure as failure:
+            data = await self.endpoint.post("/chat/completions", body, request_headers(request))
+        except HTTPFailure as failure:
             if failure.status == 400 and "response_format" in body and _NO_SCHEMA.search(failure.message) \
-                    and not _TOO_LONG.search(failure.message):
+                    and not is_overflow(failure.message + " " + failure.body):
                 # the endpoint has no constrained decoding (or not for this schema): ask without it from now on
                 self._constrained = False
                 completion = await self.complete(request)
                 return replace(completion, usage=completion.usage.with_event("constrained_fallback"))
-            raise self._status_error(failure) from None
+            raise self._status_error(failure, model) from None
         latency = time.perf_counter() - started
         if not isinstance(data, dict):
-            raise ProviderError(f"{self.base_url}/chat/completions answered with something that is not a JSON object "
-                                f"({str(data)[:120]!r}); check --base-url points at an OpenAI-compatible /v1",
-                                endpoint=self.base_url)
-        return _to_completion(data, model, latency)
+            raise ConfigError(f"{self.base_url}/chat/completions answered with something that is not a JSON object "
+                              f"({str(data)[:80]!r}); pass the --base-url of an OpenAI-compatible API (ending in /v1)")
+        return to_completion(data, model, latency)
 
-    def _status_error(self, failure: _HTTPFailure) -> ProviderError | ConfigError:
-        if failure.status == 401:
-            return ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key")
-        if failure.status == 400 and _TOO_LONG.search(failure.message + " " + failure.body):
-            return ContextTooLong(
-                f"{self.base_url}: the request is longer than the model's context window ({failure.message})",
-                status=400, body=failure.body, endpoint=self.base_url,
-            )
-        return ProviderError(
-            f"{self.base_url} answered HTTP {failure.status}: {failure.message}",
-            status=failure.status, body=failure.body, endpoint=self.base_url,
-            retry_after=retry_after_s(failure.headers),
+    def _status_error(self, failure: HTTPFailure, model: str) -> ProviderError | ConfigError:
+        return status_error(self.base_url, failure, model, "/chat/completions")
+
+
+def status_error(base_url: str, failure: HTTPFailure, model: str, path: str) -> ProviderError | ConfigError:
+    """The r3con error for an error reply to `path`: configuration mistakes as ConfigError (not retried)."""
+    if failure.status in (401, 403) and not is_overflow(failure.message):
+        return ConfigError(f"{base_url} refused the API key; set OPENAI_API_KEY or pass "
+                           "--api-key")
+    if is_overflow(failure.message + " " + failure.body) and failure.status in (400, 413, 422, 500):
+        return ContextTooLong(
+            f"{base_url}: the request is longer than the model's context window ({failure.message})",
+            status=failure.status, body=failure.body, endpoint=base_url,
         )
+    if failure.status == 404 and re.search(r"\bmodel\b", failure.message, re.IGNORECASE):
+        return ConfigError(f"{base_url} has no model {model!r} (HTTP 404: {failure.message[:120]}); "
+                           "pass --model with one it serves")
+    if failure.status in (404, 405, 501):
+        return ConfigError(f"{base_url}{path} answered HTTP {failure.status}: this is not an OpenAI-compatible API; "
+                           "pass the --base-url of one (for example http://localhost:8000/v1)")
+    return ProviderError(
+        f"{base_url} answered HTTP {failure.status}: {failure.message}",
+        status=failure.status, body=failure.body, endpoint=base_url,
+        retry_after=retry_after_s(failure.headers),
+    )
 
 
 _NO_SCHEMA = re.compile(r"response_format|json_schema|guided|grammar|structured output", re.IGNORECASE)
-_TOO_LONG = re.compile(r"context length|context window|context_length_exceeded|maximum context|prompt is too long|too many tokens",
-                       re.IGNORECASE)
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
@@ -262,32 +154,8 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-def _error_message(body: object, fallback: str) -> str:
-    """The message of an error reply: OpenAI's {"error": {"message"}}, or {"message"}, else `fallback`."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:300]
-        if isinstance(inner, str) and inner:
-            return inner[:300]
-        if body.get("message"):
-            return str(body["message"])[:300]
-    return fallback[:300]
-
-
-def _context_window_of(entry: dict[str, Any]) -> int | None:
-    """vLLM: max_model_len; OpenRouter: context_length; llama.cpp: meta.n_ctx_train."""
-    for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
-        value = entry.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    meta = entry.get("meta")
-    if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
-        return int(meta["n_ctx_train"])
-    return None
-
-
-def _to_completion(data: dict[str, Any], model: str, latency: float) -> Completion:
+def to_completion(data: dict[str, Any], model: str, latency: float) -> Completion:
+    """The Completion of a Chat Completions reply (the reply's `message.tool_calls` stay in `raw`)."""
     choices = data.get("choices") or [{}]
     choice = choices[0] or {}
     message = choice.get("message") or {}

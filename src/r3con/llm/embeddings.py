@@ -8,23 +8,25 @@ share the run's retries and `--max-cost` cap with its chat calls.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
-import openai
-
 from ..config import Settings
 from ..errors import ConfigError, ProviderError, R3conError
 from ..tokens import estimate_tokens
 from .budget import CostCap, priced
-from .client import retry_after_s
+from .cache import CallCache
+from .client import account_of, status_error
+from .endpoint import Endpoint, HTTPFailure
 from .layers import CallLog, Ledger
 from .pricing import PriceTable
 from .retry import Retrier, RetryBudget, RetryPolicy
-from .types import Usage
+from .types import Completion, Usage
 
 
 class Embedder(Protocol):
@@ -34,7 +36,7 @@ class Embedder(Protocol):
 
 
 class OpenAIEmbeddings:
-    """Embeds through `client.embeddings.create`, `batch_size` texts a request.
+    """Embeds through `POST /embeddings` on the one transport (`endpoint.Endpoint`), `batch_size` texts a request.
 
     Each request goes through the run's retry policy and budget (`retrier`) and, under `--max-cost`,
     reserves its worst case against the run's `cap` first, as chat calls do.
@@ -42,7 +44,7 @@ class OpenAIEmbeddings:
 
     def __init__(self, settings: Settings, model: str, *, stage: str, ledger: Ledger | None = None,
                  log: CallLog | None = None, retrier: Retrier | None = None, cap: CostCap | None = None,
-                 batch_size: int = 64):
+                 cache: CallCache | None = None, batch_size: int = 64):
         self.base_url = settings.require_endpoint().rstrip("/")
         self.model = model
         self.stage = stage
@@ -50,14 +52,15 @@ class OpenAIEmbeddings:
         self._ledger = ledger
         self._log = log or CallLog(None)
         self._prices = PriceTable.load(settings.prices_file)
-        self._retrier = retrier or Retrier(RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s),
-                                           RetryBudget(settings.retry_budget), self.base_url)
+        policy = RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s)
+        self._retrier = retrier or Retrier(policy, RetryBudget(settings.retry_budget), self.base_url)
         self._cap = cap
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=settings.api_key or "EMPTY",
-                                          max_retries=0, timeout=settings.request_timeout_s)
+        self._cache = cache
+        self.endpoint = Endpoint(self.base_url, account_of(settings),
+                                 timeout_s=min(settings.request_timeout_s, settings.max_call_s))
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self.endpoint.aclose()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -68,13 +71,22 @@ class OpenAIEmbeddings:
     async def _batch(self, texts: list[str]) -> list[list[float]]:
         started = time.time()
         record = {"time": started, "stage": self.stage, "kind": "embeddings", "model": self.model, "inputs": len(texts)}
+        key = self._key(texts)
+        hit = self._cache.get(key) if self._cache is not None else None
+        if hit is not None:  # embedded before: the vectors from the cache, counted as a cache hit
+            saved = hit.usage.prompt_tokens
+            usage = Usage(cache_hits=1, saved_tokens=saved, saved_usd=self._prices.cost(self.model, hit.usage))
+            if self._ledger is not None:
+                self._ledger.add(self.stage, usage)
+            self._log.write({**record, "usage": usage.to_dict(), "from_cache": True})
+            return [list(v) for v in json.loads(hit.content)]
         worst = self._worst_case(texts)
         if self._cap is not None:
             await self._cap.acquire(worst)
         actual = 0.0
         try:
             response, retries = await self._retrier.run(lambda: self._request(texts))
-            usage = Usage(calls=1, prompt_tokens=int(getattr(response.usage, "prompt_tokens", 0) or 0))
+            usage = Usage(calls=1, prompt_tokens=int((response.get("usage") or {}).get("prompt_tokens") or 0))
             usage = replace(usage.with_event("retries", retries), cost_usd=self._prices.cost(self.model, usage))
             actual = usage.cost_usd
         except R3conError as exc:
@@ -83,14 +95,27 @@ class OpenAIEmbeddings:
         finally:
             if self._cap is not None:
                 self._cap.settle(worst, actual)
-        vectors = [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+        items = sorted((d for d in response.get("data") or [] if isinstance(d, dict)), key=lambda d: d.get("index", 0))
+        vectors = [list(item.get("embedding") or []) for item in items]
         if len(vectors) != len(texts):
             raise ProviderError(f"{self.base_url} returned {len(vectors)} embeddings for {len(texts)} texts",
                                 endpoint=self.base_url)
         if self._ledger is not None:
             self._ledger.add(self.stage, usage)
         self._log.write({**record, "usage": usage.to_dict(), "latency_s": round(time.time() - started, 4)})
+        if self._cache is not None:
+            self._cache.put(key, self.base_url, self.stage, Completion(
+                content=json.dumps(vectors), finish_reason="stop", usage=usage, model=self.model))
         return vectors
+
+    def _key(self, texts: list[str]) -> str:
+        """The cache key of one embeddings request: the endpoint, the model and the texts."""
+        digest = hashlib.sha256(f"{self.base_url}\x00embeddings\x00{self.model}".encode())
+        for text in texts:
+            data = text.encode()
+            digest.update(f"\x00{len(data)}\x00".encode())
+            digest.update(data)
+        return digest.hexdigest()
 
     def _worst_case(self, texts: list[str]) -> float:
         """USD the request may cost; under --max-cost the model must have a price."""
@@ -98,32 +123,27 @@ class OpenAIEmbeddings:
             return 0.0
         return sum(estimate_tokens(t) + 1 for t in texts) * priced(self._prices, self.model).input / 1_000_000
 
-    async def _request(self, texts: list[str]) -> Any:
+    async def _request(self, texts: list[str]) -> dict[str, Any]:
         """One embeddings request; endpoint failures as ProviderError (retried when transient) or ConfigError."""
+        body = {"model": self.model, "input": [t if t.strip() else " " for t in texts]}
         try:
-            return await self._client.embeddings.create(
-                model=self.model, input=[t if t.strip() else " " for t in texts],
-                extra_headers={"X-R3con-Stage": self.stage},
-            )
-        except openai.APIConnectionError as exc:
-            raise ProviderError(f"{self.base_url}: embeddings request failed ({exc})", endpoint=self.base_url) from exc
-        except openai.AuthenticationError as exc:
-            raise ConfigError(f"{self.base_url} refused the API key; set OPENAI_API_KEY or pass --api-key") from exc
-        except openai.NotFoundError as exc:
-            raise ConfigError(
-                f"{self.base_url} has no embeddings model {self.model!r} (HTTP 404); "
-                "set R3CON_EMBEDDING_MODEL to a served one, or unset it to use BM25 only"
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise ProviderError(f"{self.base_url} answered HTTP {exc.status_code} to an embeddings request",
-                                status=exc.status_code, endpoint=self.base_url,
-                                retry_after=retry_after_s(exc.response.headers)) from exc
+            data = await self.endpoint.post("/embeddings", body, {"X-R3con-Stage": self.stage})
+        except HTTPFailure as failure:
+            if failure.status == 404:
+                raise ConfigError(
+                    f"{self.base_url} has no embeddings model {self.model!r} (HTTP 404); "
+                    "set R3CON_EMBEDDING_MODEL to a served one, or unset it to use BM25 only") from None
+            raise status_error(self.base_url, failure, self.model, "/embeddings") from None
+        if not isinstance(data, dict):
+            raise ProviderError(f"{self.base_url}/embeddings answered with something that is not a JSON object",
+                                endpoint=self.base_url)
+        return data
 
 
 @asynccontextmanager
 async def open_embedder(settings: Settings, *, stage: str, ledger: Ledger | None = None,
                         log: CallLog | None = None, retrier: Retrier | None = None,
-                        cap: CostCap | None = None) -> AsyncIterator[Embedder | None]:
+                        cap: CostCap | None = None, cache: CallCache | None = None) -> AsyncIterator[Embedder | None]:
     """The configured embedder, or None when no embedding model is configured.
 
     A run passes its own ledger, call log, retrier and cost cap (`LLMStack.embedder` does).
@@ -132,7 +152,8 @@ async def open_embedder(settings: Settings, *, stage: str, ledger: Ledger | None
     if not model:
         yield None
         return
-    embedder = OpenAIEmbeddings(settings, model, stage=stage, ledger=ledger, log=log, retrier=retrier, cap=cap)
+    embedder = OpenAIEmbeddings(settings, model, stage=stage, ledger=ledger, log=log, retrier=retrier, cap=cap,
+                                cache=cache)
     try:
         yield embedder
     finally:

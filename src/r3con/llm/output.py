@@ -1,14 +1,16 @@
 """Checks every reply before a stage sees it: cut at max_tokens, empty, only in reasoning_content, refused.
 
-- cut (`finish_reason == "length"`): asked again with twice the reply budget, up to `max_tokens_cap`;
-  without a budget to raise, asked again as it was; still cut after that: OutputError (the stage
-  degrades the document).
+- cut (`finish_reason == "length"`): kept for what it holds, never asked again with a bigger budget
+  (`cut.py`): a note up to its last complete sentence, marked "(cut)"; a JSON reply closed after the
+  records it completed; a repetition loop stopped where it began. Nothing complete in it: asked once
+  more at the same budget, then OutputError (the stage degrades the document). No request asks for
+  more than `max_tokens_cap` reply tokens.
 - empty (no content, no reasoning): asked again, up to `reasks` times, then OutputError.
 - only `reasoning_content` (Qwen thinking mode on vLLM): passed on; the stages read the reasoning.
 - refused (`message.refusal`, or `finish_reason == "content_filter"`): OutputError, not asked again.
 
 Each re-ask spends one retry of the run's budget. Every event is counted in the completion's usage
-(`length`, `empty`, `reasoning_only`, `refusals`), and the usage of all attempts is summed so the
+(`length`, `cut_kept`, `empty`, `reasoning_only`, `refusals`), and the usage of all attempts is summed so the
 ledger bills the wasted ones too.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import OutputError, R3conError
+from .cut import keep_json, keep_text
 from .replies import without_thinking
 from .retry import RetryBudget
 from .types import LLM, ChatRequest, Completion, Usage
@@ -30,7 +33,7 @@ def visible_text(completion: Completion) -> str:
 class OutputChecked:
     """Turns broken replies into bounded re-asks, then into OutputError; counts each event."""
 
-    def __init__(self, inner: LLM, budget: RetryBudget, *, max_tokens_cap: int = 16_384, reasks: int = 2):
+    def __init__(self, inner: LLM, budget: RetryBudget, *, max_tokens_cap: int = 4096, reasks: int = 2):
         self.inner = inner
         self.budget = budget
         self.max_tokens_cap = max_tokens_cap
@@ -38,6 +41,8 @@ class OutputChecked:
 
     async def complete(self, request: ChatRequest) -> Completion:
         total = Usage()
+        if request.max_tokens is not None and request.max_tokens > self.max_tokens_cap:
+            request = replace(request, max_tokens=self.max_tokens_cap)
         current = request
         reasks = 0
         while True:
@@ -54,11 +59,19 @@ class OutputChecked:
                     "rephrase the question or use another model"), total)
             if completion.finish_reason == "length":
                 total = total.with_event("length")
-                limit = current.max_tokens
-                if limit is not None and limit < self.max_tokens_cap and self.budget.take():
-                    current = replace(current, max_tokens=min(self.max_tokens_cap, limit * 2))
+                text = visible_text(completion)
+                kept = (keep_json(text) if request.response_schema is not None else keep_text(text)) if text else None
+                if kept is not None:
+                    return replace(completion, content=kept, usage=total.with_event("cut_kept"))
+                if not text and (completion.reasoning or "").strip():
+                    return replace(completion, usage=total.with_event("reasoning_only"))
+                problem = f"the reply was cut at max_tokens={current.max_tokens} with nothing complete in it"
+                if reasks < 1 and self.budget.take():  # once more at the same budget, never a bigger one
+                    reasks += 1
                     continue
-                problem = f"the reply was cut at max_tokens={limit}" if limit else "the reply was cut short"
+                raise _attach(OutputError(
+                    f"{problem} ({request.stage} stage); raise the stage's max tokens (at most "
+                    "R3CON_MAX_TOKENS_CAP) or try another model"), total)
             elif not visible_text(completion):
                 if (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -30,6 +31,7 @@ class RetryPolicy:
     retries: int = 6
     base_s: float = 0.5
     max_s: float = 60.0
+    call_s: float | None = None  # the longest one call may take, its retries and their waits included
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait before retry number `attempt` (0-based): Retry-After if given, else jittered backoff."""
@@ -75,10 +77,13 @@ class Retrier:
     async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         """`attempt()`'s result and the retries it took; raises the last error when retrying stops."""
         retries = 0
+        spent = 0.0  # seconds of this call so far: its attempts and its waits
         while True:
+            started = time.monotonic()
             try:
                 return await attempt(), retries
             except ProviderError as exc:
+                spent += time.monotonic() - started
                 if not retryable(exc):
                     raise
                 if retries >= self.policy.retries:
@@ -86,7 +91,12 @@ class Retrier:
                 if not self.budget.take():
                     raise _gave_up(exc, self.endpoint, f"the run's retry budget of {self.budget.total} is spent",
                                    retries) from exc
-                await self._sleep(self.policy.delay(retries, exc.retry_after, self._rng))
+                delay = self.policy.delay(retries, exc.retry_after, self._rng)
+                if self.policy.call_s is not None and spent + delay > self.policy.call_s:
+                    raise _gave_up(exc, self.endpoint, f"after {retries + 1} attempts, at the one-call limit of "
+                                   f"{self.policy.call_s:g} s (R3CON_MAX_CALL_S)", retries) from exc
+                await self._sleep(delay)
+                spent += delay
                 retries += 1
 
 

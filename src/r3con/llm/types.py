@@ -89,9 +89,10 @@ class ChatRequest:
 
 
 EVENTS = (
-    "retries", "length", "empty", "reasoning_only", "refusals", "json_repaired", "reasks", "constrained_fallback",
+    "retries", "length", "cut_kept", "empty", "reasoning_only", "refusals", "json_repaired", "reasks", "constrained_fallback",
 )
-"""What `Usage.events` counts: transport retries; replies cut at max_tokens, empty, only in reasoning_content,
+"""What `Usage.events` counts: transport retries; replies cut at max_tokens (and of those, kept for what
+they completed), empty, only in reasoning_content,
 refused; structured replies that needed repair, re-asks after a validation error; endpoints without json_schema."""
 
 

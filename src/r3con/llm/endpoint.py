@@ -1,0 +1,169 @@
+"""The one HTTP transport under the LLM seam: every request r3con sends to the endpoint goes through here.
+
+One aiohttp session per client, opened on the first request (it needs the running loop): chat
+completions, model listing and window discovery, embeddings, the Batch API's files and batches, and
+`/tokenize`. It adds the API key, the OpenAI-Organization / OpenAI-Project headers and the proxy of
+the environment (read once, not per request: aiohttp's per-request lookup cost about 0.8 ms of CPU a
+call, bench/bench_scale.py). A reply with an error status becomes an `HTTPFailure`; no reply at all
+(refused, dropped, timed out) a `ProviderError` without a status, which the retry layer retries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from ..config import check_base_url
+from ..errors import ProviderError
+
+
+@dataclass(frozen=True)
+class Account:
+    """Who the endpoint bills: the API key, and OpenAI's optional organisation and project."""
+
+    api_key: str | None = None
+    organization: str | None = None
+    project: str | None = None
+
+
+class HTTPFailure(Exception):
+    """An HTTP error reply: the status, the error's message, the body (2,000 characters at most), the headers."""
+
+    def __init__(self, status: int, message: str, body: str, headers: Mapping[str, str]):
+        super().__init__(message)
+        self.status, self.message, self.body, self.headers = status, message, body, headers
+
+
+def env_proxy(base_url: str) -> str | None:
+    """The proxy for `base_url` from HTTP(S)_PROXY and NO_PROXY (read once per client)."""
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme) or None
+
+
+def error_message(body: object, fallback: str) -> str:
+    """The message of an error reply: OpenAI's {"error": {"message"}}, or {"message"}/{"detail"}, else `fallback`."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:300]
+        if isinstance(inner, str) and inner:
+            return inner[:300]
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str) and body[key]:
+                return str(body[key])[:300]
+    return " ".join(fallback.split())[:300]
+
+
+class Endpoint:
+    """An OpenAI-compatible server at `base_url` (ending in /v1, usually); `root` is the server without it."""
+
+    def __init__(self, base_url: str, account: Account = Account(), *, timeout_s: float = 600.0):
+        self.base_url = check_base_url(base_url)
+        self.root = re.sub(r"/v\d+$", "", self.base_url)
+        self.account = account
+        self.timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+        self._proxy: str | None = None
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._proxy = env_proxy(self.base_url)
+            headers = {"Authorization": f"Bearer {self.account.api_key or 'EMPTY'}", "Accept": "application/json",
+                       "User-Agent": "r3con"}
+            for name, value in (("OpenAI-Organization", self.account.organization),
+                                ("OpenAI-Project", self.account.project)):
+                if value:
+                    headers[name] = value
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                headers=headers,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def url(self, path: str) -> str:
+        """`path` under the base URL; one starting with `//` is under the server's root (`//props`)."""
+        if path.startswith("http://") or path.startswith("https://"):
+            return path
+        if path.startswith("//"):
+            return self.root + path[1:]
+        return self.base_url + path
+
+    async def request(self, method: str, path: str, *, body: Any = None, data: Any = None,
+                      headers: Mapping[str, str] | None = None, timeout_s: float | None = None,
+                      ) -> tuple[int, object, str, Mapping[str, str]]:
+        """Send one request: (status, the reply's JSON or text, its text, its headers).
+
+        Raises ProviderError (no status) when no reply came: refused, dropped or timed out.
+        """
+        session = self._open()
+        url = self.url(path)
+        send_headers = dict(headers or {})
+        payload = data
+        if body is not None:
+            payload = json.dumps(body).encode()
+            send_headers["Content-Type"] = "application/json"
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else self._timeout
+        try:
+            async with session.request(method, url, data=payload, headers=send_headers, proxy=self._proxy,
+                                       timeout=timeout) as response:
+                raw = await response.read()
+                status, reply_headers = response.status, dict(response.headers)
+        except TimeoutError as exc:
+            waited = timeout_s if timeout_s is not None else self.timeout_s
+            raise ProviderError(f"{self.base_url}: request timed out (after {waited:g} s)",
+                                endpoint=self.base_url) from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise ProviderError(f"{self.base_url}: cannot connect to {url} ({exc.os_error or exc})",
+                                endpoint=self.base_url) from exc
+        except aiohttp.ClientError as exc:
+            raise ProviderError(f"{self.base_url}: request connection failed ({exc})", endpoint=self.base_url) from exc
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            parsed: object = json.loads(text)
+        except ValueError:
+            parsed = text
+        return status, parsed, text, reply_headers
+
+    async def call(self, method: str, path: str, **kw: Any) -> object:
+        """`request`, raising HTTPFailure for an error status; the reply's JSON (or text)."""
+        status, parsed, text, headers = await self.request(method, path, **kw)
+        if status >= 400:
+            raise HTTPFailure(status, error_message(parsed, text or f"HTTP {status}"), text[:2000], headers)
+        return parsed
+
+    async def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None) -> object:
+        return await self.call("POST", path, body=body, headers=headers)
+
+    async def get(self, path: str, *, timeout_s: float | None = None) -> object:
+        return await self.call("GET", path, timeout_s=timeout_s)
+
+    async def upload(self, path: str, filename: str, content: bytes, **fields: str) -> object:
+        """A multipart/form-data POST of one file and some fields (the Files API)."""
+        form = aiohttp.FormData()
+        for name, value in fields.items():
+            form.add_field(name, value)
+        form.add_field("file", content, filename=filename, content_type="application/jsonl")
+        return await self.call("POST", path, data=form)
+
+    async def text(self, path: str) -> str:
+        """The body of a GET as text (a Files API download)."""
+        status, parsed, text, headers = await self.request("GET", path)
+        if status >= 400:
+            raise HTTPFailure(status, error_message(parsed, text or f"HTTP {status}"), text[:2000], headers)
+        return text
