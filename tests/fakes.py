@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+
+import pytest
 
 from r3con.llm import Ledger, LLMStack
 from r3con.llm.client import EndpointInfo
@@ -13,28 +16,40 @@ from r3con.llm.layers import Accounted
 from r3con.llm.pricing import PriceTable
 from r3con.llm.types import ChatRequest, Completion, Usage
 
-Handler = Callable[[ChatRequest], str]
+Reply = str | Completion | BaseException | Callable[[ChatRequest], str]
 
 
 class ScriptedLLM:
-    """Answers each request with `handler(request)` (or a per-stage handler) and keeps `history`."""
+    """The one fake LLM of the unit tests: it implements the seam and keeps every request in `history`.
 
-    def __init__(self, handlers: dict[str, Handler] | None = None, default: Handler | None = None):
-        self.handlers = handlers or {}
+    A request is answered by the next of `replies` while any are left, else by its stage's handler in
+    `handlers`, else by `default`. A reply is text, a Completion (returned as it is), an error (raised)
+    or a function of the request giving text. Usage is `usage` when given, else counted from the text.
+    """
+
+    def __init__(self, handlers: Mapping[str, Reply] | None = None, default: Reply | None = None, *,
+                 replies: Iterable[Reply] = (), model: str = "scripted", usage: Usage | None = None):
+        self.handlers = dict(handlers or {})
         self.default = default
+        self.replies = list(replies)
+        self.model = model
+        self.usage = usage
         self.history: list[ChatRequest] = []
 
     async def complete(self, request: ChatRequest) -> Completion:
         self.history.append(request)
-        handler = self.handlers.get(request.stage, self.default)
-        if handler is None:
-            raise AssertionError(f"no scripted answer for stage {request.stage}")
-        text = handler(request)
-        if isinstance(text, BaseException):
-            raise text
+        reply = self.replies.pop(0) if self.replies else self.handlers.get(request.stage, self.default)
+        if reply is None:
+            raise AssertionError(f"no scripted answer for stage {request.stage}: {user_text(request)[:200]!r}")
+        if callable(reply) and not isinstance(reply, type):
+            reply = reply(request)
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, Completion):
+            return reply
         tokens = sum(len(m.content) for m in request.messages) // 4
-        return Completion(content=text, finish_reason="stop", model=request.model or "scripted",
-                          usage=Usage(calls=1, prompt_tokens=tokens, completion_tokens=len(text) // 4))
+        usage = self.usage or Usage(calls=1, prompt_tokens=tokens, completion_tokens=len(reply) // 4)
+        return Completion(content=reply, finish_reason="stop", model=request.model or self.model, usage=usage)
 
     def calls(self, stage: str) -> list[ChatRequest]:
         return [r for r in self.history if r.stage == stage]
@@ -85,7 +100,23 @@ def schema_reply(schema: dict | None = None) -> str:
     return "```json\n" + json.dumps(schema or SIMPLE_SCHEMA) + "\n```"
 
 
-def data_dir() -> Path:
-    import os
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "data"
 
+
+def data_dir() -> Path:
+    """Where the real benchmark data lives: R3CON_DATA, else ../shared/data beside the repository."""
     return Path(os.environ.get("R3CON_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def benchmark_data(name: str) -> Path:
+    """A benchmark's real data folder when it is here, else the small committed slice of it."""
+    real = data_dir() / name
+    return real if real.is_dir() else FIXTURE_DATA / name
+
+
+def real_data(name: str) -> Path:
+    """A benchmark's real data folder (the whole corpus), or skip the test saying where it was looked for."""
+    path = data_dir() / name
+    if not path.is_dir():
+        pytest.skip(f"real {name} data not found at {path} (set R3CON_DATA to the folder holding {name}/)")
+    return path

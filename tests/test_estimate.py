@@ -4,7 +4,7 @@ import r3con
 from r3con.estimate import Assumptions, estimate_run, sample
 from r3con.pipeline import run
 
-from .conftest import r3con_cli
+from .conftest import cli_in_process
 
 TASK = "Which ships sailed from Varna, and who wrote about them?"
 SENTENCE = ("Mina wrote to Lucy about the ship {i}, which sailed from Varna with boxes of earth and a silent crew. "
@@ -55,13 +55,13 @@ async def test_selective_notes_and_the_paper_layout_change_the_estimate():
 def test_the_estimate_command_needs_no_endpoint(tmp_path):
     for title, text in texts(3):
         (tmp_path / f"{title}.txt").write_text(text)
-    result = r3con_cli("estimate", TASK, str(tmp_path), "--model", "qwen3.5-9b", "--json", timeout=60)
+    result = cli_in_process("estimate", TASK, str(tmp_path), "--model", "qwen3.5-9b", "--json", timeout=60)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [s["stage"] for s in data["stages"]] == ["relevance", "schema", "populate", "reason"]
     assert data["stages"][0]["calls"] == 6 and data["total"]["cost_usd"] > 0
     assert any("token counts: estimate" in line for line in data["assumptions"])
-    table = r3con_cli("estimate", TASK, str(tmp_path), "--model", "unknown-model", timeout=60)
+    table = cli_in_process("estimate", TASK, str(tmp_path), "--model", "unknown-model", timeout=60)
     assert table.returncode == 0 and "n/a" in table.stdout and "Assumptions" in table.stdout
 
 
@@ -83,5 +83,5 @@ async def test_a_sampled_estimate_agrees_with_the_run_it_predicts(fake_server, t
 
 def test_sampling_needs_an_endpoint(tmp_path):
     (tmp_path / "a.txt").write_text(texts(1)[0][1])
-    result = r3con_cli("estimate", TASK, str(tmp_path), "--sample", "4", timeout=60)
+    result = cli_in_process("estimate", TASK, str(tmp_path), "--sample", "4", timeout=60)
     assert result.returncode != 0 and "--base-url" in result.stderr and "Traceback" not in result.stderr

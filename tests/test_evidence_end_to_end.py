@@ -12,7 +12,7 @@ import r3con
 from r3con.pipeline import run
 from r3con.testing import FakeLLMServer, FaultPlan
 
-from .conftest import r3con_cli
+from .conftest import cli_in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
 FIXTURE_DOCS = [str(p) for p in sorted(FIXTURES.glob("*.txt"))]
@@ -117,14 +117,14 @@ async def test_notes_keep_the_documents_they_name_as_refs(tmp_path):
 
 def test_cli_prints_the_answer_then_its_evidence(tmp_path):
     with FakeLLMServer(faults=FaultPlan(invent=0.3, seed=1)) as server:
-        proc = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", server.base_url, "--out", str(tmp_path))
+        proc = cli_in_process("run", QUESTION, *FIXTURE_DOCS, "--base-url", server.base_url, "--out", str(tmp_path))
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
         assert lines[0] and "Evidence:" in lines
         shown = lines[lines.index("Evidence:") + 1:]
         assert shown and all(line.startswith("  [R") and "(document " in line for line in shown[:3])
         assert "evidence:" in proc.stderr and "records' passages found" in proc.stderr
-        as_json = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", server.base_url, "--out", str(tmp_path),
+        as_json = cli_in_process("run", QUESTION, *FIXTURE_DOCS, "--base-url", server.base_url, "--out", str(tmp_path),
                             "--json", "--quiet", "--unverified", "drop")
     data = json.loads(as_json.stdout)
     assert data["evidence"] and {"id", "kind", "doc", "title", "passage", "span", "match"} <= set(data["evidence"][0])
@@ -145,7 +145,7 @@ def test_fake_llm_command_invents_and_logs_which(tmp_path):
                              "invent=0.5,reword=0.3,seed=4", "--log", str(log)], stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline().strip().split("=")[1])
-        run_ = r3con_cli("run", QUESTION, *FIXTURE_DOCS, "--base-url", f"http://127.0.0.1:{port}/v1", "--json",
+        run_ = cli_in_process("run", QUESTION, *FIXTURE_DOCS, "--base-url", f"http://127.0.0.1:{port}/v1", "--json",
                          "--quiet", "--unverified", "keep", "--out", str(tmp_path / "runs"))
     finally:
         proc.terminate()

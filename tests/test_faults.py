@@ -12,7 +12,7 @@ from r3con.errors import RunFailed
 from r3con.testing import FakeLLMServer, FaultPlan
 from r3con.testing._faults import KINDS, break_json
 
-from .conftest import r3con_cli
+from .conftest import cli_in_process
 
 # Faults fall by a hash of each request, so a change to the prompts moves them: the seed is one under
 # which this corpus meets every kind at least twice (seeds 1, 2, 4 and 6-11 meet each at least once)
@@ -118,7 +118,7 @@ def test_a_failed_schema_proposal_fails_the_run(tmp_path):
 
 def test_the_cli_finishes_against_a_faulty_server_and_shows_the_events(tmp_path):
     with FakeLLMServer(faults=FaultPlan.parse(EVERY_FAULT.replace("hang=0.05,", ""))) as server:
-        proc = r3con_cli("run", question(), str(corpus_dir()), "--base-url", server.base_url, "--json",
+        proc = cli_in_process("run", question(), str(corpus_dir()), "--base-url", server.base_url, "--json",
                          "--out", str(tmp_path / "runs"), "--no-cache", env={"R3CON_RETRY_BASE_S": "0.01"})
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

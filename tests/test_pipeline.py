@@ -22,7 +22,8 @@ TEXTS = [
 async def test_end_to_end_over_http_writes_every_artifact(fake_server, tmp_path, clean_env):
     settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path)
     result = await run(TASK, r3con.documents_from_texts(TEXTS), settings)
-    assert result.answer
+    assert "Ann Lee" in result.answer, "the answer names the person the records hold"
+    assert result.evidence and all(e.kind == "record" for e in result.evidence)
     assert repr(result).startswith("RunResult(answer=") and "documents=3" in repr(result)
     assert len(repr(result)) < 400, "a summary, not the corpus"
     assert len(result.notes) == 2 and set(result.notes[-1]) == {"1", "2", "3"}
@@ -55,7 +56,8 @@ async def test_direct_mode_and_no_structuring(fake_server, tmp_path):
     settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, out_dir=tmp_path,
                                       reasoning="direct", structuring=False, rounds=1)
     result = await run(TASK, r3con.documents_from_texts(TEXTS), settings)
-    assert result.answer and result.schema is None and not result.records
+    assert result.schema is None and not result.records
+    assert "Registry" in result.answer and "Weather" not in result.answer, "it rests on the notes that hold evidence"
     assert set(result.by_stage) == {"relevance", "reason"}
     assert result.by_stage["reason"].calls == 1
 
@@ -140,10 +142,12 @@ async def test_calls_put_the_shared_part_first_when_the_endpoint_did_not_keep_th
     layout = json.loads((result.run_dir / "manifest.json").read_text())["layout"]
     reuse = layout["document_reuse"]
     assert reuse["endpoint_reports_cached_tokens"] and reuse["population_shared_first"] is cold
-    # round 2 probed 8 of the 10 documents; none was still cached in the small cache, all in the large one
-    assert reuse["rounds"] == [{"probes": 8, "kept": 0 if cold else 8, "document_first": 0 if cold else 10,
-                                "calls": 10}]
-    assert layout["shared_first_calls"].get("relevance", 0) == (2 if cold else 0)  # all but the probes
+    # round 2's first calls (probes) keep their document first and find it cached in the large cache only;
+    # where the cache lost the documents, the rest of the round puts the shared notes first
+    (round2,) = reuse["rounds"]
+    assert 0 < round2["probes"] < 10 and round2["kept"] == (0 if cold else round2["probes"])
+    relevance_shared_first = layout["shared_first_calls"].get("relevance", 0)
+    assert relevance_shared_first == (10 - round2["probes"] if cold else 0)
     assert layout["shared_first_calls"].get("populate", 0) == (10 if cold else 0)
     if cold:  # the shared task, schema and notes now lead, so every population call after the first reuses them
         assert sum(c["cached_tokens"] > 200 for c in populate) >= 8  # two run at once: both may miss

@@ -14,7 +14,7 @@ from r3con.errors import InputError
 from r3con.resume import read_resume
 from r3con.testing import FakeLLMServer, FaultPlan
 
-from .conftest import r3con_cli
+from .conftest import cli_in_process
 
 QUESTION = "Which people are named, and how old is each?"
 PEOPLE = ["Ann Lee", "Bob Stone", "Cara Diaz", "Dan Moss", "Eve Hart", "Finn Cole", "Gus Park", "Hana Ito"]
@@ -78,7 +78,7 @@ def test_killed_mid_relevance_then_rerun_repeats_no_successful_call(corpus, tmp_
         args = _args(server, corpus, tmp_path)
         before = _kill_when(server, args, "relevance", 5)
         assert {c["stage"] for c in before} == {"relevance"}  # killed mid-relevance: nothing later had started
-        proc = r3con_cli(*args)
+        proc = cli_in_process(*args)
         assert proc.returncode == 0, proc.stderr
         after = server.calls()[len(before):]
     _assert_no_successful_call_repeated(before, after)
@@ -89,7 +89,7 @@ def test_killed_mid_relevance_then_rerun_repeats_no_successful_call(corpus, tmp_
 
 def test_killed_mid_population_then_resumed_repeats_no_successful_call_and_answers_the_same(corpus, tmp_path):
     with FakeLLMServer() as server:  # the reference: one uninterrupted run, with a cache of its own
-        clean = r3con_cli(*_args(server, corpus, tmp_path, cache="other.sqlite"))
+        clean = cli_in_process(*_args(server, corpus, tmp_path, cache="other.sqlite"))
         assert clean.returncode == 0, clean.stderr
     clean_dir = json.loads(clean.stdout)["run_dir"]
     with FakeLLMServer(faults=FaultPlan(delay_s=0.05)) as server:
@@ -97,7 +97,7 @@ def test_killed_mid_population_then_resumed_repeats_no_successful_call_and_answe
         assert {"relevance", "schema", "populate"} <= {c["stage"] for c in before}
         assert "reason" not in {c["stage"] for c in before}
         (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if str(p) != clean_dir]
-        proc = r3con_cli("run", "--resume", str(run_dir), "--base-url", server.base_url, "--json", "--quiet")
+        proc = cli_in_process("run", "--resume", str(run_dir), "--base-url", server.base_url, "--json", "--quiet")
         assert proc.returncode == 0, proc.stderr
         after = server.calls()[len(before):]
     _assert_no_successful_call_repeated(before, after)
@@ -111,7 +111,7 @@ def test_killed_mid_population_then_resumed_repeats_no_successful_call_and_answe
 def test_resume_needs_a_run_folder(tmp_path):
     with pytest.raises(InputError, match="no readable manifest.json"):
         read_resume(tmp_path)
-    proc = r3con_cli("run", "--resume", str(tmp_path), "--base-url", "http://127.0.0.1:9/v1")
+    proc = cli_in_process("run", "--resume", str(tmp_path), "--base-url", "http://127.0.0.1:9/v1")
     assert proc.returncode == 2 and "no readable manifest.json" in proc.stderr
 
 
@@ -137,7 +137,7 @@ def _folder_bytes(folder):
 def finished(corpus, tmp_path):
     """A finished run, its folder, and the scripted server it ran against (still running)."""
     with FakeLLMServer() as server:
-        proc = r3con_cli(*_args(server, corpus, tmp_path))
+        proc = cli_in_process(*_args(server, corpus, tmp_path))
         assert proc.returncode == 0, proc.stderr
         yield server, Path(json.loads(proc.stdout)["run_dir"])
 
@@ -170,7 +170,7 @@ def test_a_resume_that_would_compute_another_run_is_refused_and_the_run_is_untou
         _changed_corpus(corpus, how)
         if how == "a new document":  # the same folder given again now holds one more file
             args[1:1] = [QUESTION, str(corpus)]
-    proc = r3con_cli(*args)
+    proc = cli_in_process(*args)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert message in line and "start a new run" in line and str(folder) in line
@@ -180,7 +180,7 @@ def test_a_resume_that_would_compute_another_run_is_refused_and_the_run_is_untou
 
 def test_a_resume_with_the_same_question_and_paths_given_again_continues(finished, corpus):
     server, folder = finished
-    proc = r3con_cli("run", QUESTION, str(corpus), "--resume", str(folder), "--base-url", server.base_url,
+    proc = cli_in_process("run", QUESTION, str(corpus), "--resume", str(folder), "--base-url", server.base_url,
                      "--json", "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["usage"]["calls"] == 0, "everything came from the cache"
@@ -202,7 +202,7 @@ def test_a_failed_start_leaves_no_run_folder(corpus, tmp_path, case):
             args = ["run", QUESTION, str(corpus / "nope.txt"), "--out", str(runs), "--base-url", server.base_url]
         else:
             args += ["--base-url", server.base_url, "--layout", "sideways"]
-        proc = r3con_cli(*args)
+        proc = cli_in_process(*args)
         assert not [c for c in server.calls() if str(c.get("path", "")).endswith("/chat/completions")]
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -12,6 +12,7 @@
     usage.json            usage and cost, in total and per stage
     result.json           the answer, its evidence, degraded documents, usage (what `r3con run --json` prints)
     error.json            written when the run failed or was interrupted: stage, kind, message (a bug's traceback)
+    report.html           the run to look at in a browser, written last (a failed run's too): r3con.report
 
 The folder holds the user's documents and what the model said about them: it is private (0700, its
 files 0600), and every file is written whole (a temporary file, then a rename).

@@ -30,10 +30,7 @@ from rapidfuzz.distance import Indel
 MatchKind = Literal["exact", "tolerant", "fuzzy"]
 MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 
-# Measured on Dracula (docs/evidence.md): sentences of 60-300 characters with one word replaced align at
-# 82 or more (median 95), with two at 79+ (p10 84), with three at 75+ (p10 80); sentences made of the same
-# document's words in another order reach at most 58, sentences of other documents 52, random 6-word phrases
-# of the document 69. 80 keeps ten points above every invention measured and accepts most edits of 1-3 words.
+# Ten points above every invented passage measured and below most edits of 1-3 words (figures: docs/evidence.md).
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 

@@ -6,6 +6,8 @@ The eval harness runs any of them the same way, with the same client, accounting
 from __future__ import annotations
 
 import dataclasses
+import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +83,84 @@ async def run_method(
     except KeyError:
         raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(available_methods())}") from None
     return await fn(task, documents, settings, run_dir)
+
+
+def method_options(name: str) -> dict[str, tuple[str, Any]]:
+    """The options `--option` accepts for method `name`: field -> (kind, default); empty for R3CON's."""
+    return {field: (_kind(hint), default) for field, (hint, default) in _option_fields(name).items()}
+
+
+def _option_fields(name: str) -> dict[str, tuple[Any, Any]]:
+    from .baselines import OPTIONS
+
+    options = OPTIONS.get(name)
+    if options is None:
+        return {}
+    hints = typing.get_type_hints(options)
+    return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(options)}
+
+
+def _kind(hint: Any) -> str:
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + "|".join(str(a) for a in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        return "comma-separated list"
+    return str(getattr(hint, "__name__", hint))
+
+
+def _convert(method: str, key: str, hint: Any, text: str) -> Any:
+    """`text` as a value of the option's type; ConfigError naming the type when it is not one."""
+    try:
+        if typing.get_origin(hint) is typing.Literal:
+            allowed = {str(a): a for a in typing.get_args(hint)}
+            if text not in allowed:
+                raise ValueError(text)
+            return allowed[text]
+        if typing.get_origin(hint) is tuple:
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        if hint is bool:
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(text)
+            return lowered in ("true", "1", "yes")
+        if hint in (int, float):
+            return hint(text)
+        return text
+    except ValueError:
+        raise ConfigError(f"--option {key}={text}: {method}'s {key} takes {_article(_kind(hint))}") from None
+
+
+def _article(kind: str) -> str:
+    return kind if kind.startswith(("one of", "comma")) else ("an " if kind[0] in "aeiou" else "a ") + kind + " value"
+
+
+def configured_methods(names: Sequence[str], values: Sequence[str]) -> dict[str, MethodFn]:
+    """Each of `names` with the `--option` values that apply to it (KEY=VALUE for every named method,
+    METHOD.KEY=VALUE for one), validated against the method's `Options`; a ConfigError lists the valid ones."""
+    from .baselines import FACTORIES, OPTIONS
+
+    parsed: list[tuple[str | None, str, str]] = []  # (method or None for all, field, value)
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option takes KEY=VALUE (e.g. --option top_k=32), not {value!r}")
+        target, dot, field = key.strip().rpartition(".")
+        if dot and target not in names:
+            raise ConfigError(f"--option {value}: {target!r} is not among the methods run ({', '.join(names)})")
+        parsed.append((target if dot else None, field, text))
+    out: dict[str, MethodFn] = {}
+    for name in names:
+        accepted = method_options(name)
+        hints = _option_fields(name)
+        changes: dict[str, Any] = {}
+        for scope, field, text in parsed:
+            if scope not in (None, name):
+                continue
+            if field not in accepted:
+                valid = ", ".join(f"{k} ({kind}, default {default!r})" for k, (kind, default) in accepted.items())
+                raise ConfigError(f"--option {field}: {name} has no such option; "
+                                  + (f"valid: {valid}" if valid else f"{name} takes no options"))
+            changes[field] = _convert(name, field, hints[field][0], text)
+        fn = _all_methods()[name]
+        out[name] = FACTORIES[name](dataclasses.replace(OPTIONS[name](), **changes)) if changes else fn
+    return out

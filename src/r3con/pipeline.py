@@ -8,7 +8,7 @@ import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from .llm.budget import spent_in
 from .llm.layers import Progressed
 from .llm.types import Usage
 from .progress import NoProgress, Progress
+from .report import try_write_report
 from .results import Failure
 from .resume import content_hash
 from .sandbox import SandboxLimits
@@ -67,6 +68,8 @@ class RunResult:
     unknown_citations: tuple[str, ...] = ()  # cited ids that name no record or document of the run
     evidence_stats: EvidenceStats | None = None  # records whose passages were found in their documents
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
+    report: Path | None = None  # the run folder's report.html
+    report_error: str | None = None  # why there is no report.html, when writing it failed
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -75,6 +78,12 @@ class RunResult:
         return (f"RunResult(answer={answer!r}, documents={len(self.documents)}, parts={len(self.parts)}, "
                 f"records={sum(len(v) for v in self.records.values())}, calls={self.usage.calls}, "
                 f"degraded={len(self.degraded)}, run_dir={str(self.run_dir)!r})")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the answer, its evidence and the counts, escaped (documents and replies are untrusted)."""
+        from .report import summary_html
+
+        return summary_html(self)
 
     def summary(self) -> dict[str, Any]:
         """The JSON object `r3con run --json` prints."""
@@ -187,13 +196,22 @@ async def run(
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
                   llm: LLMStack, progress: Progress, inputs: Inputs | None,
                   embed: Embed | None = None) -> RunResult:
-    """`_run` in `run_dir`; then the folder is made private, or removed if a new run made no call in it."""
+    """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
+    and the folder made private, or the folder is removed if a new run made no call in it."""
     try:
-        return await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed)
-    except BaseException:
+        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed)
+        path, problem = try_write_report(run_dir.path)
+        return replace(result, report=path, report_error=problem)
+    except BaseException as exc:
         used = llm.ledger.total()
         if not resumed and not (used.calls or used.cache_hits):
             run_dir.discard_if_unused()  # a start that failed before any LLM call leaves no folder
+        if run_dir.path.is_dir():
+            path, problem = try_write_report(run_dir.path)
+            try:
+                exc.report, exc.report_error = path, problem  # type: ignore[attr-defined]  # for the CLI
+            except AttributeError:
+                pass
         raise
     finally:
         run_dir.seal()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -36,10 +37,26 @@ def task(name: str) -> EvalTask:
     return _task(name)
 
 
+_TASKS: dict[Path, EvalTask] = {}  # the task each outcome of `run` answered, for `check_outcome`
+
+
 async def run(method: MethodFn, eval_task: EvalTask, server: FakeLLMServer, out: Path, **settings: Any) -> MethodOutcome:
     # the tests read the prompts each method sent from calls.jsonl, so it keeps every request
     resolved = Settings.resolve(env={}, base_url=server.base_url, **{"log_calls": "full", **settings})
-    return await method(eval_task.task_text, eval_task.documents, resolved, out)
+    outcome = await method(eval_task.task_text, eval_task.documents, resolved, out)
+    _TASKS[outcome.run_dir] = eval_task
+    return outcome
+
+
+def grounded(answer: str, eval_task: EvalTask) -> list[str]:
+    """What the answer takes from the documents: names (capitalised words past the first), CJK pairs, or runs
+    of five words the documents hold; a stock reply ("no evidence found", "3 documents") has none."""
+    corpus = " ".join(" ".join(f"{d.title} {d.text}".split()) for d in eval_task.documents)
+    words = answer.split()
+    found = [w.strip(".,;:()") for w in words[1:] if re.fullmatch(r"[A-Z][a-z'-]{3,}[.,;:)]*", w)]
+    found += [run[i:i + 2] for run in re.findall(r"[\u4e00-\u9fff]{2,}", answer) for i in range(len(run) - 1)]
+    found += [" ".join(words[i:i + 5]) for i in range(len(words) - 4)]
+    return [x for x in found if x and x in corpus]
 
 
 def server_stages(server: FakeLLMServer, path: str = "/v1/chat/completions") -> list[str]:
@@ -59,6 +76,9 @@ def check_outcome(outcome: MethodOutcome, server: FakeLLMServer, stages: Iterabl
     """A non-empty answer, every call under the method's own stages, usage per stage, and the artifacts."""
     stages = set(stages)
     assert outcome.answer.strip()
+    eval_task = _TASKS.get(outcome.run_dir)
+    if eval_task is not None:
+        assert grounded(outcome.answer, eval_task), f"nothing of the documents in the answer: {outcome.answer[:200]!r}"
     seen = server_stages(server)
     assert seen and set(seen) <= stages, set(seen) - stages
     assert set(required if required is not None else stages) <= set(seen)

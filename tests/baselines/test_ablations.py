@@ -7,7 +7,7 @@ import pytest
 from r3con.config import Settings
 from r3con.methods import run_method
 
-from ._helpers import server_stages, task
+from ._helpers import grounded, server_stages, task
 
 
 async def _run(name, fake_server, tmp_path):
@@ -21,7 +21,7 @@ async def _run(name, fake_server, tmp_path):
                                                ("r3con-rounds3", 3)])
 async def test_relevance_rounds(name, rounds, fake_server, tmp_path):
     outcome, stages, docs = await _run(name, fake_server, tmp_path)
-    assert outcome.answer
+    assert grounded(outcome.answer, task("loong-zh")), outcome.answer
     assert stages.count("relevance") == rounds * docs
     rounds_seen = {c["round"] for c in fake_server.calls() if c["stage"] == "relevance"}
     assert rounds_seen == {str(r) for r in range(1, rounds + 1)}
@@ -32,7 +32,7 @@ async def test_relevance_rounds(name, rounds, fake_server, tmp_path):
 
 async def test_nostruct_goes_from_notes_to_the_agent(fake_server, tmp_path):
     outcome, stages, docs = await _run("r3con-nostruct", fake_server, tmp_path)
-    assert outcome.answer and stages.count("relevance") == 2 * docs
+    assert grounded(outcome.answer, task("loong-zh")) and stages.count("relevance") == 2 * docs
     assert "schema" not in stages and "populate" not in stages
     modes = {c["mode"] for c in fake_server.calls() if c["stage"] == "reason"}
     assert "code" in modes
@@ -41,6 +41,6 @@ async def test_nostruct_goes_from_notes_to_the_agent(fake_server, tmp_path):
 
 async def test_direct_reasons_in_one_call_without_code(fake_server, tmp_path):
     outcome, stages, docs = await _run("r3con-direct", fake_server, tmp_path)
-    assert outcome.answer and stages.count("relevance") == 2 * docs and "populate" in stages
+    assert grounded(outcome.answer, task("loong-zh")) and stages.count("relevance") == 2 * docs and "populate" in stages
     reason = [c for c in fake_server.calls() if c["stage"] == "reason"]
     assert len(reason) == 1 and reason[0]["mode"] == "direct"

@@ -3,6 +3,7 @@
 import csv
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from r3con.cli.eval_cmd import eval_app
@@ -12,7 +13,8 @@ from r3con.testing import FakeLLMServer
 from ..eval._fakes import shared_data
 
 runner = CliRunner()
-BASELINES = {"longcontext", "codeagent", "rlm", "structrag", "rag", "memagent", "readagent", "raptor"}
+BASELINES = {"longcontext", "codeagent", "rlm", "structrag", "rag", "memagent", "readagent", "raptor", "hipporag",
+             "linearrag", "arag", "fileagent"}
 ABLATIONS = {"r3con", "r3con-rounds0", "r3con-rounds1", "r3con-rounds3", "r3con-nostruct", "r3con-direct"}
 
 
@@ -24,9 +26,14 @@ def test_every_method_is_registered_and_described():
     assert result.exit_code == 0 and set(json.loads(result.stdout)) == set(available_methods())
 
 
-def test_all_methods_side_by_side_with_cost(tmp_path, clean_env, monkeypatch):
+@pytest.fixture
+def loong():
+    return shared_data("loong")  # before clean_env clears R3CON_DATA
+
+
+def test_all_methods_side_by_side_with_cost(loong, tmp_path, clean_env, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the call cache stays in this test
-    data = shared_data("loong")
+    data = loong
     common = ["--benchmark", "loong", "--data", str(data), "--sets", "1", "--languages", "zh", "--limit", "1",
               "--model", "qwen3.5-4b", "--json", "--quiet", "--no-plots"]
     with FakeLLMServer(model="qwen3.5-4b") as server:  # a model with a known price, so cost is not zero
@@ -51,7 +58,9 @@ def test_all_methods_side_by_side_with_cost(tmp_path, clean_env, monkeypatch):
     # each method's calls went out under its own stage names
     assert {"longcontext", "codeagent", "rlm", "rlm-sub", "structrag-router", "structrag-structurize",
             "structrag-utilize", "rag-answer", "rag-embed", "memagent-read", "memagent-answer", "readagent-gist",
-            "readagent-lookup", "readagent-answer", "raptor-summarize", "raptor-answer", "raptor-embed"} <= stages
+            "readagent-lookup", "readagent-answer", "raptor-summarize", "raptor-answer", "raptor-embed",
+            "hipporag-ner", "hipporag-triples", "hipporag-filter", "hipporag-answer", "hipporag-embed",
+            "linearrag-answer", "linearrag-embed", "arag-agent", "arag-embed", "fileagent"} <= stages
     for name in BASELINES:
         record = json.loads(next((tmp_path / "a" / name).glob("*.json")).read_text())
         assert record["by_stage"] and all(
@@ -73,3 +82,27 @@ def test_all_methods_side_by_side_with_cost(tmp_path, clean_env, monkeypatch):
     runs = {r["method"]: r["usage"] for r in report["benchmarks"]["loong"]["runs"]}
     # billed, or served by the call cache from an identical earlier call (the second folder repeats three methods)
     assert all(u["cost_usd"] + u.get("saved_usd", 0) > 0 for u in runs.values()), runs
+
+
+@pytest.fixture
+def dracula():
+    return shared_data("dracula")
+
+
+@pytest.mark.parametrize("corpus", ["loong-en", "loong-zh", "dracula"])
+def test_the_four_new_methods_run_through_eval_run(corpus, loong, dracula, tmp_path, clean_env):
+    benchmark = corpus.split("-")[0]
+    chosen = ["--languages", corpus.split("-")[1], "--sets", "1"] if benchmark == "loong" else []
+    with FakeLLMServer() as server:
+        result = runner.invoke(eval_app, [
+            "run", "--benchmark", benchmark, "--data", str(loong if benchmark == "loong" else dracula), *chosen,
+            "--limit", "1", "--method", "hipporag,linearrag,arag,fileagent", "-o", "hipporag.chunk_tokens=4000",
+            "--base-url", server.base_url, "--out", str(tmp_path / "e"), "--json", "--quiet", "--no-plots"])
+        assert result.exit_code == 0, result.output
+        stages = {c["stage"] for c in server.calls()}
+    summary = json.loads(result.stdout)["methods"]
+    for name in ("hipporag", "linearrag", "arag", "fileagent"):
+        assert summary[name]["n"] == 1 and summary[name]["outcomes"].get("failed", 0) == 0, (name, summary[name])
+        assert summary[name]["usage"]["calls"] > 0, name
+    assert {"hipporag-ner", "hipporag-triples", "hipporag-filter", "hipporag-answer", "linearrag-answer",
+            "arag-agent", "fileagent", "judge"} <= stages

@@ -27,7 +27,7 @@ async def test_runs_end_to_end_with_a_bounded_memory(corpus, fake_server, tmp_pa
 
 
 async def test_memory_is_overwritten_not_appended(fake_server, tmp_path):
-    outcome = await run(memagent.method(memagent.Options(chunk_tokens=2000, memory_tokens=48)),
+    outcome = await run(memagent.method(memagent.Options(chunk_tokens=500, memory_tokens=48)),
                         task("loong-en"), fake_server, tmp_path)
     steps = transcript(outcome)["steps"]
     assert len(steps) > 15 and max(s["memory_tokens"] for s in steps) <= 48

@@ -7,7 +7,7 @@ import pytest
 
 from r3con.testing import FakeLLMServer
 
-from ..conftest import r3con_cli
+from ..conftest import cli_in_process
 
 QUESTION = "Who wrote to whom, and when?"
 # USD per million tokens, in the ratio of the 9B model's prices (output 1.5x input), large enough to count
@@ -38,7 +38,7 @@ def prices(tmp_path):
 
 
 def _run(server, corpus, tmp_path, prices, *extra, cache="llm.sqlite"):
-    return r3con_cli("run", QUESTION, str(corpus), "--base-url", server.base_url, "--prices", str(prices),
+    return cli_in_process("run", QUESTION, str(corpus), "--base-url", server.base_url, "--prices", str(prices),
                      "--out", str(tmp_path / "runs"), "--cache", str(tmp_path / cache), "--json", "-q", *extra)
 
 
@@ -77,7 +77,7 @@ def test_half_the_cost_spends_at_least_90_percent_then_a_raised_cap_finishes_pay
 
     raised = f"{1.5 * full:.6f}"
     if continue_with == "--resume":
-        rerun = r3con_cli("run", "--resume", str(folder), "--base-url", server.base_url, "--max-cost", raised,
+        rerun = cli_in_process("run", "--resume", str(folder), "--base-url", server.base_url, "--max-cost", raised,
                           "--json", "-q")
     else:
         rerun = _run(server, corpus, tmp_path, prices, "--max-cost", raised)
@@ -102,10 +102,10 @@ def test_resuming_a_spent_folder_without_raising_the_cap_says_to_raise_it_and_ca
     assert _run(server, corpus, tmp_path, prices, "--max-cost", f"{cap:.6f}").returncode == 1
     folder = _only_folder(tmp_path)
     kept = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name not in (
-        "manifest.json", "usage.json", "error.json", "calls.jsonl")}
+        "manifest.json", "usage.json", "error.json", "calls.jsonl", "report.html")}  # report.html: rebuilt from them
     log = (folder / "calls.jsonl").read_bytes()
     calls = _chat_calls(server)
-    again = r3con_cli("run", "--resume", str(folder), "--base-url", server.base_url,
+    again = cli_in_process("run", "--resume", str(folder), "--base-url", server.base_url,
                       "--max-cost", f"{cap * resume_cap:.6f}", "-q")
     assert again.returncode == (1 if resume_cap == 1.0 else 2), again.stderr
     (line,) = again.stderr.strip().splitlines()
@@ -117,7 +117,7 @@ def test_resuming_a_spent_folder_without_raising_the_cap_says_to_raise_it_and_ca
 
 def test_a_model_without_a_price_exits_2_before_any_call_and_says_how_to_add_one(server, corpus, tmp_path):
     calls = _chat_calls(server)
-    proc = r3con_cli("run", QUESTION, str(corpus), "--base-url", server.base_url, "--max-cost", "1",
+    proc = cli_in_process("run", QUESTION, str(corpus), "--base-url", server.base_url, "--max-cost", "1",
                      "--out", str(tmp_path / "runs"), "--no-cache")
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
@@ -142,7 +142,7 @@ def test_calls_jsonl_keeps_every_reply_and_one_request_per_template_by_default(s
     sizes, logs = {}, {}
     for mode in ("full", "compact", "meta"):
         out = tmp_path / mode
-        proc = r3con_cli("run", QUESTION, str(corpus), "--base-url", server.base_url, "--prices", str(prices),
+        proc = cli_in_process("run", QUESTION, str(corpus), "--base-url", server.base_url, "--prices", str(prices),
                          "--out", str(out), "--no-cache", "-q", *(["--log-calls", mode] if mode != "compact" else []))
         assert proc.returncode == 0, proc.stderr
         (folder,) = out.iterdir()

@@ -11,7 +11,7 @@ from r3con.inputs import DegradedInput, Inputs, ReadInput
 from r3con.testing import FakeLLMServer, FaultPlan
 
 from ..bad_inputs import LATIN, assert_every_file_accounted, blank_pdf, categories, docx_bytes, messy_folder
-from ..conftest import r3con_cli
+from ..conftest import cli_in_process
 
 QUESTION = "How old are the people named?"
 FAST_RETRIES = {"R3CON_RETRY_BASE_S": "0.001"}
@@ -29,7 +29,7 @@ def one_line(proc, prefix: str) -> str:
 def test_a_messy_folder_is_accounted_for_and_named_in_one_warning(fake_server, tmp_path):
     docs = tmp_path / "docs"
     expected = messy_folder(docs)
-    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+    proc = cli_in_process("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
                      "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -52,16 +52,16 @@ def test_a_messy_folder_is_accounted_for_and_named_in_one_warning(fake_server, t
 def test_strict_exits_1_after_writing_everything(fake_server, tmp_path):
     docs = tmp_path / "docs"
     messy_folder(docs)
-    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+    proc = cli_in_process("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
                      "--strict", "--quiet")
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.strip()  # the answer is still printed
     (line,) = stderr_lines(proc)
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert line.startswith("r3con: error: --strict: 10 inputs not fully used: broken.pdf (")
     assert line.endswith(f"and 7 more; full list: {run_dir}/manifest.json")
     assert {"answer.txt", "result.json", "manifest.json"} <= {p.name for p in run_dir.iterdir()}
     assert len(json.loads((run_dir / "result.json").read_text())["inputs"]["skipped"]) == 6
+    assert proc.stdout.startswith((run_dir / "answer.txt").read_text().strip()), "the run's answer is still printed"
 
 
 def test_a_clean_folder_passes_strict_without_a_warning(fake_server, tmp_path):
@@ -69,7 +69,7 @@ def test_a_clean_folder_passes_strict_without_a_warning(fake_server, tmp_path):
     docs.mkdir()
     (docs / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old.")
     (docs / "b.md").write_text("# Letter\n\nBob Stone, aged 41.")
-    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+    proc = cli_in_process("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
                      "--strict")
     assert proc.returncode == 0, proc.stderr
     assert one_line(proc, "inputs:") == "inputs: 2 read"
@@ -85,12 +85,12 @@ def test_a_run_inside_the_documents_folder_never_reads_its_own_runs(fake_server,
     (docs / ".git" / "HEAD.txt").write_text("ref: main")
     counts = []
     for _ in range(3):  # the default ./r3con-runs, then a custom --out: both stay out
-        proc = r3con_cli("run", QUESTION, ".", "--base-url", fake_server.base_url, "--json", "--quiet", cwd=docs)
+        proc = cli_in_process("run", QUESTION, ".", "--base-url", fake_server.base_url, "--json", "--quiet", cwd=docs)
         assert proc.returncode == 0, proc.stderr
         counts.append(json.loads(proc.stdout)["documents"])
-    r3con_cli("run", QUESTION, ".", "--base-url", fake_server.base_url, "--quiet", "--out", "mine", cwd=docs)
+    cli_in_process("run", QUESTION, ".", "--base-url", fake_server.base_url, "--quiet", "--out", "mine", cwd=docs)
     (earlier,) = (docs / "mine").iterdir()  # a run folder under another name: known by its manifest
-    proc = r3con_cli("run", QUESTION, ".", "--base-url", fake_server.base_url, "--json", "--out", "mine", cwd=docs)
+    proc = cli_in_process("run", QUESTION, ".", "--base-url", fake_server.base_url, "--json", "--out", "mine", cwd=docs)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert counts == [1, 1, 1] and data["documents"] == 1
@@ -109,7 +109,7 @@ def test_exclude_and_include_hidden_are_counted(fake_server, tmp_path):
     (docs / ".notes.md").write_text("# Notes\n\nCid is 29.")
     (docs / "drafts").mkdir()
     (docs / "drafts" / "d.txt").write_text("draft")
-    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+    proc = cli_in_process("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
                      "--include-hidden", "--exclude", "*.csv", "--exclude", "drafts", "--json")
     assert proc.returncode == 0, proc.stderr
     inputs = json.loads(proc.stdout)["inputs"]
@@ -127,7 +127,7 @@ def test_documents_degraded_by_server_errors_are_named(strict, tmp_path):
         (docs / f"person-{i:02}.txt").write_text(f"Person {i}\n\nPerson {i} is {20 + i} years old and lives in Oslo.")
     env = {**FAST_RETRIES, "R3CON_MAX_FAILED_SHARE": "0.95"}
     with FakeLLMServer(port=0, faults=FaultPlan.parse("500=0.4,only=populate,max=1000,seed=3")) as server:
-        proc = r3con_cli("run", QUESTION, str(docs), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
+        proc = cli_in_process("run", QUESTION, str(docs), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
                          "--retries", "0", "--no-cache", "--json", *(["--strict"] if strict else []), env=env)
     assert proc.returncode == (1 if strict else 0), proc.stderr
     data = json.loads(proc.stdout)
@@ -149,7 +149,7 @@ def test_documents_degraded_by_server_errors_are_named(strict, tmp_path):
 def test_estimate_reports_the_inputs_too(tmp_path):
     docs = tmp_path / "docs"
     messy_folder(docs)
-    proc = r3con_cli("estimate", QUESTION, str(docs), "--model", "gpt-4o-mini", "--json")
+    proc = cli_in_process("estimate", QUESTION, str(docs), "--model", "gpt-4o-mini", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["documents"] == 5 and len(data["inputs"]["skipped"]) == 6
@@ -230,7 +230,7 @@ def test_each_bad_input_is_listed_once_and_said_in_one_line(case, files, categor
             path.write_bytes(content)
         else:
             path.write_text(content)
-    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+    proc = cli_in_process("run", QUESTION, str(docs), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
                      "--strict", "--json", "--reasoning", "direct", "--rounds", "1")
     assert proc.returncode == strict_code, proc.stderr
     inputs = json.loads(proc.stdout)["inputs"]
@@ -253,7 +253,7 @@ def test_a_folder_with_nothing_readable_exits_2_and_says_why(tmp_path):
     docs.mkdir()
     (docs / "scan.pdf").write_bytes(blank_pdf())
     (docs / ".notes.txt").write_text("hidden notes")
-    proc = r3con_cli("run", QUESTION, str(docs), "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs"))
+    proc = cli_in_process("run", QUESTION, str(docs), "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs"))
     assert proc.returncode == 2
     (line,) = stderr_lines(proc)
     assert line == (f"r3con: error: no readable document in {docs} (scan.pdf: no text layer: OCR it first (e.g. "

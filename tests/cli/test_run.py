@@ -1,4 +1,6 @@
-"""`r3con run`, `demo` and `fake-llm` as a user runs them: subprocesses, exit codes, one-line errors."""
+"""`r3con run`, `demo` and `fake-llm` as a user runs them: exit codes, one-line errors. Through the entry point in
+this process, except where a real process matters (a whole run as installed, a server that runs until stopped,
+the standard input of a process)."""
 
 import json
 import subprocess
@@ -6,7 +8,7 @@ import sys
 
 import pytest
 
-from ..conftest import free_port, r3con_cli
+from ..conftest import cli_in_process, free_port, r3con_cli
 
 
 @pytest.fixture
@@ -29,8 +31,8 @@ def test_run_prints_the_answer_and_a_usage_line(fake_server, corpus, tmp_path):
 
 
 def test_run_json_has_the_documented_shape(fake_server, corpus, tmp_path):
-    proc = r3con_cli("run", "How old are the people named?", str(corpus), "--json", "--quiet",
-                     "--out", str(tmp_path / "runs"), env={"OPENAI_BASE_URL": fake_server.base_url})
+    proc = cli_in_process("run", "How old are the people named?", str(corpus), "--json", "--quiet",
+                          "--out", str(tmp_path / "runs"), env={"OPENAI_BASE_URL": fake_server.base_url})
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) >= {"answer", "run_dir", "documents", "degraded", "usage"}
@@ -50,7 +52,7 @@ def test_run_json_has_the_documented_shape(fake_server, corpus, tmp_path):
 ])
 def test_bad_usage_and_input_exit_2_with_one_line(args, env, code, message, corpus, tmp_path):
     args = [a.format(corpus=corpus, port=free_port()) for a in args] + ["--out", str(tmp_path)] * (len(args) > 1)
-    proc = r3con_cli(*args, env=env)
+    proc = cli_in_process(*args, env=env)
     assert proc.returncode == code, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -60,7 +62,7 @@ def test_bad_usage_and_input_exit_2_with_one_line(args, env, code, message, corp
 
 def test_empty_folder_is_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
-    proc = r3con_cli("run", "q", str(tmp_path / "empty"), "--base-url", "http://x/v1")
+    proc = cli_in_process("run", "q", str(tmp_path / "empty"), "--base-url", "http://x/v1")
     assert proc.returncode == 2 and "no readable document" in proc.stderr
 
 
@@ -69,8 +71,8 @@ def test_failed_run_exits_1_and_keeps_its_folder(corpus, tmp_path):
     from r3con.testing import FakeLLMServer, FaultPlan
 
     with FakeLLMServer(port=0, faults=FaultPlan.parse("500=1.0,max=1000")) as server:
-        proc = r3con_cli("run", "q", str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
-                         env={"R3CON_RETRY_BASE_S": "0.001"})  # every call is retried: quickly
+        proc = cli_in_process("run", "q", str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
+                              env={"R3CON_RETRY_BASE_S": "0.001"})  # every call is retried: quickly
     assert proc.returncode == 1, proc.stderr
     assert "failed" in proc.stderr and "Traceback" not in proc.stderr
     (folder,) = (tmp_path / "runs").iterdir()
@@ -78,7 +80,7 @@ def test_failed_run_exits_1_and_keeps_its_folder(corpus, tmp_path):
 
 
 def test_demo_runs_offline_and_says_the_model_is_scripted(tmp_path):
-    proc = r3con_cli("demo", "--out", str(tmp_path))
+    proc = cli_in_process("demo", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "scripted offline model" in proc.stderr
     assert "Answer (scripted model):" in proc.stdout and "Artifacts:" in proc.stdout
@@ -99,7 +101,7 @@ def test_fake_llm_prints_its_port_first():
 def test_version_prints_the_version():
     import r3con
 
-    proc = r3con_cli("--version")
+    proc = cli_in_process("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"r3con {r3con.__version__}"
 
 
@@ -109,10 +111,8 @@ def test_the_question_comes_from_stdin_or_a_file(how, fake_server, corpus, tmp_p
     (tmp_path / "question.txt").write_text(question + "\n")
     args = {"stdin": ["-"], "@file": [f"@{tmp_path / 'question.txt'}"],
             "--question-file": ["--question-file", str(tmp_path / "question.txt")]}[how]
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
-    proc = subprocess.run([sys.executable, "-m", "r3con", "run", *args, str(corpus), "--base-url", fake_server.base_url,
-                           "--out", str(tmp_path / "runs"), "--json", "-q"], input=question if how == "stdin" else "",
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = cli_in_process("run", *args, str(corpus), "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"),
+                          "--json", "-q", stdin=question if how == "stdin" else "")
     assert proc.returncode == 0, proc.stderr
     (folder,) = (tmp_path / "runs").iterdir()
     assert json.loads((folder / "manifest.json").read_text())["task"] == question
@@ -133,7 +133,7 @@ def test_an_unreadable_question_exits_2_with_one_line(args, message, corpus, tmp
 
 @pytest.mark.parametrize("command", [["run"], ["estimate"], ["eval", "run"], ["eval", "report"], ["fake-llm"], []])
 def test_help_names_values_in_words_not_python_types(command):
-    proc = r3con_cli(*command, "--help", env={"COLUMNS": "100"})
+    proc = cli_in_process(*command, "--help", env={"COLUMNS": "100"})
     assert proc.returncode == 0, proc.stderr
     for python_type in ("<bool>", "<str>", "<int>", "<float>", "<path>", "list[str]"):
         assert python_type not in proc.stdout, python_type

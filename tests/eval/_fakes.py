@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from r3con.corpus import Document, documents_from_texts
 from r3con.errors import R3conError
 from r3con.eval.tasks import EvalTask
-from r3con.llm.types import ChatRequest, Completion, Usage
+from r3con.llm.types import Usage
+
+from ..fakes import Reply, ScriptedLLM, benchmark_data
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_CORPUSQA = Path(__file__).parent / "data" / "corpusqa_tiny.jsonl"
@@ -20,41 +19,13 @@ JUDGE_USAGE = Usage(calls=1, prompt_tokens=100, completion_tokens=20, cost_usd=0
 
 
 def shared_data(benchmark: str) -> Path:
-    """The real data folder of a benchmark, or skip the test saying where it was looked for."""
-    root = os.environ.get("R3CON_DATA")
-    path = (Path(root) if root else REPO.parent / "shared" / "data") / benchmark
-    if not path.exists():
-        pytest.skip(f"{benchmark} data not found at {path} (set R3CON_DATA to the folder holding {benchmark}/)")
-    return path
+    """The benchmark's data: the real folder when it is here, else the committed slice (tests/fixtures/data)."""
+    return benchmark_data(benchmark)
 
 
-Reply = str | R3conError | Callable[[ChatRequest], str]
-
-
-class ScriptedLLM:
-    """Answers each request with the next scripted reply (text, an error to raise, or a function of the request).
-
-    When the script runs out, `default` answers. Every request is kept in `requests`.
-    """
-
-    def __init__(self, *replies: Reply, default: Reply | None = None, model: str = "judge-model"):
-        self.replies = list(replies)
-        self.default = default
-        self.model = model
-        self.requests: list[ChatRequest] = []
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        self.requests.append(request)
-        if self.replies:
-            reply = self.replies.pop(0)
-        elif self.default is not None:
-            reply = self.default
-        else:
-            raise AssertionError(f"unexpected LLM call: {request.messages[-1].content[:200]!r}")
-        if isinstance(reply, R3conError):
-            raise reply
-        content = reply(request) if callable(reply) else reply
-        return Completion(content=content, finish_reason="stop", usage=JUDGE_USAGE, model=self.model)
+def judge_llm(*replies: Reply, default: Reply | None = None) -> ScriptedLLM:
+    """The scripted LLM as a judge: `replies` in turn, then `default`; every call costs `JUDGE_USAGE`."""
+    return ScriptedLLM(default=default, replies=replies, model="judge-model", usage=JUDGE_USAGE)
 
 
 @dataclass(frozen=True)

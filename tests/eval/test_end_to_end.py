@@ -62,7 +62,7 @@ def test_a_real_slice_runs_is_judged_reported_and_resumes_for_free(tmp_path, no_
     assert len(records) == n
     for path in records:
         record = json.loads(path.read_text())
-        assert record["answer"].strip()
+        assert record["answer"].strip() and "no evidence found" not in record["answer"]
         assert record["verdict"] is not None
         assert record["model"] == "r3con-scripted", "the model the endpoint served, though none was configured"
     judge_calls = [json.loads(line) for line in (out / "judge-calls.jsonl").read_text().splitlines()]

@@ -14,17 +14,17 @@ from r3con.eval.judges import (
     prompt_from_file,
 )
 
-from ._fakes import JUDGE_USAGE, ScriptedLLM, make_task
+from ._fakes import JUDGE_USAGE, judge_llm, make_task
 
 LOONG = make_task("t1", "What is the EPS of Acme?", "-$0.04")
 
 
 async def test_a_valid_reply_gives_the_rating_and_100_is_correct():
-    llm = ScriptedLLM('{"rationale": "matches", "score": 100}')
+    llm = judge_llm('{"rationale": "matches", "score": 100}')
     verdict = await judge_answer(judge_spec("loong"), LOONG, "EPS was -$0.04.", llm)
     assert verdict.status == JUDGED and verdict.correct and verdict.rating == 100
     assert verdict.usage == JUDGE_USAGE and verdict.judge_model == "judge-model"
-    (request,) = llm.requests
+    (request,) = llm.history
     assert request.stage == "judge" and request.temperature == 0
     assert request.response_schema is not None and request.response_schema["properties"]["score"]["maximum"] == 100
     prompt = request.messages[0].content
@@ -34,70 +34,70 @@ async def test_a_valid_reply_gives_the_rating_and_100_is_correct():
 
 
 async def test_a_rating_below_100_is_not_correct_but_is_kept():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "about -0.04", ScriptedLLM('{"rationale": "", "score": 85}'))
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "about -0.04", judge_llm('{"rationale": "", "score": 85}'))
     assert verdict.status == JUDGED and not verdict.correct and verdict.rating == 85
 
 
 async def test_fenced_and_prose_json_is_accepted():
     reply = 'Here is my verdict:\n```json\n{"rationale": "same value", "equivalent": true}\n```\nDone.'
     task = make_task("c1", "How many?", "215", benchmark="corpusqa")
-    verdict = await judge_answer(judge_spec("corpusqa"), task, "Sum... The answer is: 215", ScriptedLLM(reply))
+    verdict = await judge_answer(judge_spec("corpusqa"), task, "Sum... The answer is: 215", judge_llm(reply))
     assert verdict.status == JUDGED and verdict.correct and verdict.rationale == "same value"
 
 
 async def test_slightly_broken_json_is_repaired():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM("{'rationale': 'ok', 'score': 100,}"))
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm("{'rationale': 'ok', 'score': 100,}"))
     assert verdict.status == JUDGED and verdict.rating == 100
 
 
 async def test_an_invalid_reply_is_re_asked_once_with_the_reason():
-    llm = ScriptedLLM('{"rationale": "too good", "score": 150}', '{"rationale": "fixed", "score": 90}')
+    llm = judge_llm('{"rationale": "too good", "score": 150}', '{"rationale": "fixed", "score": 90}')
     verdict = await judge_answer(judge_spec("loong"), LOONG, "x", llm)
     assert verdict.status == JUDGED and verdict.rating == 90
     assert verdict.usage.calls == 2
-    retry = llm.requests[1]
+    retry = llm.history[1]
     assert [m.role for m in retry.messages] == ["user", "assistant", "user"]
     assert "score: 150 is greater than the maximum of 100" in retry.messages[-1].content
     assert retry.prompt_name == "loong_judge+judge_retry"
 
 
 async def test_a_judge_that_stays_unusable_fails_the_verdict_at_worst():
-    llm = ScriptedLLM("I think it is fine.", "Still no JSON.")
+    llm = judge_llm("I think it is fine.", "Still no JSON.")
     verdict = await judge_answer(judge_spec("loong"), LOONG, "x", llm)
     assert verdict.status == JUDGE_FAILED and not verdict.correct and verdict.rating is None
-    assert "no JSON object" in verdict.error and len(llm.requests) == 2
+    assert "no JSON object" in verdict.error and len(llm.history) == 2
 
 
 async def test_an_endpoint_error_gives_a_judge_error_and_a_config_error_stops():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM(ProviderError("503 busy", status=503)))
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(ProviderError("503 busy", status=503)))
     assert verdict.status == JUDGE_ERROR and "503 busy" in verdict.error
     with pytest.raises(EndpointUnreachable):
-        await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM(EndpointUnreachable("down")))
+        await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(EndpointUnreachable("down")))
 
 
 async def test_an_empty_answer_scores_worst_without_a_judge_call():
-    llm = ScriptedLLM()
+    llm = judge_llm()
     task = make_task("c1", "How many?", "215", benchmark="corpusqa")
     for answer in ("", "   ", "Reasoning only. The answer is:  "):
         verdict = await judge_answer(judge_spec("corpusqa"), task, answer, llm)
         assert verdict.status == EMPTY and not verdict.correct
-    assert llm.requests == []
+    assert llm.history == []
 
 
 async def test_corpusqa_judges_only_the_final_answer():
-    llm = ScriptedLLM('{"rationale": "r", "equivalent": false}')
+    llm = judge_llm('{"rationale": "r", "equivalent": false}')
     task = make_task("c1", "How many?", "215", benchmark="corpusqa")
     verdict = await judge_answer(judge_spec("corpusqa"), task, "long reasoning 999\nThe answer is: 214", llm)
     assert not verdict.correct
-    prompt = llm.requests[0].messages[0].content
+    prompt = llm.history[0].messages[0].content
     assert "<answer>\n214\n</answer>" in prompt and "999" not in prompt
 
 
 async def test_upstream_reply_formats_are_understood():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", ScriptedLLM("Evidence: fine.\nRating: [[100]]"))
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm("Evidence: fine.\nRating: [[100]]"))
     assert verdict.rating == 100 and verdict.correct
     task = make_task("c1", "q", "1", benchmark="corpusqa")
-    verdict = await judge_answer(judge_spec("corpusqa"), task, "1", ScriptedLLM("Same. [[YES]]"))
+    verdict = await judge_answer(judge_spec("corpusqa"), task, "1", judge_llm("Same. [[YES]]"))
     assert verdict.correct
 
 
@@ -108,18 +108,18 @@ async def test_dracula_needs_count_and_victims_and_judges_the_lenient_gold_apart
     def reply(count, victims):
         return json.dumps({"rationale": "r", "count_correct": count, "victims_correct": victims})
 
-    llm = ScriptedLLM(reply(False, True), reply(True, True))  # strict: wrong count; lenient: right
+    llm = judge_llm(reply(False, True), reply(True, True))  # strict: wrong count; lenient: right
     verdict = await judge_answer(judge_spec("dracula"), task, "12 people", llm)
     assert verdict.status == JUDGED and not verdict.correct and verdict.lenient_correct is True
-    assert "<gold>\n13: ...\n</gold>" in llm.requests[0].messages[0].content
-    assert "<gold>\n12: without Mr. Swales\n</gold>" in llm.requests[1].messages[0].content
+    assert "<gold>\n13: ...\n</gold>" in llm.history[0].messages[0].content
+    assert "<gold>\n12: without Mr. Swales\n</gold>" in llm.history[1].messages[0].content
     assert verdict.usage.calls == 2
 
-    llm = ScriptedLLM(reply(True, True), reply(False, False))
+    llm = judge_llm(reply(True, True), reply(False, False))
     verdict = await judge_answer(judge_spec("dracula"), task, "13 people", llm)
     assert verdict.correct and verdict.lenient_correct is True  # right on the strict gold is right leniently
 
-    llm = ScriptedLLM(reply(True, False), reply(True, False))
+    llm = judge_llm(reply(True, False), reply(True, False))
     verdict = await judge_answer(judge_spec("dracula"), task, "13, wrong names", llm)
     assert not verdict.correct and verdict.lenient_correct is False
 
@@ -128,9 +128,9 @@ async def test_a_judge_prompt_from_a_file_replaces_the_builtin(tmp_path):
     path = tmp_path / "judge.j2"
     path.write_text("Q: <task>{{ task }}</task> A: <answer>{{ answer }}</answer> G: <gold>{{ gold }}</gold>")
     spec = judge_spec("loong", prompt_from_file(path))
-    llm = ScriptedLLM('{"rationale": "", "score": 100}')
+    llm = judge_llm('{"rationale": "", "score": 100}')
     verdict = await judge_answer(spec, LOONG, "x", llm)
-    assert llm.requests[0].messages[0].content == "Q: <task>What is the EPS of Acme?</task> A: <answer>x</answer> G: <gold>-$0.04</gold>"
+    assert llm.history[0].messages[0].content == "Q: <task>What is the EPS of Acme?</task> A: <answer>x</answer> G: <gold>-$0.04</gold>"
     assert verdict.prompt_name == "file:judge.j2"
 
 
@@ -139,7 +139,7 @@ async def test_a_prompt_with_an_unknown_variable_fails_strictly(tmp_path):
     path.write_text("{{ task }} {{ reference }}")
     spec = judge_spec("loong", prompt_from_file(path))
     with pytest.raises(ConfigError, match="'reference' is undefined.*task, answer, gold"):
-        await judge_answer(spec, LOONG, "x", ScriptedLLM())
+        await judge_answer(spec, LOONG, "x", judge_llm())
     path.write_text("{% if %}")
     with pytest.raises(ConfigError, match="not a valid Jinja template"):
         prompt_from_file(path)

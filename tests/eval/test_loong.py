@@ -7,6 +7,7 @@ from r3con.errors import ConfigError, InputError
 from r3con.eval.loong import SKIP_LEGAL, load_loong, task_text
 from r3con.eval.tasks import TaskFilter
 
+from ..fakes import real_data
 from ._fakes import shared_data
 
 
@@ -21,7 +22,7 @@ def test_task_text_drops_the_docs_slot_and_its_heading():
 
 
 def test_paper_sets_without_legal_hold_927_tasks_all_with_documents():
-    ts = load_loong(shared_data("loong"), TaskFilter(sets=(2, 3, 4)))
+    ts = load_loong(real_data("loong"), TaskFilter(sets=(2, 3, 4)))
     assert len(ts.tasks) == 927
     assert ts.skipped == {SKIP_LEGAL: 350}
     assert Counter(t.meta["domain"] for t in ts.tasks) == {"financial": 597, "paper": 330}
@@ -52,7 +53,7 @@ def test_tasks_are_built_as_upstream_builds_them():
 
 
 def test_an_exact_company_name_wins_over_longer_names_that_contain_it():
-    data = shared_data("loong")
+    data = real_data("loong")
     ts = load_loong(data, TaskFilter(task_ids=("ff3aa0ab-8dff-4115-8365-0b734655b779",)))
     (task,) = ts.tasks
     by_title = {d.title: d.source for d in task.documents}
@@ -67,7 +68,7 @@ def test_shuffling_is_fixed_per_task():
 
 
 def test_filters_and_limit():
-    ts = load_loong(shared_data("loong"), TaskFilter(sets=(3,), levels=(4,), languages=("en",), limit=7))
+    ts = load_loong(real_data("loong"), TaskFilter(sets=(3,), levels=(4,), languages=("en",), limit=7))
     assert len(ts.tasks) == 7
     assert all(t.meta["set"] == 3 and t.meta["level"] == 4 and t.meta["language"] == "en" for t in ts.tasks)
 

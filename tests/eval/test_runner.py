@@ -11,7 +11,7 @@ from r3con.eval.runner import run_eval
 from r3con.eval.tasks import TaskSet
 from r3con.testing import FakeLLMServer
 
-from ._fakes import FakeMethod, ScriptedLLM, make_task
+from ._fakes import FakeMethod, judge_llm, make_task
 
 RIGHT = '{"rationale": "ok", "score": 100}'
 WRONG = '{"rationale": "no", "score": 40}'
@@ -41,7 +41,7 @@ async def evaluate(out, method, judge, **kwargs):
 
 async def test_a_run_writes_one_record_per_task_and_scores_them(tmp_path):
     method = FakeMethod(answers={"Question one?": "one", "Question two?": "two"}, default="wrong")
-    judge = ScriptedLLM(default=judge_by_answer)
+    judge = judge_llm(default=judge_by_answer)
     result = await evaluate(tmp_path, method, judge, methods=["fake"])
     assert result.ran == 3 and result.judged == 3
     summary = result.summaries["fake"]
@@ -58,10 +58,10 @@ async def test_a_run_writes_one_record_per_task_and_scores_them(tmp_path):
 
 
 async def test_a_second_run_makes_no_method_and_no_judge_calls(tmp_path):
-    await evaluate(tmp_path, FakeMethod(), ScriptedLLM(default=judge_by_answer))
-    method, judge = FakeMethod(), ScriptedLLM()  # any call to this judge fails the test
+    await evaluate(tmp_path, FakeMethod(), judge_llm(default=judge_by_answer))
+    method, judge = FakeMethod(), judge_llm()  # any call to this judge fails the test
     result = await evaluate(tmp_path, method, judge)
-    assert method.calls == [] and judge.requests == []
+    assert method.calls == [] and judge.history == []
     assert result.ran == 0 and result.judged == 0 and result.summaries["r3con"].n == 3
 
 
@@ -78,50 +78,50 @@ async def test_an_answered_unjudged_task_is_only_judged(tmp_path):
         await evaluate(tmp_path, FakeMethod(default="one"), Outage(), workers=1)
     saved = [read_record(p) for p in sorted((tmp_path / "r3con").glob("*.json"))]
     assert saved and all(r.verdict is None for r in saved)
-    method, judge = FakeMethod(), ScriptedLLM(default=judge_by_answer)
+    method, judge = FakeMethod(), judge_llm(default=judge_by_answer)
     result = await evaluate(tmp_path, method, judge)
     assert [c[1] for c in method.calls] == [t.task_text for t in TASKS.tasks if t.id not in {r.task_id for r in saved}]
-    assert len(judge.requests) == 3 and result.judged == 3
+    assert len(judge.history) == 3 and result.judged == 3
 
 
 async def test_a_judge_error_is_judged_again_on_resume(tmp_path):
-    judge = ScriptedLLM(ProviderError("503"), default=judge_by_answer)
+    judge = judge_llm(ProviderError("503"), default=judge_by_answer)
     result = await evaluate(tmp_path, FakeMethod(default="one"), judge, workers=1)
     assert result.summaries["r3con"].outcomes.get(JUDGE_ERROR) == 1
-    judge = ScriptedLLM(default=judge_by_answer)
+    judge = judge_llm(default=judge_by_answer)
     result = await evaluate(tmp_path, FakeMethod(), judge)
-    assert len(judge.requests) == 1 and result.summaries["r3con"].outcomes.get(JUDGE_ERROR) is None
+    assert len(judge.history) == 1 and result.summaries["r3con"].outcomes.get(JUDGE_ERROR) is None
 
 
 async def test_failed_and_capped_tasks_count_at_worst_without_judge_calls(tmp_path):
     method = FakeMethod(answers={"Question one?": "one", "Question two?": "two"},
                         capped={"Question two?"}, errors={"Question three?": RunFailed("agent crashed")})
-    judge = ScriptedLLM(default=judge_by_answer)
+    judge = judge_llm(default=judge_by_answer)
     result = await evaluate(tmp_path, method, judge)
     summary = result.summaries["r3con"]
     assert (summary.accuracy.correct, summary.n) == (1, 3)
     assert summary.outcomes[FAILED] == 1 and summary.outcomes[CAPPED] == 1
-    assert len(judge.requests) == 1
+    assert len(judge.history) == 1
     failed = read_record(record_path(tmp_path, "r3con", "t3"))
     assert failed.status == "failed" and "RunFailed: agent crashed" in failed.error
     # --retry-failed runs only the failed task again; --score-capped would judge capped answers
     method = FakeMethod(default="three")
-    result = await evaluate(tmp_path, method, ScriptedLLM(default=judge_by_answer), retry_failed=True)
+    result = await evaluate(tmp_path, method, judge_llm(default=judge_by_answer), retry_failed=True)
     assert [c[1] for c in method.calls] == ["Question three?"]
     assert result.summaries["r3con"].accuracy.correct == 2
 
 
 async def test_step_capped_answers_are_judged_with_score_capped(tmp_path):
     method = FakeMethod(default="one", capped={"Question one?"})
-    judge = ScriptedLLM(default=judge_by_answer)
+    judge = judge_llm(default=judge_by_answer)
     result = await evaluate(tmp_path, method, judge, score_capped=True)
-    assert len(judge.requests) == 3 and result.summaries["r3con"].accuracy.correct == 1
+    assert len(judge.history) == 3 and result.summaries["r3con"].accuracy.correct == 1
 
 
 async def test_a_configuration_error_stops_the_whole_evaluation(tmp_path):
     method = FakeMethod(errors={"Question one?": EndpointUnreachable("no server at http://x; pass --base-url")})
     with pytest.raises(EndpointUnreachable, match="pass --base-url"):
-        await evaluate(tmp_path, method, ScriptedLLM(default=judge_by_answer), workers=1)
+        await evaluate(tmp_path, method, judge_llm(default=judge_by_answer), workers=1)
 
 
 async def test_methods_run_side_by_side_and_workers_bound_concurrency(tmp_path):
@@ -136,7 +136,7 @@ async def test_methods_run_side_by_side_and_workers_bound_concurrency(tmp_path):
             running -= 1
             return await super().__call__(*args)
 
-    result = await evaluate(tmp_path, Slow(), ScriptedLLM(default=judge_by_answer), methods=["a", "b"], workers=2)
+    result = await evaluate(tmp_path, Slow(), judge_llm(default=judge_by_answer), methods=["a", "b"], workers=2)
     assert peak == 2
     assert set(result.summaries) == {"a", "b"} and all(s.n == 3 for s in result.summaries.values())
     assert (tmp_path / "a" / "t1.json").is_file() and (tmp_path / "b" / "t1.json").is_file()
@@ -145,21 +145,21 @@ async def test_methods_run_side_by_side_and_workers_bound_concurrency(tmp_path):
 async def test_a_folder_of_another_benchmark_or_judge_prompt_is_refused(tmp_path):
     from r3con.eval.judges import JudgePrompt
 
-    await evaluate(tmp_path, FakeMethod(), ScriptedLLM(default=judge_by_answer))
+    await evaluate(tmp_path, FakeMethod(), judge_llm(default=judge_by_answer))
     other = TaskSet(benchmark="corpusqa", tasks=())
     with pytest.raises(ConfigError, match="holds a loong evaluation"):
-        await run_eval(other, Settings(), tmp_path, method_fn=FakeMethod(), judge_llm=ScriptedLLM())
+        await run_eval(other, Settings(), tmp_path, method_fn=FakeMethod(), judge_llm=judge_llm())
     prompt = JudgePrompt("file:mine.j2", "<task>{{ task }}</task><answer>{{ answer }}</answer><gold>{{ gold }}</gold>")
     with pytest.raises(ConfigError, match="--rejudge"):
-        await evaluate(tmp_path, FakeMethod(), ScriptedLLM(), judge_prompt=prompt)
-    judge = ScriptedLLM(default=RIGHT)
+        await evaluate(tmp_path, FakeMethod(), judge_llm(), judge_prompt=prompt)
+    judge = judge_llm(default=RIGHT)
     method = FakeMethod()
     result = await evaluate(tmp_path, method, judge, judge_prompt=prompt, rejudge=True)
-    assert method.calls == [] and len(judge.requests) == 3 and result.summaries["r3con"].accuracy.correct == 3
+    assert method.calls == [] and len(judge.history) == 3 and result.summaries["r3con"].accuracy.correct == 3
 
 
 async def test_no_judge_client_is_opened_when_nothing_needs_judging(tmp_path):
-    await evaluate(tmp_path, FakeMethod(), ScriptedLLM(default=judge_by_answer))
+    await evaluate(tmp_path, FakeMethod(), judge_llm(default=judge_by_answer))
     # no judge_llm and no endpoint configured: a finished evaluation still reports
     result = await run_eval(TASKS, Settings(), tmp_path, method_fn=FakeMethod())
     assert result.summaries["r3con"].n == 3
@@ -173,10 +173,10 @@ async def test_a_baseline_stopped_by_the_cost_cap_stops_the_evaluation_and_is_no
     with FakeLLMServer() as server:
         capped = Settings.resolve(env={}, base_url=server.base_url, prices_file=prices, max_cost_usd=0.1, cache=False)
         with pytest.raises(BudgetExceeded, match="--max-cost"):
-            await run_eval(one, capped, tmp_path, methods=("structrag",), judge_llm=ScriptedLLM(default=judge_by_answer))
+            await run_eval(one, capped, tmp_path, methods=("structrag",), judge_llm=judge_llm(default=judge_by_answer))
         assert {c["stage"] for c in server.calls()} == {"structrag-router"}  # stopped before the structurizer's calls
         assert not record_path(tmp_path, "structrag", "t1").exists()  # not FAILED: a rerun with a higher cap runs it
         raised = Settings.resolve(env={}, base_url=server.base_url, prices_file=prices, max_cost_usd=5.0, cache=False)
-        result = await run_eval(one, raised, tmp_path, methods=("structrag",), judge_llm=ScriptedLLM(default=judge_by_answer))
+        result = await run_eval(one, raised, tmp_path, methods=("structrag",), judge_llm=judge_llm(default=judge_by_answer))
     assert read_record(record_path(tmp_path, "structrag", "t1")).status != FAILED
     assert result.ran == 1

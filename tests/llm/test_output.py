@@ -107,3 +107,9 @@ async def test_errors_below_carry_the_usage_of_earlier_attempts():
     with pytest.raises(ProviderError) as info:
         await checked(inner).complete(REQUEST)
     assert info.value.usage.calls == 1 and info.value.usage.events == {"empty": 1}
+
+
+async def test_a_cut_chinese_note_is_kept_to_its_last_full_stop():
+    cut = "公司第一季度报告未经审计。法定代表人：王军。金利华电股份有限公"
+    completion = await checked(Script(c(cut, "length"))).complete(REQUEST)
+    assert completion.content == "公司第一季度报告未经审计。法定代表人：王军。 (cut)"

@@ -13,21 +13,15 @@ from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 from r3con.testing import FakeLLMServer, FaultPlan
 
+from ..fakes import ScriptedLLM
+
 REQUEST = ChatRequest(messages=(Message("user", "<task>q</task> hello"),), stage="relevance", model="m")
 
 
-class Flaky:
-    """Raises the given errors in turn, then answers."""
-
-    def __init__(self, *errors: Exception):
-        self.errors = list(errors)
-        self.calls = 0
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        self.calls += 1
-        if self.errors:
-            raise self.errors.pop(0)
-        return Completion(content="ok", finish_reason="stop", model="m", usage=Usage(calls=1))
+def flaky(*errors: Exception) -> ScriptedLLM:
+    """Raises the given errors in turn, then answers "ok"."""
+    return ScriptedLLM(default=Completion(content="ok", finish_reason="stop", model="m", usage=Usage(calls=1)),
+                       replies=errors)
 
 
 class Sleeps:
@@ -45,10 +39,10 @@ def retrying(inner, retries=6, budget=100, base=0.5, max_s=60.0):
 
 
 async def test_retry_after_is_honoured_and_retries_are_counted():
-    inner = Flaky(ProviderError("429", status=429, retry_after=2.5), ProviderError("503", status=503, retry_after=0.1))
+    inner = flaky(ProviderError("429", status=429, retry_after=2.5), ProviderError("503", status=503, retry_after=0.1))
     layer, sleep = retrying(inner)
     completion = await layer.complete(REQUEST)
-    assert completion.content == "ok" and inner.calls == 3
+    assert completion.content == "ok" and len(inner.history) == 3
     assert sleep.waits == [2.5, 0.1]
     assert completion.usage.events == {"retries": 2}
 
@@ -70,10 +64,10 @@ async def test_backoff_is_exponential_with_full_jitter_and_capped():
     ProviderError("conflict", status=409),
 ])
 async def test_transient_failures_are_retried(error):
-    inner = Flaky(error)
+    inner = flaky(error)
     layer, sleep = retrying(inner)
     assert (await layer.complete(REQUEST)).content == "ok"
-    assert inner.calls == 2 and len(sleep.waits) == 1
+    assert len(inner.history) == 2 and len(sleep.waits) == 1
 
 
 @pytest.mark.parametrize("error", [
@@ -82,35 +76,35 @@ async def test_transient_failures_are_retried(error):
     ContextTooLong("too long", status=400),
 ])
 async def test_request_errors_are_not_retried(error):
-    inner = Flaky(error)
+    inner = flaky(error)
     layer, sleep = retrying(inner)
     with pytest.raises(type(error)):
         await layer.complete(REQUEST)
-    assert inner.calls == 1 and sleep.waits == []
+    assert len(inner.history) == 1 and sleep.waits == []
 
 
 async def test_a_call_gives_up_after_its_retries_naming_the_endpoint_and_last_error():
-    inner = Flaky(*[ProviderError(f"HTTP 500 number {i}", status=500) for i in range(10)])
+    inner = flaky(*[ProviderError(f"HTTP 500 number {i}", status=500) for i in range(10)])
     layer, sleep = retrying(inner, retries=3)
     with pytest.raises(ProviderError) as info:
         await layer.complete(REQUEST)
     message = str(info.value)
     assert "http://ep/v1" in message and "after 4 attempts" in message and "HTTP 500 number 3" in message
-    assert inner.calls == 4 and len(sleep.waits) == 3
+    assert len(inner.history) == 4 and len(sleep.waits) == 3
     assert info.value.usage.events == {"retries": 3}
 
 
 async def test_the_runs_retry_budget_is_shared_and_bounded():
     budget = RetryBudget(3)
     sleep = Sleeps()
-    inner = Flaky(*[ProviderError("HTTP 503", status=503) for _ in range(10)])
+    inner = flaky(*[ProviderError("HTTP 503", status=503) for _ in range(10)])
     layer = Retrying(inner, RetryPolicy(retries=6, base_s=0.01), budget, "http://ep/v1", sleep=sleep)
     with pytest.raises(ProviderError, match="retry budget of 3 is spent"):
         await layer.complete(REQUEST)
-    assert inner.calls == 4 and budget.spent == 3
+    assert len(inner.history) == 4 and budget.spent == 3
     with pytest.raises(ProviderError, match="retry budget"):  # the next call has none left either
         await layer.complete(REQUEST)
-    assert inner.calls == 5
+    assert len(inner.history) == 5
 
 
 def test_retry_after_headers():
@@ -156,9 +150,9 @@ async def test_hangs_and_dropped_connections_are_retried_over_http(fault, words)
 
 
 async def test_one_call_stops_retrying_at_its_time_limit():
-    inner = Flaky(ProviderError("429", status=429, retry_after=20), ProviderError("429", status=429, retry_after=20))
+    inner = flaky(ProviderError("429", status=429, retry_after=20), ProviderError("429", status=429, retry_after=20))
     sleep = Sleeps()
     layer = Retrying(inner, RetryPolicy(6, 0.5, 60.0, call_s=30.0), RetryBudget(100), "http://ep/v1", sleep=sleep)
     with pytest.raises(ProviderError, match="at the one-call limit of 30 s"):
         await layer.complete(REQUEST)
-    assert sleep.waits == [20] and inner.calls == 2, "the second wait would end past 30 s"
+    assert sleep.waits == [20] and len(inner.history) == 2, "the second wait would end past 30 s"

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..artifacts import is_disk_full
 from ..errors import R3conError
 from ._help import plain_command
-from .app import app
+from .app import app, report_line
 
 
 def main() -> None:
@@ -19,11 +19,13 @@ def main() -> None:
         plain_command(app)(prog_name="r3con")
     except R3conError as exc:
         print(error_line(exc), file=sys.stderr)
+        report_line(exc, quiet=getattr(exc, "quiet", False))
         sys.exit(exc.exit_code)
     except Exception as exc:  # our own bug (or a full disk): say so plainly, keep the details available
         if os.environ.get("R3CON_DEBUG"):
             traceback.print_exc()
         print(error_line(exc), file=sys.stderr)
+        report_line(exc, quiet=getattr(exc, "quiet", False))
         sys.exit(1)
 
 

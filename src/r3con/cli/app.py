@@ -8,7 +8,7 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -167,11 +167,16 @@ def run(
                                               run_folder=resume, inputs=corpus.inputs))
     except KeyboardInterrupt as exc:
         interrupted = exc
+    except Exception as exc:
+        with suppress(AttributeError):
+            exc.quiet = quiet  # type: ignore[attr-defined]  # main() then prints no report line after the error
+        raise
     finally:
         if progress is not None:
             progress.close()
     if interrupted is not None:
         print(interrupted_line(interrupted), file=sys.stderr)
+        report_line(interrupted, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     print_result(result.summary(), as_json)
     if not quiet:
@@ -182,7 +187,37 @@ def run(
         print(f"run folder: {result.run_dir}", file=sys.stderr)
     for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
         print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
+    report_line(result, quiet=quiet)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
+
+
+def report_line(outcome: object, *, quiet: bool = False) -> None:
+    """`report: PATH` on stderr for a run's result or the exception that ended it, or one warning line
+    when the report could not be written (the run's own outcome stands either way)."""
+    links = (outcome, getattr(outcome, "__context__", None), getattr(outcome, "__cause__", None))
+    source = next((o for o in links if hasattr(o, "report") or hasattr(o, "report_error")), outcome)
+    path, problem = getattr(source, "report", None), getattr(source, "report_error", None)
+    if problem:
+        print(f"r3con: warning: {problem}", file=sys.stderr)
+    elif path is not None and not quiet:
+        print(f"report: {path}", file=sys.stderr)
+
+
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (r3con-runs/...)", show_default=False)],
+    open_it: Annotated[bool, typer.Option("--open", help="Open the report in the web browser")] = False,
+) -> None:
+    """Write RUN_DIR/report.html again from the run folder, print its path, and open it with --open."""
+    from ..report import write_report
+
+    path = write_report(run_dir)
+    print(path)
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.resolve().as_uri()):
+            print(f"r3con: warning: no web browser found; open {path} yourself", file=sys.stderr)
 
 
 @contextmanager

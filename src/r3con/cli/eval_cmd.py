@@ -81,6 +81,7 @@ def run(
     benchmark: Benchmark,
     data: Data = None,
     method: Annotated[list[str] | None, typer.Option("--method", "-m", help="Method to evaluate: repeatable or comma-separated, 'all' for every method (default r3con; list: r3con eval methods)")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="A method option KEY=VALUE, or METHOD.KEY=VALUE for one method (repeatable; list: r3con eval methods)")] = None,
     sets: Annotated[str | None, typer.Option("--sets", help="Loong sets, e.g. 2,3,4 (the paper's, the default) or all")] = None,
     domains: Annotated[str | None, typer.Option("--domains", help="e.g. financial,paper (Loong) or financial_en (CorpusQA)")] = None,
     levels: Annotated[str | None, typer.Option("--levels", help="Loong levels, e.g. 1,2")] = None,
@@ -156,18 +157,26 @@ def run(
             outcome += f" (rating {verdict.rating})"
         print(f"[{done}/{total}] {record.method} {record.task_id}: {action}, {outcome}", file=sys.stderr, flush=True)
 
-    from ..methods import available_methods
+    from ..methods import available_methods, configured_methods
 
     unknown = [m for m in methods if m not in available_methods()]
     if unknown:
         raise ConfigError(f"unknown method {unknown[0]!r}; choose one of {', '.join(available_methods())}")
+    method_fn: Any = None
+    if option:
+        chosen = configured_methods(methods, option)
+
+        async def configured(name: str, task: str, documents: Any, settings: Any, run_dir: Path) -> Any:
+            return await chosen[name](task, documents, settings, run_dir)
+
+        method_fn = configured
     if not quiet:
         for reason, count in task_set.skipped.items():
             print(f"skipping {count} {benchmark} tasks: {reason}", file=sys.stderr)
         print(f"{len(task_set.tasks)} tasks x {len(methods)} method(s) -> {out_dir}", file=sys.stderr)
     result = asyncio.run(run_eval(
         task_set, settings, out_dir, methods=methods, workers=workers, judge_prompt=prompt,
-        score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress,
+        score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress, method_fn=method_fn,
     ))
     report_dir = out_dir / "report"
     files = write_report(build_report([out_dir]), report_dir, plots=not no_plots)
@@ -236,8 +245,8 @@ def report(
 @eval_app.command("methods")
 @_one_line_errors
 def list_methods(as_json: Json = False) -> None:
-    """The methods `--method` accepts: R3CON, its ablations and the baselines, one line each."""
-    from ..methods import describe_methods
+    """The methods `--method` accepts: R3CON, its ablations and the baselines, one line each, and their options."""
+    from ..methods import describe_methods, method_options
 
     described = describe_methods()
     if as_json:
@@ -246,6 +255,10 @@ def list_methods(as_json: Json = False) -> None:
     width = max(len(name) for name in described)
     for name, line in described.items():
         print(f"{name:<{width}}  {line}")
+        options = method_options(name)
+        if options:
+            listed = ", ".join(f"{key}={default!r}" for key, (_, default) in options.items())
+            print(f"{'':<{width}}  --option {listed}")
 
 
 @eval_app.command()

@@ -54,3 +54,5 @@ def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = F
     print(f"Answer (scripted model): {result.answer}")
     print(f"Usage: {usage_line(result.usage)}")
     print(f"Artifacts: {result.run_dir}")
+    if result.report is not None:
+        print(f"Report: {result.report} (open it in a browser)")

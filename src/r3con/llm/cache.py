@@ -18,6 +18,7 @@ import os
 import sqlite3
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import jsonschema
@@ -25,7 +26,7 @@ import jsonschema
 from .._json import NoJSON, extract_json  # the very extraction the stages apply
 from ..errors import ConfigError
 from .replies import without_thinking
-from .types import LLM, ChatRequest, Completion, Usage
+from .types import LLM, ChatRequest, Completion, ToolCall, Usage
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS calls (
     reasoning TEXT,
     finish_reason TEXT,
     usage TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    tool_calls TEXT
 )
 """
 
@@ -61,6 +63,9 @@ class CallCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
             self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
+            if "tool_calls" not in columns:  # a cache file written before tool calling
+                self._db.execute("ALTER TABLE calls ADD COLUMN tool_calls TEXT")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the LLM cache {self.path}: {exc}; pass --cache PATH or --no-cache") from exc
         self._lock = threading.Lock()
@@ -68,22 +73,25 @@ class CallCache:
     def get(self, key: str) -> Completion | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT content, reasoning, finish_reason, usage, model FROM calls WHERE key = ?", (key,)
+                "SELECT content, reasoning, finish_reason, usage, model, tool_calls FROM calls WHERE key = ?", (key,)
             ).fetchone()
         if row is None:
             return None
-        content, reasoning, finish_reason, usage, model = row
+        content, reasoning, finish_reason, usage, model, tool_calls = row
+        calls = tuple(ToolCall(**c) for c in json.loads(tool_calls)) if tool_calls else ()
         return Completion(content=content, reasoning=reasoning, finish_reason=finish_reason,
-                          usage=Usage(**json.loads(usage)), model=model, from_cache=True)
+                          usage=Usage(**json.loads(usage)), model=model, from_cache=True, tool_calls=calls)
 
     def put(self, key: str, endpoint: str, stage: str, completion: Completion) -> None:
         usage = completion.usage.to_dict()
         usage.pop("events", None)  # events belong to the run that saw them, not to the reply
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO calls (key, endpoint, model, stage, content, reasoning, finish_reason, usage,"
+                " created, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, endpoint, completion.model, stage, completion.content, completion.reasoning,
-                 completion.finish_reason, json.dumps(usage), time.time()),
+                 completion.finish_reason, json.dumps(usage), time.time(),
+                 json.dumps([asdict(c) for c in completion.tool_calls]) if completion.tool_calls else None),
             )
 
     def __len__(self) -> int:
@@ -100,6 +108,8 @@ def usable(request: ChatRequest, completion: Completion) -> bool:
     if completion.finish_reason in ("length", "content_filter") or completion.refusal:
         return False
     text = completion.content.strip() or (completion.reasoning or "").strip()
+    if completion.tool_calls:
+        return True
     if not text:
         return False
     if request.response_schema is None:

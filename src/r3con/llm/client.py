@@ -18,7 +18,7 @@ from ..config import Settings
 from ..errors import ConfigError, ContextTooLong, ProviderError
 from .endpoint import Account, Endpoint, HTTPFailure, env_proxy
 from .overflow import is_overflow
-from .types import ChatRequest, Completion, Usage
+from .types import ChatRequest, Completion, Usage, tool_calls_from
 from .window import EndpointInfo, discover
 
 __all__ = ["EndpointInfo", "OpenAIChat", "chat_body", "env_proxy", "request_headers", "retry_after_s",
@@ -55,10 +55,10 @@ def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> 
             "type": "json_schema",
             "json_schema": {"name": request.schema_name, "schema": dict(request.response_schema), "strict": False},
         }
-    for name in ("tools", "tool_choice"):
-        value = getattr(request, name, None)
-        if value:
-            body[name] = [dict(t) for t in value] if name == "tools" else value
+    if request.tools:
+        body["tools"] = [dict(t) for t in request.tools]
+    if request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
     body.update(request.extra_body)
     return body
 
@@ -175,6 +175,7 @@ def to_completion(data: dict[str, Any], model: str, latency: float) -> Completio
         refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else None,
         latency_s=latency,
         raw=data,
+        tool_calls=tool_calls_from(message),
     )
 
 

@@ -15,7 +15,7 @@ import re
 import json_repair
 
 CUT_MARK = " (cut)"
-_SENTENCE_END = re.compile(r"[.!?。！？](?:[\"'”’)\]]*)(?=\s|$)|\n")
+_SENTENCE_END = re.compile(r"[.!?](?:[\"'”’)\]]*)(?=\s|$)|[。！？][」』”’）]*|\n")  # CJK ends need no space
 
 
 def trim_loop(text: str, *, min_repeats: int = 3, max_period: int = 400) -> str:

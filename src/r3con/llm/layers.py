@@ -187,7 +187,8 @@ class Recorded:
             from_cache=completion.from_cache,
             usage=completion.usage.to_dict(),
             latency_s=round(completion.latency_s, 4),
-            response={"content": completion.content, "reasoning": completion.reasoning},
+            response={"content": completion.content, "reasoning": completion.reasoning,
+                      **({"tool_calls": [c.to_openai() for c in completion.tool_calls]} if completion.tool_calls else {})},
         )
         self.log.write(record)
         return completion

@@ -72,7 +72,7 @@ class OutputChecked:
                 raise _attach(OutputError(
                     f"{problem} ({request.stage} stage); raise the stage's max tokens (at most "
                     "R3CON_MAX_TOKENS_CAP) or try another model"), total)
-            elif not visible_text(completion):
+            elif not visible_text(completion) and not completion.tool_calls:
                 if (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))
                 total = total.with_event("empty")

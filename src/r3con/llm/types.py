@@ -8,22 +8,60 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for (OpenAI tool calling): its id, the tool's name, the JSON arguments."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+def tool_calls_from(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    """The standard `tool_calls` of a reply's message (function calls only; malformed entries skipped)."""
+    calls = []
+    for i, raw in enumerate(message.get("tool_calls") or []):
+        function = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):  # some servers send an object instead of a JSON string
+            arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+        calls.append(ToolCall(id=str(raw.get("id") or f"call_{i}"), name=function["name"], arguments=arguments))
+    return tuple(calls)
 
 
 @dataclass(frozen=True)
 class Message:
-    """One chat message. `cache_breakpoint` marks the end of a prefix worth caching (Anthropic-style)."""
+    """One chat message. `cache_breakpoint` marks the end of a prefix worth caching (Anthropic-style).
+
+    An assistant message may carry the `tool_calls` it made; a `tool` message answers one of them by
+    `tool_call_id`.
+    """
 
     role: Role
     content: str
     cache_breakpoint: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         if self.cache_breakpoint:  # Anthropic-style: a text part marked as the end of a cacheable prefix
             part = {"type": "text", "text": self.content, "cache_control": {"type": "ephemeral"}}
-            return {"role": self.role, "content": [part]}
-        return {"role": self.role, "content": self.content}
+            out: dict[str, Any] = {"role": self.role, "content": [part]}
+        else:
+            out = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
 
 @dataclass(frozen=True)
@@ -45,6 +83,8 @@ class ChatRequest:
     prompt_hash: str = ""
     sample: int = 0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    tools: tuple[Mapping[str, Any], ...] = ()  # OpenAI function tools: {"type": "function", "function": {...}}
+    tool_choice: str | Mapping[str, Any] | None = None  # "auto", "none", "required" or a named function
 
     def with_model(self, model: str) -> ChatRequest:
         return replace(self, model=model)
@@ -60,6 +100,9 @@ class ChatRequest:
             "schema_name": self.schema_name if self.response_schema is not None else None,
             "extra_body": dict(self.extra_body),
             "sample": self.sample,
+            # only when set, so requests without tools keep the keys they had before tool calling
+            **({"tools": [dict(t) for t in self.tools]} if self.tools else {}),
+            **({"tool_choice": self.tool_choice} if self.tool_choice is not None else {}),
         }
 
     def fingerprint(self) -> str:
@@ -161,6 +204,7 @@ class Completion:
     from_cache: bool = False
     refusal: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class LLM(Protocol):

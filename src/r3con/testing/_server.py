@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from . import _baseline_responders as baselines
-from . import _embeddings
+from . import _embeddings, _tools
 from . import _responders as respond
 from . import _text as t
 from ._batch import BatchStore
 from ._faults import TRANSPORT_FAULTS, FaultPlan, message_for
+from ._reading import Reading, plain_messages
 
 
 @dataclass(frozen=True)
@@ -185,11 +186,37 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         return fault
 
+    def _reply(self, r: Reading, request_hash: str, record: dict[str, Any]) -> str:
+        """The scripted reply: by the stage header, then by the mode, the response schema, else prose."""
+        if r.stage == "relevance":
+            return respond.relevance(r, self.state.note_sentences)
+        if r.stage == "schema":
+            return respond.schema(r)
+        if r.stage == "populate":
+            plan = self.state.faults or FaultPlan()
+            reworded: list[str] = []
+            content, invented = respond.invented_records(r, plan.invent, f"{plan.seed}:{request_hash}",
+                                                         plan.reword, reworded)
+            if plan.invent or plan.reword:  # for tests: what is not in the document as it stands
+                record.update(invented=invented, reworded=reworded)
+            return content
+        if r.stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
+            return baselines.respond(r)
+        if r.stage == "judge":
+            return respond.judge(r)
+        if r.mode == "code":
+            return respond.agent(r)
+        if _tools.structured_kind(dict(r.schema or {})):  # entity lists and triples (open information extraction)
+            return _tools.structured_reply([dict(m) for m in r.messages], dict(r.schema or {}))
+        if r.schema is not None:
+            return respond.records(r)
+        return respond.prose(r)
+
     def _chat(self, body: dict[str, Any], request_hash: str) -> None:
         h = self.headers
         stage = h.get("X-R3con-Stage", "")
         mode = h.get("X-R3con-Mode", "")
-        messages = [_plain(m) for m in body.get("messages") or []]
+        messages = plain_messages(list(body.get("messages") or []))
         prompt = "".join(f"{m.get('role')}:{m.get('content')}\n" for m in messages)
         record: dict[str, Any] = {"time": time.time(), "path": self.path, "stage": stage, "mode": mode,
                                   "doc": h.get("X-R3con-Doc"), "part": h.get("X-R3con-Part"),
@@ -211,34 +238,20 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self._transport_fault(record, request_hash, stage)
         if fault in TRANSPORT_FAULTS:
             return
-        schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
-        round_no = int(h.get("X-R3con-Round") or 1)
-        if stage == "relevance":
-            content = respond.relevance(messages, round_no, self.state.note_sentences)
-        elif stage == "schema":
-            content = respond.schema(messages)
-        elif stage == "populate":
-            plan = self.state.faults or FaultPlan()
-            reworded: list[str] = []
-            content, invented = respond.invented_records(messages, schema, plan.invent, f"{plan.seed}:{request_hash}",
-                                                         plan.reword, reworded)
-            if plan.invent or plan.reword:  # for tests: what is not in the document as it stands
-                record.update(invented=invented, reworded=reworded)
-        elif stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
-            content = baselines.respond(stage, mode, messages, schema)
-        elif stage == "judge":
-            content = respond.judge(messages, schema)
-        elif mode == "code":
-            content = respond.agent(messages)
-        elif schema is not None:
-            content = respond.records(messages, schema)
+        reading = Reading.of(body, h)
+        tool_message = _tools.tool_reply(body, messages) if reading.tools else None  # OpenAI tool calling
+        if tool_message is not None:
+            content = tool_message.get("content") or ""
         else:
-            content = respond.prose(messages)
+            content = self._reply(reading, request_hash, record)
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
         message, finish = message_for(fault, content, request_hash)
-        if limit and t.tokens(message.get("content") or "") > limit:
-            message, finish = {"role": "assistant", "content": (message.get("content") or "")[: int(limit) * 4]}, "length"
-        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or ""))
+        if tool_message is not None and tool_message.get("tool_calls") and finish == "stop":
+            message, finish = tool_message, "tool_calls"
+        if limit and t.tokens(message.get("content") or "") > limit:  # written to the budget, as a model told it
+            message = {"role": "assistant", "content": within(message.get("content") or "", int(limit))}
+        completion_tokens = t.tokens((message.get("content") or "") + (message.get("reasoning_content") or "")
+                                     + json.dumps(message.get("tool_calls") or ""))
         cached = self.state.cached_tokens(prompt)
         record.update(status=200, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
         self.state.log(record)
@@ -254,15 +267,6 @@ class _Handler(BaseHTTPRequestHandler):
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {"cached_tokens": cached}},
         })
-
-
-def _plain(message: dict[str, Any]) -> dict[str, Any]:
-    """A message whose content is a list of parts (Anthropic-style cache breakpoints) as plain text."""
-    content = message.get("content")
-    if isinstance(content, list):
-        text = "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-        return {**message, "content": text}
-    return message
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -314,3 +318,13 @@ class FakeLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def within(text: str, limit: int) -> str:
+    """`text` ended at its last white space (or character) that keeps it within `limit` tokens."""
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix within the limit
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if t.tokens(text[:mid]) <= limit else (low, mid - 1)
+    space = text.rfind(" ", 0, low)
+    return text[: space if space > low // 2 else low].rstrip()

@@ -1,4 +1,4 @@
-"""Reading the tagged pieces of a prompt, and picking related sentences, words and numbers."""
+"""Picking related sentences, words, names and numbers from text, and a rough token count."""
 
 from __future__ import annotations
 
@@ -9,29 +9,22 @@ which who whom what when where why how did do does done many much more most any 
 their they them he she his her him we you your our i me my not no yes if into out about over under after before during
 between both either neither one two can could would should will shall may might must has have had so such also only
 very own same again further once here please answer task question documents document""".split())
-_WORD = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z\u00c0-\u024f'-]+|[\u4e00-\u9fff]")
-_SENT = re.compile(r"(?<=[.!?。])\s+|\n+")
+_WORD = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z\u00c0-\u024f'-]+")
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
+# Latin sentences end at . ! ? and white space; CJK ones at their full-width marks, with or without it.
+_SENT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])\s*|\n+")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
-def tag(text: str, name: str) -> str:
-    m = re.search(rf"<{name}>\n?(.*?)\n?</{name}>", text, flags=re.DOTALL)
-    return m.group(1) if m else ""
-
-
-def documents(text: str) -> list[tuple[str, str, str]]:
-    return re.findall(r'<document number="([^"]+)" title="([^"]*)"[^>]*>\n(.*?)\n</document>', text, flags=re.DOTALL)
-
-
-def notes(text: str) -> list[tuple[str, str, str]]:
-    return re.findall(r'<note document="([^"]+)" title="([^"]*)">\n(.*?)\n</note>', text, flags=re.DOTALL)
-
-
 def content_words(text: str) -> set[str]:
+    """Latin words that are not stop words (a plural's "s" dropped), and the character pairs of CJK runs
+    (single CJK characters match too much, and CJK text has no spaces to find words by)."""
     out = set()
     for w in _WORD.findall(text.lower()):
         if w not in STOP and len(w) > 2:
             out.add(w[:-1] if w.endswith("s") and len(w) > 4 else w)
+    for run in _CJK_RUN.findall(text):
+        out.update(run[i:i + 2] for i in range(len(run) - 1))
     return out
 
 

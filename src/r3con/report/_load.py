@@ -1,0 +1,180 @@
+"""Reading a run folder into the plain data the report shows; a missing or broken file is a problem listed, not an error.
+
+A report is written at the end of every run, failed ones included, so each file is optional: the
+report shows what the folder holds and names what it could not read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._diff import changed_share, word_diff
+
+_SECRET_KEYS = ("api_key", "password", "pdf_password", "token", "secret")
+
+
+class Folder:
+    """A run folder's files, read leniently: each failure to read becomes a line in `problems`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.problems: list[str] = []
+
+    def json(self, name: str, default: Any = None) -> Any:
+        target = self.path / name
+        if not target.exists():
+            return default
+        try:
+            return json.loads(target.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
+            return default
+
+    def text(self, name: str) -> str | None:
+        target = self.path / name
+        if not target.exists():
+            return None
+        try:
+            return target.read_text(encoding="utf-8")
+        except (OSError, ValueError) as exc:
+            self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
+            return None
+
+    def lines(self, name: str) -> list[dict[str, Any]]:
+        """A JSON-lines file's objects; a broken line (a run killed while writing) is counted, not fatal."""
+        raw = self.text(name)
+        if raw is None:
+            return []
+        out: list[dict[str, Any]] = []
+        broken = 0
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                broken += 1
+                continue
+            if isinstance(item, dict):
+                out.append(item)
+        if broken:
+            self.problems.append(f"{name}: {broken} line(s) could not be read")
+        return out
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings without secrets (the manifest already masks the API key; this keeps it so if it did not)."""
+    return {k: ("***" if any(s in k.lower() for s in _SECRET_KEYS) and v else v) for k, v in settings.items()}
+
+
+def _notes(folder: Folder) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    """Each note key's rounds: text, the documents it names, and from round 2 on the word diff to the round before."""
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    rounds = 0
+    while (folder.path / "notes" / f"round-{rounds + 1}.json").exists():
+        rounds += 1
+        for item in _list(folder.json(f"notes/round-{rounds}.json", [])):
+            if not isinstance(item, dict) or "doc" not in item:
+                continue
+            key, note = str(item["doc"]), str(item.get("note", ""))
+            entry: dict[str, Any] = {"round": rounds, "note": note, "refs": [str(r) for r in _list(item.get("refs"))]}
+            earlier = by_key[key]
+            if earlier and earlier[-1]["round"] == rounds - 1:
+                diff = word_diff(earlier[-1]["note"], note)
+                entry["diff"] = diff
+                entry["changed"] = round(changed_share(diff), 3)
+            earlier.append(entry)
+    return rounds, dict(by_key)
+
+
+def _schema_tables(schema: Any) -> list[dict[str, Any]]:
+    """The schema as tables of fields (name, type, required, description), for reading rather than parsing."""
+    tables = []
+    for name, table in _dict(_dict(schema).get("properties")).items():
+        items = _dict(_dict(table).get("items"))
+        required = set(_list(items.get("required")))
+        fields = []
+        for field, spec in _dict(items.get("properties")).items():
+            spec = _dict(spec)
+            kind = spec.get("type", "")
+            kind = " or ".join(map(str, kind)) if isinstance(kind, list) else str(kind)
+            if spec.get("enum"):
+                kind += " (" + ", ".join(map(str, spec["enum"])) + ")"
+            fields.append({"name": str(field), "type": kind, "required": field in required,
+                           "description": str(spec.get("description", ""))})
+        tables.append({"name": str(name), "description": str(_dict(table).get("description", "")), "fields": fields})
+    return tables
+
+
+def _timing(calls: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per stage: wall time from its first call's start to its last call's end, and the calls' summed latency."""
+    spans: dict[str, list[float]] = {}
+    latency: dict[str, float] = defaultdict(float)
+    for call in calls:
+        stage, end, took = call.get("stage"), call.get("time"), call.get("latency_s") or 0.0
+        if not isinstance(stage, str) or not isinstance(end, int | float) or not isinstance(took, int | float):
+            continue
+        lo_hi = spans.setdefault(stage, [end - took, end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], end - took), max(lo_hi[1], end)
+        latency[stage] += took
+    return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(latency[s], 3)} for s, (lo, hi) in spans.items()}
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Everything the report shows, as JSON-ready data (document texts under "texts", by document number)."""
+    folder = Folder(Path(path))
+    manifest = _dict(folder.json("manifest.json", {}))
+    result = _dict(folder.json("result.json", {}))
+    answer = folder.text("answer.txt")
+    documents = [d for d in _list(manifest.get("documents")) if isinstance(d, dict)]
+    texts: dict[str, str] = {}
+    for line in folder.lines("documents.jsonl"):
+        if "doc" in line:
+            texts[str(line["doc"])] = str(line.get("text", ""))
+            if not any(str(d.get("doc")) == str(line["doc"]) for d in documents):
+                documents.append({"doc": line["doc"], "title": line.get("title", ""), "source": line.get("source", "")})
+    rounds, notes = _notes(folder)
+    records = {str(k): [r for r in _list(v) if isinstance(r, dict)] for k, v in _dict(folder.json("records.json", {})).items()}
+    schema = folder.json("schema.json")
+    usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
+    calls = folder.lines("calls.jsonl")
+    settings = redact(_dict(manifest.get("settings")))
+    return {
+        "run_dir": str(folder.path),
+        "question": str(manifest.get("task") or ""),
+        "answer": answer.rstrip("\n") if answer is not None else result.get("answer"),
+        "error": folder.json("error.json"),
+        "evidence": [e for e in _list(result.get("evidence")) if isinstance(e, dict)],
+        "unknown_citations": [str(u) for u in _list(result.get("unknown_citations"))],
+        "evidence_stats": manifest.get("evidence_stats") or result.get("evidence_stats"),
+        "inputs": _dict(manifest.get("inputs")),
+        "documents": documents,
+        "texts": texts,
+        "rounds": rounds,
+        "notes": notes,
+        "schema": schema,
+        "schema_tables": _schema_tables(schema),
+        "records": records,
+        "dropped": [r for r in _list(folder.json("dropped_records.json", [])) if isinstance(r, dict)],
+        "transcript": _dict(folder.json("transcript.json", {})),
+        "usage": usage,
+        "timing": _timing(calls),
+        "calls": len(calls),
+        "endpoint": _dict(manifest.get("endpoint")),
+        "settings": settings,
+        "run": {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
+                                            "layout", "notes_selection", "sandbox") if k in manifest},
+        "problems": folder.problems,
+    }

@@ -1,0 +1,82 @@
+"""Reading a run folder for the report: notes' word diffs, the schema as tables, time per stage, secrets
+left out, and a broken or partial folder read as far as it goes."""
+
+import json
+
+from r3con.report._diff import changed_share, word_diff
+from r3con.report._load import load, redact
+
+
+def _folder(tmp_path, **files):
+    for name, content in files.items():
+        path = tmp_path / name.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+    return tmp_path
+
+
+def test_word_diff_marks_added_and_removed_words_and_rebuilds_both_texts():
+    old = "Harker visits the Count.\nNothing else."
+    new = "Harker visits Count Dracula in his castle.\nNothing else."
+    pieces = word_diff(old, new)
+    assert "".join(t for op, t in pieces if op != "-") == new
+    assert "".join(t for op, t in pieces if op != "+") == old
+    assert ["-", "the "] in pieces and ["=", "Count"] in pieces
+    assert ["+", " Dracula in his castle"] in pieces
+    assert 0 < changed_share(pieces) < 1
+    assert word_diff("same words", "same words") == [["=", "same words"]]
+    assert changed_share(word_diff("same", "same")) == 0.0
+
+
+def test_notes_of_each_round_carry_their_diff_to_the_round_before(tmp_path):
+    folder = _folder(tmp_path, **{
+        "notes/round-1.json": [{"doc": "1", "title": "A", "note": "The ship sailed.", "refs": []}],
+        "notes/round-2.json": [{"doc": "1", "title": "A", "note": "The Demeter sailed from Varna.", "refs": ["2"]}],
+    })
+    notes = load(folder)["notes"]["1"]
+    assert [n["round"] for n in notes] == [1, 2] and "diff" not in notes[0]
+    assert notes[1]["refs"] == ["2"] and ["-", "ship"] in notes[1]["diff"] and notes[1]["changed"] > 0
+
+
+def test_schema_reads_as_tables_of_fields(tmp_path):
+    schema = {"type": "object", "properties": {"deaths": {"type": "array", "description": "who died", "items": {
+        "type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "description": "as named"},
+            "cause": {"type": ["string", "null"], "enum": ["drowned", "bitten"]}}}}}}
+    (table,) = load(_folder(tmp_path, **{"schema.json": schema}))["schema_tables"]
+    assert table["name"] == "deaths" and table["description"] == "who died"
+    assert table["fields"] == [
+        {"name": "name", "type": "string", "required": True, "description": "as named"},
+        {"name": "cause", "type": "string or null (drowned, bitten)", "required": False, "description": ""}]
+
+
+def test_time_per_stage_runs_from_the_first_call_start_to_the_last_call_end(tmp_path):
+    calls = [{"stage": "relevance", "time": 10.0, "latency_s": 2.0}, {"stage": "relevance", "time": 11.0, "latency_s": 2.5},
+             {"stage": "reason", "time": 20.0, "latency_s": 1.0}]
+    data = load(_folder(tmp_path, **{"calls.jsonl": "".join(json.dumps(c) + "\n" for c in calls)}))
+    assert data["timing"] == {"relevance": {"wall_s": 3.0, "latency_s": 4.5}, "reason": {"wall_s": 1.0, "latency_s": 1.0}}
+    assert data["calls"] == 3
+
+
+def test_secrets_never_reach_the_report():
+    assert redact({"api_key": "sk-live", "pdf_password": "pw", "model": "m", "api_key_env": None}) == \
+        {"api_key": "***", "pdf_password": "***", "model": "m", "api_key_env": None}
+
+
+def test_a_broken_partial_folder_is_read_as_far_as_it_goes_and_names_what_it_could_not_read(tmp_path):
+    folder = _folder(tmp_path, **{
+        "manifest.json": {"task": "Who?", "documents": [{"doc": 1, "title": "A", "source": "a.txt", "chars": 5}]},
+        "records.json": "{not json",
+        "calls.jsonl": json.dumps({"stage": "relevance", "time": 1.0, "latency_s": 0.5}) + "\n{\"stage\": \"rel",
+        "error.json": {"stage": "populate", "kind": "error", "error": "RunFailed: all documents failed"},
+    })
+    data = load(folder)
+    assert data["question"] == "Who?" and data["answer"] is None and data["error"]["stage"] == "populate"
+    assert data["records"] == {} and data["calls"] == 1
+    assert any(p.startswith("records.json: could not be read") for p in data["problems"])
+    assert "calls.jsonl: 1 line(s) could not be read" in data["problems"]
+
+
+def test_an_empty_folder_reads_as_a_run_with_nothing_in_it(tmp_path):
+    data = load(tmp_path)
+    assert data["documents"] == [] and data["answer"] is None and data["problems"] == [] and data["rounds"] == 0

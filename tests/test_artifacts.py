@@ -1,0 +1,111 @@
+"""The run folder: named for its task, private, written whole, and a full disk said plainly."""
+
+import csv
+import errno
+import json
+import os
+import sqlite3
+import stat
+
+import pytest
+
+from r3con.artifacts import RunDir, disk_full, is_disk_full
+from r3con.errors import DiskFull, InputError, ProviderError
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_run_folder_is_named_for_its_task_and_made_only_when_the_run_starts(tmp_path):
+    run = RunDir.allocate(tmp_path, "How many ships sank in 1628?!")
+    assert not run.path.exists()
+    stamp, rest = run.path.name[:15], run.path.name[16:]
+    assert stamp[8] == "-" and stamp.replace("-", "").isdigit()
+    assert rest.startswith("how-many-ships-sank-in-1628-")
+    assert RunDir.allocate(tmp_path, "???").path.name[16:].startswith("run-"), "a task with no letters"
+    assert run.path != RunDir.allocate(tmp_path, "How many ships sank in 1628?!").path, "two runs a second"
+    run.open()
+    assert run.path.is_dir() and mode(run.path) == 0o700
+
+
+def test_a_folder_that_exists_is_not_taken_over_unless_resumed(tmp_path):
+    run = RunDir.create(tmp_path, "task")
+    with pytest.raises(InputError):
+        RunDir(run.path).open()
+    assert RunDir(run.path).open(new=False).path == run.path
+
+
+def test_an_unwritable_out_folder_says_what_to_pass(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(InputError, match="pass a writable --out"):
+        RunDir.create(blocker, "task")
+
+
+def test_files_are_private_whole_and_in_their_subfolders(tmp_path):
+    run = RunDir.create(tmp_path, "task")
+    run.write_json("notes/round-1.json", {"1": "Ann Lee is 34 — née Stone"})
+    run.write_text("answer.txt", "first")
+    run.write_text("answer.txt", "second")
+    assert json.loads((run.path / "notes" / "round-1.json").read_text()) == {"1": "Ann Lee is 34 — née Stone"}
+    assert (run.path / "answer.txt").read_text() == "second"
+    assert mode(run.path / "notes") == 0o700 and mode(run.path / "answer.txt") == 0o600
+    assert [p.name for p in run.path.rglob(".*")] == [], "no temporary file is left behind"
+
+
+def test_a_write_that_fails_leaves_the_previous_file(tmp_path, monkeypatch):
+    run = RunDir.create(tmp_path, "task")
+    run.write_text("result.json", "old")
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        run.write_text("result.json", "new")
+    assert (run.path / "result.json").read_text() == "old" and [p.name for p in run.path.iterdir()] == ["result.json"]
+
+
+def test_a_table_is_one_csv_with_every_field_and_nested_values_as_json(tmp_path):
+    run = RunDir.create(tmp_path, "task")
+    rows = [{"name": "Ann", "tags": ["a", "b"]}, {"name": "Bob", "age": 41, "where": {"city": "Oslo"}}]
+    path = run.write_table_csv("People / 2024", rows)
+    assert path == run.path / "records" / "people-2024.csv" and mode(path) == 0o600
+    with path.open(newline="", encoding="utf-8") as fh:
+        read = list(csv.DictReader(fh))
+    assert list(read[0]) == ["name", "tags", "age", "where"]
+    assert json.loads(read[0]["tags"]) == ["a", "b"] and json.loads(read[1]["where"]) == {"city": "Oslo"}
+    assert read[1]["age"] == "41" and read[0]["age"] == ""
+
+
+def test_a_folder_without_calls_is_discarded_and_one_with_calls_kept(tmp_path):
+    empty = RunDir.create(tmp_path, "a")
+    assert empty.discard_if_unused() and not empty.path.exists()
+    used = RunDir.create(tmp_path, "b")
+    used.calls_path.write_text("{}\n")
+    assert not used.discard_if_unused() and used.path.is_dir()
+
+
+def test_seal_makes_what_others_wrote_private(tmp_path):
+    run = RunDir.create(tmp_path, "task")
+    (run.scratch_root / "out").mkdir(parents=True)
+    loose = run.scratch_root / "out" / "data.csv"
+    loose.write_text("x")
+    os.chmod(loose, 0o644)
+    run.seal()
+    assert mode(loose) == 0o600 and mode(run.scratch_root) == 0o700
+
+
+def test_a_full_disk_is_recognised_through_the_errors_it_caused(tmp_path):
+    enospc = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "records.json"))
+    assert is_disk_full(enospc) and is_disk_full(sqlite3.OperationalError("database or disk is full"))
+    wrapped = ProviderError("could not write")
+    wrapped.__cause__ = enospc
+    assert is_disk_full(wrapped)
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied")) and not is_disk_full(ValueError("x"))
+    error = disk_full(tmp_path, enospc)
+    assert isinstance(error, DiskFull) and str(tmp_path / "records.json") in str(error)
+    assert str(error).endswith("free some space")
+    assert "the LLM cache" in str(disk_full(tmp_path, sqlite3.OperationalError("database or disk is full")))
+    assert f"the run folder {tmp_path}" in str(disk_full(tmp_path, OSError(errno.EDQUOT, "Disk quota exceeded")))

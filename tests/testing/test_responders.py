@@ -1,0 +1,64 @@
+"""The judges' and the baselines' scripted replies come from the request's shape, whatever the tags are called."""
+
+import json
+import urllib.request
+
+from r3con.eval.judges import JudgePrompt, judge_spec
+
+SCORE = {"type": "object", "properties": {"rationale": {"type": "string"},
+                                          "score": {"type": "integer", "minimum": 1, "maximum": 100}}}
+
+
+def ask(server, stage: str, prompt: str, schema: dict | None = None, mode: str = "",
+        history: list[dict] | None = None, doc: str = "") -> str:
+    body: dict = {"model": "m", "messages": [{"role": "user", "content": prompt}, *(history or [])]}
+    if schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}
+    headers = {"X-R3con-Stage": stage, **({"X-R3con-Mode": mode} if mode else {}), **({"X-R3con-Doc": doc} if doc else {})}
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.loads(reply.read())["choices"][0]["message"]["content"]
+
+
+def test_a_judge_prompt_of_ones_own_scores_a_right_answer_above_a_wrong_one(fake_server):
+    mine = JudgePrompt("mine", "Grade it.\n<q>\n{{ task }}\n</q>\n<ref>\n{{ gold }}\n</ref>\n<cand>\n{{ answer }}\n</cand>\nJSON.")
+    spec = judge_spec("loong", mine)
+    gold = "The Vasa and the Mary Rose sank"
+
+    def score(answer: str) -> int:
+        prompt = spec.prompt.render(task="Which ships sank?", gold=gold, answer=answer)
+        return int(json.loads(ask(fake_server, "judge", prompt, dict(spec.schema)))["score"])
+
+    assert score("The Mary Rose and the Vasa sank") == 100
+    assert score("Nothing sank; the weather was calm") < 30
+
+
+def test_memagent_keeps_its_memory_and_adds_what_the_section_says(fake_server):
+    prompt = ("<goal>\nWhen did the Vasa sink?\n</goal>\n\n<kept>\nThe Vasa was a warship.\n</kept>\n\n"
+              '<chunk doc="2" name="Log">\nThe garden is lovely. The Vasa sank in 1628.\n</chunk>\n\nUpdate it.')
+    reply = ask(fake_server, "memagent-read", prompt)
+    assert reply.splitlines() == ["The Vasa was a warship.", "The Vasa sank in 1628."]
+
+
+def test_readagent_looks_up_the_pages_whose_gists_match_the_task(fake_server):
+    prompt = ('<all>\n<g p="1" d="1">\nA recipe for bread.\n</g>\n<g p="2" d="1">\nThe Vasa sank in the harbour.\n</g>\n'
+              "</all>\n\n<goal>\nWhere did the Vasa sink?\n</goal>")
+    assert ask(fake_server, "readagent-lookup", prompt).startswith("I want to look up Page [2]")
+
+
+def test_the_code_agents_second_step_guards_itself_instead_of_reading_the_error(fake_server):
+    history = [{"role": "assistant", "content": "```python\nprint(1)\n```"},
+               {"role": "user", "content": "Observation: something failed"}]
+    for stage in ("codeagent", "rlm"):
+        reply = ask(fake_server, stage, "<goal>\nWhich ships sank?\n</goal>", mode="code", history=history)
+        code = reply.split("```python\n", 1)[1].rsplit("```", 1)[0]
+        compile(code, stage, "exec")
+        assert "except Exception:" in code and code.rstrip().splitlines()[-1].startswith("final_answer(")
+
+
+def test_a_chinese_document_gets_a_note_from_its_sentences_on_the_task(fake_server):
+    prompt = ('<doc n="1" t="报告">\n公司本期营业收入为100万元。天气晴朗。英力特的公允价值变动收益为5万元。\n</doc>\n\n'
+              "<q>\n英力特的公允价值变动收益是多少？\n</q>")
+    note = ask(fake_server, "relevance", prompt, doc="1")
+    assert "英力特的公允价值变动收益为5万元。" in note and "天气" not in note
