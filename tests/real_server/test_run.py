@@ -5,22 +5,13 @@ never a traceback."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from r3con.cli import main
+from ..cli.test_failures import r3con
 
 pytestmark = pytest.mark.usefixtures("clean_env")
-
-
-def r3con(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["r3con", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out = capsys.readouterr()
-    return exited.value.code or 0, out.out, out.err
 
 
 def test_a_run_on_noise_completes_with_every_failure_accounted_for(llama_server, capsys, monkeypatch, tmp_path):

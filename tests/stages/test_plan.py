@@ -116,3 +116,20 @@ def test_population_puts_its_shared_part_first_everywhere_once_the_probes_found_
     assert not any(doc_first(cold)) and [c.doc.number for c in cold] == list(range(40, 0, -1))
     assert not any(doc_first(plan_populate(Placement(), SHORT, NOTES, CacheSeen(), reverse=False))), \
         "short documents: the shared task, schema and notes lead"
+
+
+def test_replies_are_read_for_the_cache_only_where_placement_uses_them():
+    doc = LONG[0]
+    call = Placement().call(doc, NOTES, probe=True)
+    assert Placement().seen(call, 900, 1000, 50).probe
+    for placement in (Placement(probes=False), Placement(layout="paper")):
+        seen = placement.seen(placement.call(doc, NOTES, probe=True), 900, 1000, 50)
+        assert not CacheSeen().seen([seen]).reported, "under --batch or the paper layout nothing is read"
+
+
+def test_the_instructions_say_where_the_document_is():
+    short, long = SHORT[0], LONG[0]
+    assert Placement().call(long, NOTES).where == "above" and Placement().call(short, NOTES).where == "below"
+    assert Placement(layout="paper").call(long, NOTES).where == "below"
+    assert Placement().call(short, NOTES).prefix_order, "every note, leading: in prefix order"
+    assert not Placement().call(short, Shared(300, selected=True)).prefix_order

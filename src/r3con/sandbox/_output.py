@@ -5,19 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from ._worker import MARKER_PREFIX
+from ._worker import MARKER_PREFIX, clip
 
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that do not start a character
 _CELL_DIGITS = 8
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, keeping head and tail around a marker that says how much went."""
-    if len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
 
 
 class Capture:

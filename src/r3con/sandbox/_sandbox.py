@@ -16,10 +16,9 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Literal
 
 from ..errors import SandboxError
-from ._output import clip
 from ._process import ProtocolError, WorkerGone, WorkerProcess, describe_exit
 from ._results import LAYERS, OPTIONAL_LAYERS, CellResult, IsolationReport, SandboxLimits
-from ._worker import encode_frame, jsonable
+from ._worker import clip, encode_frame, jsonable
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _OUTPUT_GRACE_S = 2.0  # how long the parent waits for a finished cell's output to arrive

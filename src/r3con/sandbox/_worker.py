@@ -142,11 +142,14 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, keeping head and tail around a marker that says how much went
+    (here, standard library only, so that the worker and the parent share it)."""
     if len(text) <= limit:
         return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
 
 
 # -- cells ------------------------------------------------------------------------------------------
@@ -282,7 +285,7 @@ class _Repl:
                 lines.append("  ...\n")
             lines.extend(traceback.format_list(shown))
         lines.extend(traceback.format_exception_only(type(exc), exc))
-        return _clip("".join(lines), MAX_ERROR_CHARS)
+        return clip("".join(lines), MAX_ERROR_CHARS)
 
     @staticmethod
     def _out_of_memory() -> bool:
