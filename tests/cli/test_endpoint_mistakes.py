@@ -12,19 +12,6 @@ from ..conftest import free_port
 from .test_failures import QUESTION, one_line, r3con
 
 
-@pytest.fixture(autouse=True)
-def _clean(clean_env):
-    """No R3CON_* / OPENAI_* variable of the shell leaks in."""
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Ann Lee is 34 years old.")
-    return folder
-
-
 def run(capsys, monkeypatch, corpus, tmp_path, base_url: str, *more: str) -> tuple[int, str, float]:
     started = time.monotonic()
     code, _, err = r3con(capsys, monkeypatch, "run", QUESTION, str(corpus), "--base-url", base_url,

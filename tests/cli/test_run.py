@@ -11,22 +11,13 @@ import pytest
 from ..conftest import cli_in_process, free_port, r3con_cli
 
 
-@pytest.fixture
-def corpus(tmp_path):
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old and lives in Oslo.")
-    (folder / "b.md").write_text("# Letter\n\nBob Stone, aged 41, wrote to Ann Lee.")
-    return folder
-
-
 def test_run_prints_the_answer_and_a_usage_line(fake_server, corpus, tmp_path):
     proc = r3con_cli("run", "How old are the people named?", str(corpus), "--base-url", fake_server.base_url,
                      "--out", str(tmp_path / "runs"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
     assert "usage:" in proc.stderr and "calls" in proc.stderr and "$" in proc.stderr
-    assert "relevance: 4/4" in proc.stderr  # plain progress lines when stderr is not a terminal
+    assert "relevance: 6/6" in proc.stderr  # plain progress lines (3 documents, 2 rounds) when stderr is not a terminal
     assert "Traceback" not in proc.stderr
 
 
@@ -36,7 +27,7 @@ def test_run_json_has_the_documented_shape(fake_server, corpus, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) >= {"answer", "run_dir", "documents", "degraded", "usage"}
-    assert data["documents"] == 2 and data["degraded"] == []
+    assert data["documents"] == 3 and data["degraded"] == []
     assert set(data["usage"]) >= {"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "by_stage"}
     assert set(data["usage"]["by_stage"]) == {"relevance", "schema", "populate", "reason"}
 
