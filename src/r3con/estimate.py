@@ -46,6 +46,7 @@ class Assumptions:
     agent_steps: int = 4  # steps of the coding agent until final_answer
     step_tokens: int = 400  # one agent reply, and one REPL observation
     sampled: int = 0  # documents the figures above were measured on (0: assumed)
+    probes: int = 0  # first-round relevance calls the share and first notes were measured on
     sample_usage: Usage | None = None  # what measuring them took
 
     @property
@@ -55,10 +56,12 @@ class Assumptions:
     def lines(self) -> list[str]:
         source = (f"measured on {self.sampled} sampled documents' relevance and population calls" if self.sampled
                   else "assumed")
+        share_source = (f"{source}, the share and first notes on {self.probes} first-round calls along a BM25 "
+                        "ranking" if self.probes > self.sampled else source)
         return [
-            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens "
+            f"notes ({share_source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens "
             "in each relevance round" if self.final_note_tokens is None else
-            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens in "
+            f"notes ({share_source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens in "
             f"the first relevance round, {self.final_share:.0%} one of {self.final_note_tokens} tokens in the last",
             f"schema and records ({source}): the schema is {self.schema_tokens} tokens; each document's records "
             f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
@@ -287,20 +290,32 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         parts = split_documents(documents, part_budget(settings, window))
         k = max(1, min(count, len(parts)))
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
-        picks = [parts[i] for i in sorted(ranked[(2 * j + 1) * len(parts) // (2 * k)] for j in range(k))]
+        places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]
+        picks = [parts[i] for i in sorted(ranked[i] for i in places)]
         placement = Placement.of(settings)
         recorded = _ByRound(stack)
-        found = await extract_relevance(recorded, task, picks, RelevanceOptions(
-            rounds=max(1, settings.rounds), max_tokens=settings.note_max_tokens, temperature=settings.temperature,
-            placement=placement))
+        options = RelevanceOptions(rounds=max(1, settings.rounds), max_tokens=settings.note_max_tokens,
+                                   temperature=settings.temperature, placement=placement)
+        found = await extract_relevance(recorded, task, picks, options)
         read = recorded.usage.get(1, Usage())
         first, last = ([n for n in notes.values() if n] for notes in (found.rounds[0], found.final))
+        probed = {i: found.rounds[0][parts[ranked[i]].key] for i in places}
+        for _ in range(k):  # bisect where relevance changes along the ranking, with first-round calls only
+            targets = _boundaries(probed)[: k - (len(probed) - len(places))]
+            if not targets:
+                break
+            extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets],
+                                            replace(options, rounds=1))
+            probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
         system = render("reader_system").text
         instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
         counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
         sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
         scale = read.prompt_tokens / sent if read.calls == k and sent else base.token_scale
+        share, first_size = await _along_ranking(probed, len(parts), counter, scale)
         sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
+        growth = sizes[1] / sizes[0] if sizes[0] else 1.0  # the last round's notes against the first's
+        retained = len(last) / len(first) if first else 1.0
         refs = note_refs(picks, found.final)
         wrapped = await counter.count([format_notes([r]) for r in refs])
         tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
@@ -318,14 +333,36 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
                 records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k
         spent = stack.ledger.total()
     return replace(
-        base, sampled=k, token_scale=round(scale, 3), relevant_share=len(first) / k,
-        note_tokens=sizes[0] or base.note_tokens, final_relevant_share=len(last) / k,
-        final_note_tokens=sizes[1] or sizes[0] or base.note_tokens,
+        base, sampled=k, token_scale=round(scale, 3), relevant_share=share,
+        note_tokens=first_size or base.note_tokens, final_relevant_share=min(1.0, share * retained),
+        final_note_tokens=round(first_size * growth) or base.note_tokens, probes=len(probed),
         note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
         note_tags_tokens=max(0, tags), sample_usage=spent,
     ), window
+
+
+def _boundaries(probed: dict[int, str]) -> list[int]:
+    """Ranks halfway between neighbouring probes of the ranking of which one got a note and the other
+    not, the widest gaps first: where the relevant documents end is found by bisection."""
+    ranks = sorted(probed)
+    gaps = [(b - a, (a + b) // 2) for a, b in zip(ranks, ranks[1:], strict=False)
+            if b - a > 1 and bool(probed[a]) != bool(probed[b])]
+    return [middle for _, middle in sorted(gaps, reverse=True)]
+
+
+async def _along_ranking(probed: dict[int, str], n: int, counter: TokenCounter, scale: float) -> tuple[float, int]:
+    """The share of `n` ranked documents that get a note and the notes' mean tokens, each document taken
+    to be like the probe nearest it in the ranking (so a probe stands for the documents around it)."""
+    ranks = sorted(probed)
+    counts = dict(zip(ranks, await counter.count([probed[r] or "" for r in ranks]), strict=True))
+    weight = dict.fromkeys(ranks, 0)
+    for i in range(n):
+        weight[min(ranks, key=lambda r: (abs(r - i), r))] += 1
+    relevant = sum(w for r, w in weight.items() if probed[r])
+    tokens = sum(w * counts[r] for r, w in weight.items() if probed[r])
+    return relevant / n, round(tokens / relevant * scale) if relevant else 0
 
 
 async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float) -> int:
