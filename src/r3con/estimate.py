@@ -280,7 +280,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     from .stages._evidence import with_passage
     from .stages.notes_select import notes_bm25
     from .stages.populate import PopulateOptions, populate
-    from .stages.relevance import RelevanceOptions, extract_relevance
+    from .stages.relevance import RelevanceOptions, extract_relevance, reread
     from .stages.schema import propose_schema, schema_text
 
     counter = counter or EstimateCounter()
@@ -294,19 +294,29 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         picks = [parts[i] for i in sorted(ranked[i] for i in places)]
         placement = Placement.of(settings)
         recorded = _ByRound(stack)
-        options = RelevanceOptions(rounds=max(1, settings.rounds), max_tokens=settings.note_max_tokens,
-                                   temperature=settings.temperature, placement=placement)
-        found = await extract_relevance(recorded, task, picks, options)
+        options = RelevanceOptions(rounds=1, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+                                   placement=placement, notes_budget=notes_budget(settings, window,
+                                                                                  part_budget(settings, window)))
+        notes = dict((await extract_relevance(recorded, task, picks, options)).rounds[0])
         read = recorded.usage.get(1, Usage())
-        first, last = ([n for n in notes.values() if n] for notes in (found.rounds[0], found.final))
-        probed = {i: found.rounds[0][parts[ranked[i]].key] for i in places}
+        probed = {i: notes[parts[ranked[i]].key] for i in places}
         for _ in range(k):  # bisect where relevance changes along the ranking, with first-round calls only
             targets = _boundaries(probed)[: k - (len(probed) - len(places))]
             if not targets:
                 break
-            extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets],
-                                            replace(options, rounds=1))
+            extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets], options)
             probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
+        first = [n for n in notes.values() if n]
+        nearest = _nearest(sorted(probed), len(parts))
+        corpus_notes = {parts[ranked[i]].key: probed[nearest[i]] for i in range(len(parts))}
+        for round_no in range(2, settings.rounds + 1):  # later rounds see the notes the whole corpus would give
+            notes = dict(await reread(recorded, task, parts, corpus_notes, picks, round_no, options))
+            kept = sorted(i for i in places if notes.get(parts[ranked[i]].key))
+            by_pick = _nearest(kept, len(parts)) if kept else {}
+            corpus_notes = {parts[ranked[i]].key: notes[parts[ranked[by_pick[i]]].key]
+                            if by_pick and corpus_notes[parts[ranked[i]].key] else "" for i in range(len(parts))}
+        last = [n for n in notes.values() if n]
+        found_final = notes
         system = render("reader_system").text
         instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
         counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
@@ -316,12 +326,12 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
         growth = sizes[1] / sizes[0] if sizes[0] else 1.0  # the last round's notes against the first's
         retained = len(last) / len(first) if first else 1.0
-        refs = note_refs(picks, found.final)
+        refs = note_refs(picks, found_final)
         wrapped = await counter.count([format_notes([r]) for r in refs])
         tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
         schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
         if settings.structuring:
-            text = format_notes(note_refs(picks, found.final))
+            text = format_notes(note_refs(picks, found_final))
             proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
                                             temperature=settings.temperature)
             schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
@@ -352,14 +362,19 @@ def _boundaries(probed: dict[int, str]) -> list[int]:
     return [middle for _, middle in sorted(gaps, reverse=True)]
 
 
+def _nearest(ranks: Sequence[int], n: int) -> dict[int, int]:
+    """For each of `n` ranks, the nearest of `ranks` (the higher-ranked on a tie)."""
+    return {i: min(ranks, key=lambda r: (abs(r - i), r)) for i in range(n)}
+
+
 async def _along_ranking(probed: dict[int, str], n: int, counter: TokenCounter, scale: float) -> tuple[float, int]:
     """The share of `n` ranked documents that get a note and the notes' mean tokens, each document taken
     to be like the probe nearest it in the ranking (so a probe stands for the documents around it)."""
     ranks = sorted(probed)
     counts = dict(zip(ranks, await counter.count([probed[r] or "" for r in ranks]), strict=True))
     weight = dict.fromkeys(ranks, 0)
-    for i in range(n):
-        weight[min(ranks, key=lambda r: (abs(r - i), r))] += 1
+    for r in _nearest(ranks, n).values():
+        weight[r] += 1
     relevant = sum(w for r, w in weight.items() if probed[r])
     tokens = sum(w * counts[r] for r, w in weight.items() if probed[r])
     return relevant / n, round(tokens / relevant * scale) if relevant else 0
