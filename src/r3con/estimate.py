@@ -300,8 +300,8 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         notes = dict((await extract_relevance(recorded, task, picks, options)).rounds[0])
         read = recorded.usage.get(1, Usage())
         probed = {i: notes[parts[ranked[i]].key] for i in places}
-        for _ in range(k):  # bisect where relevance changes along the ranking, with first-round calls only
-            targets = _boundaries(probed)[: k - (len(probed) - len(places))]
+        for _ in range(k):  # refine along the ranking, with first-round calls only
+            targets = _gaps(probed)[: k - (len(probed) - len(places))]
             if not targets:
                 break
             extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets], options)
@@ -324,7 +324,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         scale = read.prompt_tokens / sent if read.calls == k and sent else base.token_scale
         share, first_size = await _along_ranking(probed, len(parts), counter, scale)
         sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
-        growth = sizes[1] / sizes[0] if sizes[0] else 1.0  # the last round's notes against the first's
+        growth = sizes[1] - sizes[0] if sizes[0] and sizes[1] else 0  # what the last round adds to a note
         retained = len(last) / len(first) if first else 1.0
         refs = note_refs(picks, found_final)
         wrapped = await counter.count([format_notes([r]) for r in refs])
@@ -345,7 +345,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     return replace(
         base, sampled=k, token_scale=round(scale, 3), relevant_share=share,
         note_tokens=first_size or base.note_tokens, final_relevant_share=min(1.0, share * retained),
-        final_note_tokens=round(first_size * growth) or base.note_tokens, probes=len(probed),
+        final_note_tokens=max(1, first_size + growth) if first_size else base.note_tokens, probes=len(probed),
         note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
@@ -353,13 +353,15 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     ), window
 
 
-def _boundaries(probed: dict[int, str]) -> list[int]:
-    """Ranks halfway between neighbouring probes of the ranking of which one got a note and the other
-    not, the widest gaps first: where the relevant documents end is found by bisection."""
+def _gaps(probed: dict[int, str]) -> list[int]:
+    """Ranks halfway between neighbouring probes of the ranking where one of them got a note: first where
+    relevance changes, which finds where the relevant documents end (by bisection), then where both got
+    one, which measures more notes; the widest gaps first. Between two probes without a note nothing is
+    learnt."""
     ranks = sorted(probed)
-    gaps = [(b - a, (a + b) // 2) for a, b in zip(ranks, ranks[1:], strict=False)
-            if b - a > 1 and bool(probed[a]) != bool(probed[b])]
-    return [middle for _, middle in sorted(gaps, reverse=True)]
+    gaps = [(bool(probed[a]) == bool(probed[b]), a - b, (a + b) // 2) for a, b in zip(ranks, ranks[1:], strict=False)
+            if b - a > 1 and (probed[a] or probed[b])]
+    return [middle for *_, middle in sorted(gaps)]
 
 
 def _nearest(ranks: Sequence[int], n: int) -> dict[int, int]:
