@@ -272,8 +272,10 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     of documents with a note and the notes' size (first and last round), the schema's, the records',
     the re-asks, and how the endpoint counts tokens against `counter`; and the context window the run
     would use (the endpoint's, unless set). The documents are spread over a BM25 ranking of the corpus
-    for the task, so that the share found relevant is measured from the likely to the unlikely. Their
-    first-round relevance calls are the run's own, so with the LLM cache the run does not pay for them again."""
+    for the task, and up to `count` more first-round calls refine it where relevance changes or notes
+    are written (`_gaps`), so that the share and note sizes do not come in steps of 1/count; later rounds
+    read the notes the whole corpus would give. First-round calls are the run's own, so with the LLM
+    cache the run does not pay for them again."""
     from .llm import build_llm
     from .retrieval import ranking
     from .stages._common import format_notes, note_refs
