@@ -236,3 +236,11 @@ def test_quotation_marks_left_out_are_tolerated():
     text = "“I am Dracula,” he said, “and I bid you welcome.”"
     found = locate("I am Dracula, he said, and I bid you welcome.", text)
     assert found is not None and found.kind == "tolerant" and text[found.start:found.end] == text[1:-1]
+
+
+def test_a_fuzzy_passage_that_begins_inside_a_word_is_shown_from_the_word():
+    passage = SENTENCE[SENTENCE.index("finished") + 3:].replace("boxes", "crates")
+    found = locate(passage, DRACULA)
+    assert found is not None and found.kind == "fuzzy"
+    assert DRACULA[found.start:].startswith("finished") or DRACULA[found.start:].startswith("we finished")
+    assert not DRACULA[found.end].isalnum()

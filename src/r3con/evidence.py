@@ -27,6 +27,8 @@ from typing import Any, Literal
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 
+from .tokens import CJK_RANGES
+
 MatchKind = Literal["exact", "tolerant", "fuzzy"]
 MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 
@@ -34,6 +36,7 @@ MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 
+_CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 _CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
 # Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
 # straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
@@ -107,7 +110,27 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
     if best is None or best.dest_end <= best.dest_start:
         return None
     start, end = _aligned(folded_needle, folded_text, best.dest_start, best.dest_end)
-    return Match(index[start], index[end - 1] + 1, "fuzzy", round(best.score, 1))
+    return Match(*_whole_words(hay.text, index[start], index[end - 1] + 1), "fuzzy", round(best.score, 1))
+
+
+WORD_SNAP = 30  # characters a fuzzy span may grow by to take in the rest of a word it cuts
+
+
+def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) widened so that it neither begins nor ends inside a word (a highlight shows whole words)."""
+    def inside(i: int) -> bool:
+        return 0 < i < len(text) and _is_word(text[i - 1]) and _is_word(text[i])
+
+    floor, ceiling = max(0, start - WORD_SNAP), min(len(text), end + WORD_SNAP)
+    while start > floor and inside(start):
+        start -= 1
+    while end < ceiling and inside(end):
+        end += 1
+    return start, end
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() and not _CJK_CHAR.match(ch)  # each CJK character is a word of its own
 
 
 def _marks(needle: str, text: str, start: int, end: int) -> tuple[int, int]:

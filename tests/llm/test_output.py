@@ -69,9 +69,10 @@ async def test_a_cut_reply_with_nothing_complete_is_asked_once_more_at_the_same_
 
 
 async def test_no_call_asks_for_more_than_the_cap():
-    inner = Script(c("fine"))
+    inner = Script(c("fine"), c("fine"))
     await checked(inner, cap=300).complete(REQUEST)
-    assert inner.requests[0].max_tokens == 300
+    await checked(inner, cap=300).complete(ChatRequest(messages=REQUEST.messages, stage="schema", model="m"))
+    assert [r.max_tokens for r in inner.requests] == [300, 300], "a request without a limit gets the cap too"
 
 
 async def test_empty_replies_are_asked_again_then_fail():

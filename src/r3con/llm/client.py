@@ -42,8 +42,8 @@ def request_headers(request: ChatRequest) -> dict[str, str]:
 def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> dict[str, Any]:
     """The Chat Completions JSON body of `request` (`constrained`: ask for its schema by `response_format`).
 
-    OpenAI's tool-calling fields (`tools`, `tool_choice`) pass through from `extra_body`, and messages
-    carry their own `tool_calls` / `tool_call_id` (`Message.to_openai`).
+    OpenAI's tool-calling fields: the request's `tools` and `tool_choice`; messages carry their own
+    `tool_calls` / `tool_call_id` (`Message.to_openai`).
     """
     body: dict[str, Any] = {"model": model, "messages": [m.to_openai() for m in request.messages]}
     if request.max_tokens is not None:
@@ -155,7 +155,7 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
 
 
 def to_completion(data: dict[str, Any], model: str, latency: float) -> Completion:
-    """The Completion of a Chat Completions reply (the reply's `message.tool_calls` stay in `raw`)."""
+    """The Completion of a Chat Completions reply, with its `message.tool_calls`."""
     choices = data.get("choices") or [{}]
     choice = choices[0] or {}
     message = choice.get("message") or {}

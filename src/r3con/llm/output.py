@@ -4,7 +4,7 @@
   (`cut.py`): a note up to its last complete sentence, marked "(cut)"; a JSON reply closed after the
   records it completed; a repetition loop stopped where it began. Nothing complete in it: asked once
   more at the same budget, then OutputError (the stage degrades the document). No request asks for
-  more than `max_tokens_cap` reply tokens.
+  more than `max_tokens_cap` reply tokens (one that names no limit gets the cap).
 - empty (no content, no reasoning): asked again, up to `reasks` times, then OutputError.
 - only `reasoning_content` (Qwen thinking mode on vLLM): passed on; the stages read the reasoning.
 - refused (`message.refusal`, or `finish_reason == "content_filter"`): OutputError, not asked again.
@@ -41,7 +41,7 @@ class OutputChecked:
 
     async def complete(self, request: ChatRequest) -> Completion:
         total = Usage()
-        if request.max_tokens is not None and request.max_tokens > self.max_tokens_cap:
+        if request.max_tokens is None or request.max_tokens > self.max_tokens_cap:  # unbounded: up to the window
             request = replace(request, max_tokens=self.max_tokens_cap)
         current = request
         reasks = 0

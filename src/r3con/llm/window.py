@@ -77,7 +77,7 @@ async def window_of(endpoint: Endpoint, model: str, entry: dict[str, Any]) -> tu
         value = _int((meta or {}).get("n_ctx"))
         if value:
             return value, "server: /v1/models meta.n_ctx"
-    if entry.get("owned_by") in ("library", "ollama") or not entry:
+    if entry.get("owned_by") not in ("openai", "system", "openai-internal"):  # Ollama's owners are its users
         shown = await _probe(endpoint, "POST", "//api/show", body={"model": model})
         if isinstance(shown, dict) and ("modelfile" in shown or "model_info" in shown):
             match = re.search(r"^num_ctx\s+(\d+)", str(shown.get("parameters") or ""), re.MULTILINE)
