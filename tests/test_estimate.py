@@ -88,9 +88,9 @@ def test_sampling_needs_an_endpoint(tmp_path):
 
 
 async def test_the_sampled_share_of_relevant_documents_is_not_counted_in_steps_of_one_sample(fake_server, tmp_path):
-    # 5 of 16 documents are about the question: four samples alone could only say 25% or 50%
+    # 6 of 16 documents are about the question: four samples alone could only say 25% or 50%
     other = "The recipe calls for flour, butter and sugar, stirred and baked slowly in a warm oven. "
-    docs = r3con.documents_from_texts(texts(5) + [(f"Recipe {i}", other * (8 + i)) for i in range(11)])
+    docs = r3con.documents_from_texts(texts(6) + [(f"Recipe {i}", other * (8 + i)) for i in range(10)])
     settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path,
                                       cache=False, max_steps=2)
     calibrated, _ = await sample(TASK, docs, settings, 4)
