@@ -62,3 +62,14 @@ def test_a_chinese_document_gets_a_note_from_its_sentences_on_the_task(fake_serv
               "<q>\n英力特的公允价值变动收益是多少？\n</q>")
     note = ask(fake_server, "relevance", prompt, doc="1")
     assert "英力特的公允价值变动收益为5万元。" in note and "天气" not in note
+
+
+def test_a_summary_keeps_within_max_tokens_as_a_model_told_its_length_does(fake_server):
+    texts = "\n".join(f'<text source="{i}">\n英力特的公允价值变动收益为{i}万元。\n</text>' for i in range(10))
+    body = {"model": "m", "max_tokens": 60, "messages": [{"role": "user", "content": f"Summarise.\n\n{texts}"}]}
+    request = urllib.request.Request(f"{fake_server.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "X-R3con-Stage": "raptor-summarize"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        choice = json.loads(reply.read())["choices"][0]
+    assert choice["finish_reason"] == "stop", "ten texts' first sentences (~170 tokens) shortened to fit 60"
+    assert choice["message"]["content"].startswith("英力特的公允价值变动收益为0万元。")
