@@ -85,3 +85,17 @@ def test_sampling_needs_an_endpoint(tmp_path):
     (tmp_path / "a.txt").write_text(texts(1)[0][1])
     result = cli_in_process("estimate", TASK, str(tmp_path), "--sample", "4", timeout=60)
     assert result.returncode != 0 and "--base-url" in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_the_sampled_share_of_relevant_documents_is_not_counted_in_steps_of_one_sample(fake_server, tmp_path):
+    # 6 of 16 documents are about the question: four samples alone could only say 25% or 50%
+    other = "The recipe calls for flour, butter and sugar, stirred and baked slowly in a warm oven. "
+    docs = r3con.documents_from_texts(texts(6) + [(f"Recipe {i}", other * (8 + i)) for i in range(10)])
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path,
+                                      cache=False, max_steps=2)
+    calibrated, _ = await sample(TASK, docs, settings, 4)
+    result = await run(TASK, docs, settings)
+    actual = sum(1 for note in result.notes[0].values() if note) / len(result.parts)
+    assert 0.25 < actual < 0.5
+    assert abs(calibrated.relevant_share - actual) < 0.06
+    assert calibrated.probes > calibrated.sampled == 4

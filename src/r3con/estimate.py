@@ -46,6 +46,7 @@ class Assumptions:
     agent_steps: int = 4  # steps of the coding agent until final_answer
     step_tokens: int = 400  # one agent reply, and one REPL observation
     sampled: int = 0  # documents the figures above were measured on (0: assumed)
+    probes: int = 0  # first-round relevance calls the share and first notes were measured on
     sample_usage: Usage | None = None  # what measuring them took
 
     @property
@@ -55,10 +56,12 @@ class Assumptions:
     def lines(self) -> list[str]:
         source = (f"measured on {self.sampled} sampled documents' relevance and population calls" if self.sampled
                   else "assumed")
+        share_source = (f"{source}, the share and first notes on {self.probes} first-round calls along a BM25 "
+                        "ranking" if self.probes > self.sampled else source)
         return [
-            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens "
+            f"notes ({share_source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens "
             "in each relevance round" if self.final_note_tokens is None else
-            f"notes ({source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens in "
+            f"notes ({share_source}): {self.relevant_share:.0%} of documents get a note of {self.note_tokens} tokens in "
             f"the first relevance round, {self.final_share:.0%} one of {self.final_note_tokens} tokens in the last",
             f"schema and records ({source}): the schema is {self.schema_tokens} tokens; each document's records "
             f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
@@ -269,15 +272,17 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     of documents with a note and the notes' size (first and last round), the schema's, the records',
     the re-asks, and how the endpoint counts tokens against `counter`; and the context window the run
     would use (the endpoint's, unless set). The documents are spread over a BM25 ranking of the corpus
-    for the task, so that the share found relevant is measured from the likely to the unlikely. Their
-    first-round relevance calls are the run's own, so with the LLM cache the run does not pay for them again."""
+    for the task, and up to `count` more first-round calls refine it where relevance changes or notes
+    are written (`_gaps`), so that the share and note sizes do not come in steps of 1/count; later rounds
+    read the notes the whole corpus would give. First-round calls are the run's own, so with the LLM
+    cache the run does not pay for them again."""
     from .llm import build_llm
     from .retrieval import ranking
     from .stages._common import format_notes, note_refs
     from .stages._evidence import with_passage
     from .stages.notes_select import notes_bm25
     from .stages.populate import PopulateOptions, populate
-    from .stages.relevance import RelevanceOptions, extract_relevance
+    from .stages.relevance import RelevanceOptions, extract_relevance, reread
     from .stages.schema import propose_schema, schema_text
 
     counter = counter or EstimateCounter()
@@ -287,26 +292,48 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         parts = split_documents(documents, part_budget(settings, window))
         k = max(1, min(count, len(parts)))
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
-        picks = [parts[i] for i in sorted(ranked[(2 * j + 1) * len(parts) // (2 * k)] for j in range(k))]
+        places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]
+        picks = [parts[i] for i in sorted(ranked[i] for i in places)]
         placement = Placement.of(settings)
         recorded = _ByRound(stack)
-        found = await extract_relevance(recorded, task, picks, RelevanceOptions(
-            rounds=max(1, settings.rounds), max_tokens=settings.note_max_tokens, temperature=settings.temperature,
-            placement=placement))
+        options = RelevanceOptions(rounds=1, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+                                   placement=placement, notes_budget=notes_budget(settings, window,
+                                                                                  part_budget(settings, window)))
+        notes = dict((await extract_relevance(recorded, task, picks, options)).rounds[0])
         read = recorded.usage.get(1, Usage())
-        first, last = ([n for n in notes.values() if n] for notes in (found.rounds[0], found.final))
+        probed = {i: notes[parts[ranked[i]].key] for i in places}
+        for _ in range(k):  # refine along the ranking, with first-round calls only
+            targets = _gaps(probed)[: k - (len(probed) - len(places))]
+            if not targets:
+                break
+            extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets], options)
+            probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
+        first = [n for n in notes.values() if n]
+        nearest = _nearest(sorted(probed), len(parts))
+        corpus_notes = {parts[ranked[i]].key: probed[nearest[i]] for i in range(len(parts))}
+        for round_no in range(2, settings.rounds + 1):  # later rounds see the notes the whole corpus would give
+            notes = dict(await reread(recorded, task, parts, corpus_notes, picks, round_no, options))
+            kept = sorted(i for i in places if notes.get(parts[ranked[i]].key))
+            by_pick = _nearest(kept, len(parts)) if kept else {}
+            corpus_notes = {parts[ranked[i]].key: notes[parts[ranked[by_pick[i]]].key]
+                            if by_pick and corpus_notes[parts[ranked[i]].key] else "" for i in range(len(parts))}
+        last = [n for n in notes.values() if n]
+        found_final = notes
         system = render("reader_system").text
         instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
         counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
         sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
         scale = read.prompt_tokens / sent if read.calls == k and sent else base.token_scale
+        share, first_size = await _along_ranking(probed, len(parts), counter, scale)
         sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
-        refs = note_refs(picks, found.final)
+        growth = sizes[1] - sizes[0] if sizes[0] and sizes[1] else 0  # what the last round adds to a note
+        retained = len(last) / len(first) if first else 1.0
+        refs = note_refs(picks, found_final)
         wrapped = await counter.count([format_notes([r]) for r in refs])
         tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
         schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
         if settings.structuring:
-            text = format_notes(note_refs(picks, found.final))
+            text = format_notes(note_refs(picks, found_final))
             proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
                                             temperature=settings.temperature)
             schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
@@ -318,14 +345,43 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
                 records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k
         spent = stack.ledger.total()
     return replace(
-        base, sampled=k, token_scale=round(scale, 3), relevant_share=len(first) / k,
-        note_tokens=sizes[0] or base.note_tokens, final_relevant_share=len(last) / k,
-        final_note_tokens=sizes[1] or sizes[0] or base.note_tokens,
+        base, sampled=k, token_scale=round(scale, 3), relevant_share=share,
+        note_tokens=first_size or base.note_tokens, final_relevant_share=min(1.0, share * retained),
+        final_note_tokens=max(1, first_size + growth) if first_size else base.note_tokens, probes=len(probed),
         note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
         note_tags_tokens=max(0, tags), sample_usage=spent,
     ), window
+
+
+def _gaps(probed: dict[int, str]) -> list[int]:
+    """Ranks halfway between neighbouring probes of the ranking where one of them got a note: first where
+    relevance changes, which finds where the relevant documents end (by bisection), then where both got
+    one, which measures more notes; the widest gaps first. Between two probes without a note nothing is
+    learnt."""
+    ranks = sorted(probed)
+    gaps = [(bool(probed[a]) == bool(probed[b]), a - b, (a + b) // 2) for a, b in zip(ranks, ranks[1:], strict=False)
+            if b - a > 1 and (probed[a] or probed[b])]
+    return [middle for *_, middle in sorted(gaps)]
+
+
+def _nearest(ranks: Sequence[int], n: int) -> dict[int, int]:
+    """For each of `n` ranks, the nearest of `ranks` (the higher-ranked on a tie)."""
+    return {i: min(ranks, key=lambda r: (abs(r - i), r)) for i in range(n)}
+
+
+async def _along_ranking(probed: dict[int, str], n: int, counter: TokenCounter, scale: float) -> tuple[float, int]:
+    """The share of `n` ranked documents that get a note and the notes' mean tokens, each document taken
+    to be like the probe nearest it in the ranking (so a probe stands for the documents around it)."""
+    ranks = sorted(probed)
+    counts = dict(zip(ranks, await counter.count([probed[r] or "" for r in ranks]), strict=True))
+    weight = dict.fromkeys(ranks, 0)
+    for r in _nearest(ranks, n).values():
+        weight[r] += 1
+    relevant = sum(w for r, w in weight.items() if probed[r])
+    tokens = sum(w * counts[r] for r, w in weight.items() if probed[r])
+    return relevant / n, round(tokens / relevant * scale) if relevant else 0
 
 
 async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float) -> int:

@@ -4,7 +4,7 @@ import re
 from r3con.corpus import documents_from_texts
 from r3con.errors import ProviderError
 from r3con.stages.plan import Placement
-from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note
+from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note, reread
 
 from ..fakes import ScriptedLLM, document_number, user_text
 
@@ -43,6 +43,15 @@ async def test_round_two_excludes_own_note_and_labels_the_others():
             assert others[n] == (DOCS[n - 1].title, f"note {n} r1")
     assert dict(result.final) == {"1": "note 1 r2", "2": "note 2 r2", "3": "note 3 r2"}
     assert len(result.rounds) == 2
+
+
+async def test_reread_calls_only_the_readers_each_with_every_other_documents_note():
+    llm = ScriptedLLM({"relevance": note_for})
+    notes = {"1": "note 1 r1", "2": "", "3": "note 3 r1"}
+    result = await reread(llm, "Who met whom?", DOCS, notes, [DOCS[0]], 2, RelevanceOptions())
+    assert [(r.doc, r.round) for r in llm.history] == [(1, 2)]
+    seen = re.findall(r'<note document="(\d+)"', user_text(llm.history[0]))
+    assert seen == ["3"] and dict(result) == {"1": "note 1 r2"}
 
 
 async def test_rounds_are_barriers():

@@ -81,13 +81,7 @@ async def extract_relevance(
     previous: Mapping[str, str] | None = None
     for round_no in range(1, options.rounds + 1):
         round_ = _Round(llm, task, round_no, options, previous, docs)
-        plan = await round_.plan()
-        seen = plan.begin(seen)
-        probed = await round_.send(plan.probes)  # first a few calls that learn how much of the corpus is cached
-        seen = plan.recorded(seen.seen(r.seen for r in probed if isinstance(r, _Read)))
-        rest = await round_.send(plan.rest(seen))  # then the others, placed by what they found
-        sent = dict(zip((c.doc.key for c in (*plan.probes, *plan.rest(seen))), (*probed, *rest), strict=True))
-        seen = seen.seen(r.seen for r in rest if isinstance(r, _Read))
+        sent, seen = await round_.run(seen)
         notes: dict[str, str] = {}
         for doc in docs:  # corpus order
             outcome = sent[doc.key]
@@ -104,13 +98,24 @@ async def extract_relevance(
     return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen)
 
 
+async def reread(llm: LLM, task: str, docs: Sequence[Document], notes: Mapping[str, str],
+                 readers: Sequence[Document], round_no: int, options: RelevanceOptions) -> Mapping[str, str]:
+    """One later round for `readers` alone, each seeing the `notes` of all `docs` as the round before:
+    what `estimate --sample` asks of a few documents, with the notes a whole corpus would give them."""
+    sent, _ = await _Round(llm, task, round_no, options, notes, docs, readers).run(CacheSeen())
+    return {key: outcome.note for key, outcome in sent.items() if isinstance(outcome, _Read)}
+
+
 class _Round:
-    """One relevance round: each document re-read with the others' notes from the round before."""
+    """One relevance round: each document (of `readers`, all by default) re-read with the others' notes
+    from the round before."""
 
     def __init__(self, llm: LLM, task: str, round_no: int, options: RelevanceOptions,
-                 previous: Mapping[str, str] | None, docs: Sequence[Document]):
+                 previous: Mapping[str, str] | None, docs: Sequence[Document],
+                 readers: Sequence[Document] | None = None):
         self.llm, self.task, self.round_no, self.options, self.previous, self.docs = \
             llm, task, round_no, options, previous, docs
+        self.readers = docs if readers is None else readers
         self.selector = None if previous is None else NotesSelector(
             note_refs(docs, previous), options.notes_budget, embed=options.embed)
         self.choices: dict[str, NotesChoice] = {}
@@ -119,12 +124,22 @@ class _Round:
     async def plan(self) -> RoundPlan:
         """The round's calls, with each document's notes chosen first (their sizes decide the layout)."""
         if self.selector is None:
-            return plan_round(self.options.placement, self.round_no, self.docs)
-        for doc in self.docs:
+            return plan_round(self.options.placement, self.round_no, self.readers)
+        for doc in self.readers:
             self.choices[doc.key] = choice = await self.selector.select(self._query(doc), exclude=doc.key)
             self.planned += Selections(calls=1, selected=int(choice.selected))
-        return plan_round(self.options.placement, self.round_no, self.docs,
-                          [self._shared(doc, self.choices[doc.key]) for doc in self.docs])
+        return plan_round(self.options.placement, self.round_no, self.readers,
+                          [self._shared(doc, self.choices[doc.key]) for doc in self.readers])
+
+    async def run(self, seen: CacheSeen) -> tuple[dict[str, _Read | Failure], CacheSeen]:
+        """The round's outcome per document key, and what the cache was seen to hold after it."""
+        plan = await self.plan()
+        seen = plan.begin(seen)
+        probed = await self.send(plan.probes)  # first a few calls that learn how much of the corpus is cached
+        seen = plan.recorded(seen.seen(r.seen for r in probed if isinstance(r, _Read)))
+        rest = await self.send(plan.rest(seen))  # then the others, placed by what they found
+        sent = dict(zip((c.doc.key for c in (*plan.probes, *plan.rest(seen))), (*probed, *rest), strict=True))
+        return sent, seen.seen(r.seen for r in rest if isinstance(r, _Read))
 
     async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
         return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}")
