@@ -8,6 +8,7 @@ import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -208,10 +209,8 @@ async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Documen
             run_dir.discard_if_unused()  # a start that failed before any LLM call leaves no folder
         if run_dir.path.is_dir():
             path, problem = try_write_report(run_dir.path)
-            try:
-                exc.report, exc.report_error = path, problem  # type: ignore[attr-defined]  # for the CLI
-            except AttributeError:
-                pass
+            with suppress(AttributeError):  # for the CLI's report line
+                exc.report, exc.report_error = path, problem  # type: ignore[attr-defined]
         raise
     finally:
         run_dir.seal()
@@ -338,8 +337,8 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 fallbacks.append(fallback("reason", exc, "answered directly from the notes and the records"))
             else:
                 if answer.capped and not answer.answer.strip():
-                    fallbacks.append({"stage": "reason", "failed": f"the agent gave no answer in {settings.max_steps} "
-                                      "steps", "fallback": "answered directly from the notes and the records"})
+                    fallbacks.append(fallback("reason", f"the agent gave no answer in {settings.max_steps} steps",
+                                              "answered directly from the notes and the records"))
                     answer = None
         if answer is None:
             answer = await _fitting(selector, task, final_choice, lambda notes: answer_direct(
@@ -383,9 +382,10 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     return result
 
 
-def fallback(stage: str, exc: BaseException, how: str) -> dict[str, str]:
-    """What failed in `stage` and how the run went on without it, for the manifest, result and a warning."""
-    return {"stage": stage, "failed": cause_of(exc), "fallback": how}
+def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
+    """What failed in `stage` (an error or what went wrong) and how the run went on without it, for the
+    manifest, the result and a warning line."""
+    return {"stage": stage, "failed": failed if isinstance(failed, str) else cause_of(failed), "fallback": how}
 
 
 async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice,
