@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from r3con.llm import Ledger, LLMStack
-from r3con.llm.client import EndpointInfo
 from r3con.llm.layers import Accounted
 from r3con.llm.pricing import PriceTable
 from r3con.llm.types import ChatRequest, Completion, Usage
+from r3con.llm.window import EndpointInfo
 
 Reply = str | Completion | BaseException | Callable[[ChatRequest], str]
 

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from .batch import Batched
 from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
 from .cache import Cached, CallCache
-from .client import EndpointInfo, OpenAIChat, request_headers
+from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
 from .output import OutputChecked
@@ -20,6 +20,7 @@ from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
+from .window import EndpointInfo
 
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "LLMStack", "Ledger", "Message", "Price",

@@ -2,7 +2,7 @@
 
 Chat calls are plain JSON POSTs to `{base_url}/chat/completions` through the one HTTP transport
 (`endpoint.Endpoint`). The request body is built and the reply read here only (`chat_body`,
-`to_completion`); every HTTP failure becomes one r3con error, mapped in one place (`_status_error`).
+`to_completion`); every HTTP failure becomes one r3con error, mapped in one place (`status_error`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,10 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import ConfigError, ContextTooLong, ProviderError
-from .endpoint import Account, Endpoint, HTTPFailure, env_proxy
+from .endpoint import Account, Endpoint, HTTPFailure
 from .overflow import is_overflow
 from .types import ChatRequest, Completion, Usage, tool_calls_from
 from .window import EndpointInfo, discover
-
-__all__ = ["EndpointInfo", "OpenAIChat", "chat_body", "env_proxy", "request_headers", "retry_after_s",
-           "to_completion"]
 
 
 def request_headers(request: ChatRequest) -> dict[str, str]:
@@ -63,16 +60,17 @@ def chat_body(request: ChatRequest, model: str, *, constrained: bool = True) -> 
     return body
 
 
-def account_of(settings: Settings) -> Account:
-    return Account(settings.api_key, settings.organization, settings.project)
+def endpoint_for(settings: Settings) -> Endpoint:
+    """The transport to the configured endpoint, with its account and the per-request time limit."""
+    return Endpoint(settings.require_endpoint(), Account(settings.api_key, settings.organization, settings.project),
+                    timeout_s=min(settings.request_timeout_s, settings.max_call_s))
 
 
 class OpenAIChat:
     """Sends ChatRequests to an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, llama.cpp, OpenRouter, OpenAI)."""
 
     def __init__(self, settings: Settings):
-        self.endpoint = Endpoint(settings.require_endpoint(), account_of(settings),
-                                 timeout_s=min(settings.request_timeout_s, settings.max_call_s))
+        self.endpoint = endpoint_for(settings)
         self.base_url = self.endpoint.base_url
         self.default_model = settings.model
         self._constrained = True  # send response_format json_schema until the endpoint rejects it
@@ -99,15 +97,12 @@ class OpenAIChat:
                 self._constrained = False
                 completion = await self.complete(request)
                 return replace(completion, usage=completion.usage.with_event("constrained_fallback"))
-            raise self._status_error(failure, model) from None
+            raise status_error(self.base_url, failure, model, "/chat/completions") from None
         latency = time.perf_counter() - started
         if not isinstance(data, dict):
             raise ConfigError(f"{self.base_url}/chat/completions answered with something that is not a JSON object "
                               f"({str(data)[:80]!r}); pass the --base-url of an OpenAI-compatible API (ending in /v1)")
         return to_completion(data, model, latency)
-
-    def _status_error(self, failure: HTTPFailure, model: str) -> ProviderError | ConfigError:
-        return status_error(self.base_url, failure, model, "/chat/completions")
 
 
 def status_error(base_url: str, failure: HTTPFailure, model: str, path: str) -> ProviderError | ConfigError:

@@ -2,7 +2,7 @@
 a JSON reply repaired to the records it completed; a repetition loop stopped where it began.
 
 Small models ramble and loop until max_tokens. Asking again with a larger budget mostly buys a longer
-loop (63 relevance calls once spent 253k completion tokens that way), so a cut reply is kept for what
+loop (docs/resilience.md), so a cut reply is kept for what
 it holds instead (one with nothing complete in it is asked once more at the same budget), and one call
 never asks for more than `max_tokens_cap` tokens.
 """

@@ -21,8 +21,8 @@ from ..errors import ConfigError, ProviderError, R3conError
 from ..tokens import estimate_tokens
 from .budget import CostCap, priced
 from .cache import CallCache
-from .client import account_of, status_error
-from .endpoint import Endpoint, HTTPFailure
+from .client import endpoint_for, status_error
+from .endpoint import HTTPFailure
 from .layers import CallLog, Ledger
 from .pricing import PriceTable
 from .retry import Retrier, RetryBudget, RetryPolicy
@@ -45,19 +45,19 @@ class OpenAIEmbeddings:
     def __init__(self, settings: Settings, model: str, *, stage: str, ledger: Ledger | None = None,
                  log: CallLog | None = None, retrier: Retrier | None = None, cap: CostCap | None = None,
                  cache: CallCache | None = None, batch_size: int = 64):
-        self.base_url = settings.require_endpoint().rstrip("/")
+        self.endpoint = endpoint_for(settings)
+        self.base_url = self.endpoint.base_url
         self.model = model
         self.stage = stage
         self.batch_size = batch_size
         self._ledger = ledger
         self._log = log or CallLog(None)
         self._prices = PriceTable.load(settings.prices_file)
-        policy = RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s)
-        self._retrier = retrier or Retrier(policy, RetryBudget(settings.retry_budget), self.base_url)
+        self._retrier = retrier or Retrier(
+            RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
+            RetryBudget(settings.retry_budget), self.base_url)
         self._cap = cap
         self._cache = cache
-        self.endpoint = Endpoint(self.base_url, account_of(settings),
-                                 timeout_s=min(settings.request_timeout_s, settings.max_call_s))
 
     async def aclose(self) -> None:
         await self.endpoint.aclose()

@@ -3,8 +3,8 @@
 One aiohttp session per client, opened on the first request (it needs the running loop): chat
 completions, model listing and window discovery, embeddings, the Batch API's files and batches, and
 `/tokenize`. It adds the API key, the OpenAI-Organization / OpenAI-Project headers and the proxy of
-the environment (read once, not per request: aiohttp's per-request lookup cost about 0.8 ms of CPU a
-call, bench/bench_scale.py). A reply with an error status becomes an `HTTPFailure`; no reply at all
+the environment (read once per client rather than on every request, as aiohttp's `trust_env` does).
+A reply with an error status becomes an `HTTPFailure`; no reply at all
 (refused, dropped, timed out) a `ProviderError` without a status, which the retry layer retries.
 """
 
@@ -143,8 +143,7 @@ class Endpoint:
     async def call(self, method: str, path: str, **kw: Any) -> object:
         """`request`, raising HTTPFailure for an error status; the reply's JSON (or text)."""
         status, parsed, text, headers = await self.request(method, path, **kw)
-        if status >= 400:
-            raise HTTPFailure(status, error_message(parsed, text or f"HTTP {status}"), text[:2000], headers)
+        _check(status, parsed, text, headers)
         return parsed
 
     async def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None) -> object:
@@ -164,6 +163,11 @@ class Endpoint:
     async def text(self, path: str) -> str:
         """The body of a GET as text (a Files API download)."""
         status, parsed, text, headers = await self.request("GET", path)
-        if status >= 400:
-            raise HTTPFailure(status, error_message(parsed, text or f"HTTP {status}"), text[:2000], headers)
+        _check(status, parsed, text, headers)
         return text
+
+
+def _check(status: int, parsed: object, text: str, headers: Mapping[str, str]) -> None:
+    """An error status as an HTTPFailure carrying the server's own words."""
+    if status >= 400:
+        raise HTTPFailure(status, error_message(parsed, text or f"HTTP {status}"), text[:2000], headers)

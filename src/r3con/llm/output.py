@@ -43,11 +43,10 @@ class OutputChecked:
         total = Usage()
         if request.max_tokens is None or request.max_tokens > self.max_tokens_cap:  # unbounded: up to the window
             request = replace(request, max_tokens=self.max_tokens_cap)
-        current = request
         reasks = 0
         while True:
             try:
-                completion = await self.inner.complete(current)
+                completion = await self.inner.complete(request)
             except R3conError as exc:
                 _attach(exc, total)
                 raise
@@ -60,12 +59,12 @@ class OutputChecked:
             if completion.finish_reason == "length":
                 total = total.with_event("length")
                 text = visible_text(completion)
-                kept = (keep_json(text) if request.response_schema is not None else keep_text(text)) if text else None
+                kept = keep_json(text) if request.response_schema is not None else keep_text(text)
                 if kept is not None:
                     return replace(completion, content=kept, usage=total.with_event("cut_kept"))
                 if not text and (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))
-                problem = f"the reply was cut at max_tokens={current.max_tokens} with nothing complete in it"
+                problem = f"the reply was cut at max_tokens={request.max_tokens} with nothing complete in it"
                 if reasks < 1 and self.budget.take():  # once more at the same budget, never a bigger one
                     reasks += 1
                     continue
