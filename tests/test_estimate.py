@@ -99,3 +99,13 @@ async def test_the_sampled_share_of_relevant_documents_is_not_counted_in_steps_o
     assert 0.25 < actual < 0.5
     assert abs(calibrated.relevant_share - actual) < 0.06
     assert calibrated.probes > calibrated.sampled == 4
+
+
+def test_a_sampled_estimate_can_count_with_the_endpoints_tokenizer(fake_server, tmp_path):
+    for i in range(3):
+        (tmp_path / f"d{i}.txt").write_text(f"Ann Lee, aged {30 + i}, wrote letter {i} to the council.")
+    result = cli_in_process("estimate", TASK, str(tmp_path), "--sample", "2", "--tokenize", "--json",
+                            "--base-url", fake_server.base_url, "--model", "r3con-scripted", timeout=120)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["stages"][0]["calls"] == 6 and any("/tokenize" in line for line in data["assumptions"])

@@ -309,12 +309,22 @@ def estimate(
     documents = corpus.documents
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
-    assumptions = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)
-    if sample:
-        assumptions, window = asyncio.run(sample_calls(question, documents, settings, sample, counter=counter,
-                                                       base=assumptions))
-        settings = dataclasses.replace(settings, context_window=window)
-    result = asyncio.run(estimate_run(question, documents, settings, counter=counter, assumptions=assumptions))
+
+    async def measured() -> Any:  # one event loop: the endpoint's token counter is bound to it
+        assumptions, measured_settings = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps), settings
+        try:
+            if sample:
+                assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
+                                                         base=assumptions)
+                measured_settings = dataclasses.replace(settings, context_window=window)
+            return await estimate_run(question, documents, measured_settings, counter=counter,
+                                      assumptions=assumptions)
+        finally:
+            close = getattr(counter, "aclose", None)  # the endpoint's counter holds a session
+            if close is not None:
+                await close()
+
+    result = asyncio.run(measured())
     print(summary_line(corpus.inputs), file=sys.stderr)
     if as_json:
         print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))

@@ -75,8 +75,9 @@ def _list(value: Any) -> list[Any]:
 
 
 def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings without secrets (the manifest already masks the API key; this keeps it so if it did not)."""
-    return {k: ("***" if any(s in k.lower() for s in _SECRET_KEYS) and v else v) for k, v in settings.items()}
+    """Settings without secrets (the manifest already masks the API key; this keeps it so if it did not).
+    Names that end in a secret's name: `note_max_tokens` is not one."""
+    return {k: ("***" if k.lower().endswith(_SECRET_KEYS) and v else v) for k, v in settings.items()}
 
 
 def _notes(folder: Folder) -> tuple[int, dict[str, list[dict[str, Any]]]]:
