@@ -3,6 +3,7 @@ left out, and a broken or partial folder read as far as it goes."""
 
 import json
 
+from r3con.config import Settings
 from r3con.report._diff import changed_share, word_diff
 from r3con.report._load import load, redact
 
@@ -61,6 +62,11 @@ def test_time_per_stage_runs_from_the_first_call_start_to_the_last_call_end(tmp_
 def test_secrets_never_reach_the_report():
     assert redact({"api_key": "sk-live", "pdf_password": "pw", "model": "m", "api_key_env": None}) == \
         {"api_key": "***", "pdf_password": "***", "model": "m", "api_key_env": None}
+
+
+def test_the_settings_table_shows_the_token_budgets():
+    shown = redact(Settings().public())
+    assert shown["note_max_tokens"] == Settings().note_max_tokens and shown["max_tokens_cap"] == 4096
 
 
 def test_a_broken_partial_folder_is_read_as_far_as_it_goes_and_names_what_it_could_not_read(tmp_path):
