@@ -33,7 +33,7 @@ from ..errors import OutputError
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import within_budget
+from ..retrieval import ranking, within_budget
 from ._common import Chunk, MethodRun, budget_for, check_options, chunk_documents, method_run
 from ._graph import min_max, personalized_pagerank, text_vectors
 
@@ -92,9 +92,6 @@ class Graph:
     edges: tuple[tuple[int, int], ...]
     weights: tuple[float, ...]
     phrase_passages: Mapping[str, frozenset[int]]  # which passages each phrase occurs in
-
-    def passage_node(self, passage: int) -> int:
-        return len(self.phrases) + passage
 
 
 def build_graph(triples_per_passage: Sequence[Sequence[tuple[str, str, str]]], phrase_vectors: np.ndarray | None,
@@ -159,7 +156,7 @@ def rank_passages(graph: Graph, reset: np.ndarray, damping: float) -> list[int]:
     """Passages by their Personalized PageRank score, best first (ties in corpus order)."""
     scores = personalized_pagerank(len(graph.phrases) + graph.passages, graph.edges, graph.weights, reset, damping)
     passage_scores = scores[len(graph.phrases):]
-    return sorted(range(graph.passages), key=lambda i: (-passage_scores[i], i))
+    return ranking(passage_scores)
 
 
 async def _ask_json(mr: MethodRun, stage: str, prompt: Rendered, schema: Mapping[str, Any], max_tokens: int,
@@ -235,7 +232,7 @@ def method(options: Options = Options()) -> MethodFn:
             if kept:
                 order = rank_passages(graph, reset_weights(graph, kept, passage_scores, options), options.damping)
             else:
-                order = sorted(range(len(chunks)), key=lambda i: (-passage_scores[i], i))
+                order = ranking(passage_scores.tolist())
             budget = min(options.budget_tokens, budget_for(mr.window, options.max_tokens, len(task) // 3))
             picked = [chunks[i] for i in within_budget(order, [c.tokens for c in chunks], budget, options.top_k)]
             mr.log.update(vectors=kind, chunks=len(chunks), phrases=len(phrases), facts=len(facts),

@@ -30,7 +30,7 @@ from ..config import Settings
 from ..corpus import Document
 from ..llm.replies import final_answer_line
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import within_budget
+from ..retrieval import ranking, within_budget
 from ._common import budget_for, check_options, chunk_documents, method_run
 from ._graph import min_max, personalized_pagerank, text_vectors
 
@@ -219,7 +219,7 @@ def rank(index: Index, active: Mapping[int, Activation], weights: np.ndarray, da
         reset[e] += act.score
     reset[n_entities:] += weights
     scores = personalized_pagerank(n_entities + n_passages, edges, edge_weights, reset, damping)[n_entities:]
-    return sorted(range(n_passages), key=lambda i: (-scores[i], i))
+    return ranking(scores)
 
 
 def method(options: Options = Options()) -> MethodFn:
@@ -245,7 +245,7 @@ def method(options: Options = Options()) -> MethodFn:
                 active = expand(index, seeds, sentence_vecs @ query_vecs[0], options)
                 order = rank(index, active, passage_weights(index, texts, active, dense, options), options.damping)
             else:
-                active, order = {}, sorted(range(len(chunks)), key=lambda i: (-dense[i], i))
+                active, order = {}, ranking(dense.tolist())
             budget = min(options.budget_tokens, budget_for(mr.window, options.max_tokens, len(task) // 3))
             picked = [chunks[i] for i in within_budget(order, [c.tokens for c in chunks], budget, options.top_k)]
             mr.log.update(

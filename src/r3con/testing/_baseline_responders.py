@@ -16,26 +16,18 @@ from collections.abc import Callable
 from . import _text as t
 from ._reading import Reading
 
-_words = t.content_words
-_related = t.related_sentences
-
-
-def _task(text: str) -> str:
-    """The task of a prompt given as text (read by its shape, see `_reading`)."""
-    return Reading.of_messages([{"role": "user", "content": text}]).task
-
 
 def _evidence_answer(r: Reading, k: int = 5) -> str:
     """Sentences of the prompt (outside the task) that share words with the task, and the names in them."""
     rest = r.prompt.replace(r.task, " ") if r.task else r.prompt
-    picked = _related(rest, r.task, k=k)
+    picked = t.related_sentences(rest, r.task, k=k)
     names = sorted(set(t.names(" ".join(picked))))[:10]
     summary = ", ".join(names) or (picked[0][:200] if picked else "no evidence found")
     return f"From {len(picked)} related passages: {' '.join(picked)[:600]}\nAnswer: {summary}"
 
 
 def _keywords(r: Reading) -> list[str]:
-    words = sorted(_words(r.task))
+    words = sorted(t.content_words(r.task))
     return [w for w in words if len(w) > 3 or re.match(r"[\u4e00-\u9fff]", w)][:12]
 
 
@@ -92,25 +84,25 @@ def rlm(r: Reading) -> str:
 
 def rlm_sub(r: Reading) -> str:
     if r.labelled and r.task:
-        picked = [s for section in r.labelled for s in _related(section.text, r.task, k=2)]
+        picked = [s for section in r.labelled for s in t.related_sentences(section.text, r.task, k=2)]
         return " ".join(picked) if picked else "NONE"
     return _evidence_answer(r)
 
 
 def structrag_router(r: Reading) -> str:
     """The option (a `- name: description` line) whose description shares most words with the task."""
-    task = _words(r.task)
+    task = t.content_words(r.task)
     options = re.findall(r"^- ([a-z]+): (.*)$", r.prompt, flags=re.MULTILINE)
     if not options:
         return "chunks"
-    best = max(options, key=lambda o: (len(_words(o[1]) & task), -options.index(o)))
+    best = max(options, key=lambda o: (len(t.content_words(o[1]) & task), -options.index(o)))
     return f"{best[0]}\nThe task is best served by a {best[0]} structure."
 
 
 def structrag_structurize(r: Reading) -> str:
     """The document's task-related sentences as the structure asked for (a one-word section: table, graph)."""
     kind = next((x.strip() for x in r.plain_sections[1:] if len(x.split()) == 1), "")
-    picked = _related(r.document, r.task, k=4)
+    picked = t.related_sentences(r.document, r.task, k=4)
     if not picked:
         return "NONE"
     if kind == "table":
@@ -130,7 +122,7 @@ def memagent_read(r: Reading) -> str:
     """The previous memory (the plain section after the task) plus the section's sentences on the task."""
     memory = r.plain_sections[1].strip() if len(r.plain_sections) > 1 else ""
     memory = "" if memory == "No previous memory" else memory
-    picked = _related(r.document, r.task, k=2)
+    picked = t.related_sentences(r.document, r.task, k=2)
     return "\n".join(x for x in [memory, *picked] if x) or "No relevant information yet."
 
 
@@ -141,9 +133,9 @@ def readagent_gist(r: Reading) -> str:
 
 def readagent_lookup(r: Reading) -> str:
     """The pages (labelled sections, by their first attribute) whose gists share most words with the task."""
-    task = _words(r.task)
+    task = t.content_words(r.task)
     gists = [(s.label, s.text) for s in r.labelled if s.label.isdigit()]
-    scored = sorted(((len(_words(g) & task), int(p)) for p, g in gists), key=lambda x: (-x[0], x[1]))
+    scored = sorted(((len(t.content_words(g) & task), int(p)) for p, g in gists), key=lambda x: (-x[0], x[1]))
     pages = ([p for score, p in scored if score > 0][:3] or [int(gists[0][0])]) if gists else []
     return f"I want to look up Page {json.dumps(pages)} to answer the question."
 

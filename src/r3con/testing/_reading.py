@@ -104,10 +104,6 @@ class Reading:
         return "\n".join(str(m["content"]) for m in self.messages if m.get("role") != "system")
 
     @cached_property
-    def text(self) -> str:
-        return "\n".join(str(m["content"]) for m in self.messages)
-
-    @cached_property
     def sections(self) -> list[Section]:
         return _sections(self.prompt)
 
@@ -179,6 +175,3 @@ class Reading:
         """How many times the model has answered in this conversation."""
         return sum(1 for m in self.messages if m.get("role") == "assistant")
 
-    @cached_property
-    def last(self) -> str:
-        return str(self.messages[-1]["content"]) if self.messages else ""

@@ -20,8 +20,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from . import _baseline_responders as baselines
 from . import _text as t
+from ._reading import Reading
 
 Messages = list[dict[str, Any]]
 _CJK_TERM = re.compile(r"[\u4e00-\u9fff]{2,6}")
@@ -31,13 +31,13 @@ _NESTED = re.compile(r"\[\s*\[")
 
 def _question(messages: Messages) -> str:
     first = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
-    return baselines._task(first) or first
+    return Reading.of_messages([{"role": "user", "content": first}]).task or first
 
 
 def _keywords(messages: Messages) -> list[str]:
     """The question's names first, then its longest content words."""
     question = _question(messages)
-    words = sorted(baselines._words(question), key=lambda w: (-len(w), w))
+    words = sorted(t.content_words(question), key=lambda w: (-len(w), w))
     return list(dict.fromkeys([*(n for n in t.names(question) if len(n) > 2), *words]))[:6] or ["the"]
 
 
@@ -107,7 +107,7 @@ def tool_reply(body: dict[str, Any], messages: Messages) -> dict[str, Any]:
                     "function": {"name": spec["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
             return {"role": "assistant", "content": None, "tool_calls": [call]}
     text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "tool")
-    found = baselines._related(text, _question(messages), k=5)
+    found = t.related_sentences(text, _question(messages), k=5)
     names = sorted(set(t.names(" ".join(found))))[:10]
     summary = ", ".join(names) or (found[0][:200] if found else "no evidence found")
     return {"role": "assistant", "content": f"From {len(found)} findings: {' '.join(found)[:600]}\nAnswer: {summary}"}
