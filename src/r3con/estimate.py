@@ -172,15 +172,15 @@ async def estimate_run(
         if r == 1:
             plan = plan_round(placement, r, parts)
         else:
-            shared = []
-            for own in relevant:
-                size, selected = notes_size(sum(relevant) - own)
-                shared.append(Shared(size + task_t + SHARED_OVERHEAD, common=not selected or not own))
-            plan = plan_round(placement, r, parts, shared)
+            total = sum(relevant)
+            sizes = [notes_size(total - own) for own in relevant]  # each call's notes: all but its own
+            plan = plan_round(placement, r, parts, [
+                Shared(size + task_t + SHARED_OVERHEAD, common=not selected or not own)
+                for (size, selected), own in zip(sizes, relevant, strict=True)])
         seen = 0  # calls of this round that put the notes first
         for i, call in enumerate(plan.calls):
             d = doc_t[call.doc.key]
-            others, selected = (0, False) if r == 1 else notes_size(sum(relevant) - relevant[position[call.doc.key]])
+            others, selected = (0, False) if r == 1 else sizes[position[call.doc.key]]
             prompt = sys_t + d + rel_t + others
             if call.shared_first:  # the notes first: shared with the calls before, but for a few in prefix order
                 unshared = others if selected else int(math.log2(max(2, n))) * wrapped_note

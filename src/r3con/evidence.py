@@ -27,7 +27,7 @@ from typing import Any, Literal
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 
-from .tokens import CJK_RANGES
+from .tokens import CJK_CHAR
 
 MatchKind = Literal["exact", "tolerant", "fuzzy"]
 MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
@@ -36,7 +36,6 @@ MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 
-_CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 _CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
 # Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
 # straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
@@ -130,7 +129,7 @@ def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def _is_word(ch: str) -> bool:
-    return ch.isalnum() and not _CJK_CHAR.match(ch)  # each CJK character is a word of its own
+    return ch.isalnum() and not CJK_CHAR.match(ch)  # each CJK character is a word of its own
 
 
 def _marks(needle: str, text: str, start: int, end: int) -> tuple[int, int]:

@@ -264,8 +264,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             rounds = relevance.rounds
             failures += relevance.failures
             seen = relevance.cache
-            if relevance.selections.calls or relevance.selections.shared_first:
-                selections["relevance"] = relevance.selections
+            selections["relevance"] = relevance.selections  # _finish_manifest keeps what is not empty
             for i, notes in enumerate(rounds, start=1):
                 run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
             _check_failures("relevance", failures, len(parts), settings)

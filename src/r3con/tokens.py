@@ -17,7 +17,7 @@ from .errors import ConfigError
 
 CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
 """Kana, CJK ideographs, Hangul and full-width forms: about one token each, and words of their own in search."""
-_CJK = re.compile(f"[{CJK_RANGES}]")
+CJK_CHAR = re.compile(f"[{CJK_RANGES}]")  # one CJK character
 MARGIN = 1.10
 ESTIMATE_RULE = "about 4 characters per token (1 per CJK character), plus a 10% margin"
 
@@ -30,7 +30,7 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = 0 if text.isascii() else len(_CJK.findall(text))
+    cjk = 0 if text.isascii() else len(CJK_CHAR.findall(text))
     other = len(text) - cjk
     return int((cjk + other / 4.0) * MARGIN) + 1
 

@@ -8,7 +8,6 @@ rows are L2-normalised, so a dot product is a cosine similarity.
 from __future__ import annotations
 
 import math
-import re
 import zlib
 from collections import Counter
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..retrieval import tokenize, unit_rows
-from ..tokens import CJK_RANGES
+from ..tokens import CJK_CHAR
 from ._common import MethodRun
 
 LEXICAL_DIMS = 1024
@@ -42,11 +41,10 @@ def personalized_pagerank(nodes: int, edges: Sequence[tuple[int, int]], weights:
 
 def _terms(text: str) -> list[str]:
     tokens = tokenize(text)
-    cjk = [a + b for a, b in zip(tokens, tokens[1:], strict=False) if _CJK_CHAR.fullmatch(a) and _CJK_CHAR.fullmatch(b)]
+    cjk = [a + b for a, b in zip(tokens, tokens[1:], strict=False) if CJK_CHAR.fullmatch(a) and CJK_CHAR.fullmatch(b)]
     return tokens + cjk
 
 
-_CJK_CHAR = re.compile(rf"[{CJK_RANGES}]")
 
 
 def lexical_vectors(texts: Sequence[str], dims: int = LEXICAL_DIMS) -> np.ndarray:

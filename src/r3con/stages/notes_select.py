@@ -20,15 +20,14 @@ import numpy as np
 
 from .._prompts import render
 from ..errors import ContextTooLong
-from ..retrieval import BM25, cosine_scores, unit_rows
-from ..tokens import CJK_RANGES, estimate_tokens
+from ..retrieval import BM25, unit_rows
+from ..tokens import CJK_CHAR, estimate_tokens
 from ._common import NoteRef, format_notes
 
 T = TypeVar("T")
 INDEX_WORDS = 12
 _INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
-_CJK = re.compile(f"[{CJK_RANGES}]")
 _STOP = frozenset(
     "a an the and or of to in on at for by with from as is are was were be been it its this that these those "
     "which who what when where how not no he she his her they them their we you i".split()
@@ -41,7 +40,7 @@ def terms(text: str) -> list[str]:
     """Lower-cased words without stop words; CJK runs become characters and character bigrams."""
     out: list[str] = []
     for word in _WORD.findall(text.lower()):
-        if _CJK.search(word):
+        if CJK_CHAR.search(word):
             chars = [c for c in word if not c.isspace()]
             out.extend(chars)
             out.extend(a + b for a, b in zip(chars, chars[1:], strict=False))
@@ -224,7 +223,7 @@ class NotesSelector:
             raise RuntimeError("embedding scores need an embed function")
         if self._vectors is None:
             self._vectors = unit_rows(await embed([f"{r.title}\n{r.text}" for r in self.refs]))
-        return cosine_scores((await embed([query]))[0], self._vectors)
+        return (self._vectors @ unit_rows([(await embed([query]))[0]])[0]).tolist()  # rows are unit already
 
 
 def shrink(budget: int | None, choice: NotesChoice) -> int:

@@ -102,12 +102,11 @@ class _Form:
 
 
 async def populate_document(
-    llm: LLM, task: str, form: _Form, call: CallPlan, notes: str, options: PopulateOptions,
+    llm: LLM, task: str, form: _Form, call: CallPlan, first: NotesChoice, options: PopulateOptions,
 ) -> _DocRecords:
     """Records of one document, validated against `schema`; raises OutputError after the last attempt.
     Too long for the window, it is sent again with fewer notes (when a selector is given), placed anew."""
     doc, selector = call.doc, options.selector
-    first = NotesChoice(notes, shown=0, indexed=0, tokens=estimate_tokens(notes))
 
     async def once(choice: NotesChoice) -> _DocRecords:
         placed = call if choice is first else options.placement.call(
@@ -211,11 +210,12 @@ async def populate(
     """Fill `schema` from every document concurrently and merge the stamped records."""
     options = options or PopulateOptions()
     form = _Form.of(schema, task)
-    shared = Shared(form.tokens + estimate_tokens(notes))  # the same notes for every document: counted once
+    first = NotesChoice(notes, shown=0, indexed=0, tokens=estimate_tokens(notes))  # the same for every document
+    shared = Shared(form.tokens + first.tokens)
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     async def one(call: CallPlan) -> _DocRecords:
-        return await populate_document(llm, task, form, call, notes, options)
+        return await populate_document(llm, task, form, call, first, options)
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}

@@ -9,6 +9,7 @@ Where each call puts its document is planned before the round's calls go out (`p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -113,8 +114,7 @@ class _Round:
     def __init__(self, llm: LLM, task: str, round_no: int, options: RelevanceOptions,
                  previous: Mapping[str, str] | None, docs: Sequence[Document],
                  readers: Sequence[Document] | None = None):
-        self.llm, self.task, self.round_no, self.options, self.previous, self.docs = \
-            llm, task, round_no, options, previous, docs
+        self.llm, self.task, self.round_no, self.options, self.previous = llm, task, round_no, options, previous
         self.readers = docs if readers is None else readers
         self.selector = None if previous is None else NotesSelector(
             note_refs(docs, previous), options.notes_budget, embed=options.embed)
@@ -125,8 +125,11 @@ class _Round:
         """The round's calls, with each document's notes chosen first (their sizes decide the layout)."""
         if self.selector is None:
             return plan_round(self.options.placement, self.round_no, self.readers)
-        for doc in self.readers:
-            self.choices[doc.key] = choice = await self.selector.select(self._query(doc), exclude=doc.key)
+        selector, readers = self.selector, self.readers
+        choices = [await selector.select(self._query(d), exclude=d.key) for d in readers[:1]]  # ranks the notes once
+        choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key) for d in readers[1:]))
+        for doc, choice in zip(readers, choices, strict=True):
+            self.choices[doc.key] = choice
             self.planned += Selections(calls=1, selected=int(choice.selected))
         return plan_round(self.options.placement, self.round_no, self.readers,
                           [self._shared(doc, self.choices[doc.key]) for doc in self.readers])
@@ -137,8 +140,9 @@ class _Round:
         seen = plan.begin(seen)
         probed = await self.send(plan.probes)  # first a few calls that learn how much of the corpus is cached
         seen = plan.recorded(seen.seen(r.seen for r in probed if isinstance(r, _Read)))
-        rest = await self.send(plan.rest(seen))  # then the others, placed by what they found
-        sent = dict(zip((c.doc.key for c in (*plan.probes, *plan.rest(seen))), (*probed, *rest), strict=True))
+        later = plan.rest(seen)
+        rest = await self.send(later)  # then the others, placed by what they found
+        sent = dict(zip((c.doc.key for c in (*plan.probes, *later)), (*probed, *rest), strict=True))
         return sent, seen.seen(r.seen for r in rest if isinstance(r, _Read))
 
     async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
