@@ -8,6 +8,7 @@ rows are L2-normalised, so a dot product is a cosine similarity.
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from collections import Counter
 from collections.abc import Sequence
@@ -84,3 +85,11 @@ def min_max(values: np.ndarray) -> np.ndarray:
         return values
     low, high = float(values.min()), float(values.max())
     return np.ones_like(values) if high == low else (values - low) / (high - low)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """A passage's sentences (Latin and CJK ends, line breaks), as LinearRAG and A-RAG index them."""
+    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) > 3]

@@ -15,12 +15,10 @@ from typing import Any
 
 import jsonschema
 
+from .._prompts import render
 from ..llm import LLM
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message, ToolCall, Usage
-
-FINAL_NOTE = ("You have used all your turns. Answer the question now from what you found, without calling "
-              "any tool; end with a line 'Answer: ...'.")
 
 
 class ToolError(Exception):
@@ -121,6 +119,6 @@ async def run_tool_agent(llm: LLM, *, stage: str, system: str, task: str, tools:
             observation, ok = await dispatch(by_name, call, observation_chars)
             steps.append(ToolStep(turn, call.name, call.arguments, ok, observation))
             messages.append(Message("tool", observation, tool_call_id=call.id))
-    messages.append(Message("user", FINAL_NOTE))
+    messages.append(Message("user", render("tool_final").text))
     completion = await ask(max_turns + 1, "none", "final")
     return AgentResult(final_answer_line(reply_text(completion)), max_turns, True, tuple(steps), usage)

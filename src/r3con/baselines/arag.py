@@ -25,9 +25,8 @@ from ..corpus import Document
 from ..results import MethodFn, MethodOutcome
 from ..retrieval import ranking
 from ._common import Chunk, MethodRun, check_options, chunk_documents, method_run
-from ._graph import lexical_vectors, text_vectors
+from ._graph import lexical_vectors, sentences, text_vectors
 from ._toolagent import Tool, ToolError, run_tool_agent
-from .linearrag import sentences
 
 NAME = "arag"
 DESCRIPTION = "A-RAG: a tool-calling agent with keyword search, sentence-level semantic search and chunk reading (max 15 turns)"

@@ -178,7 +178,7 @@ async def _ask_json(mr: MethodRun, stage: str, prompt: Rendered, schema: Mapping
         if problem is None:
             return dict(value)
         messages = (*messages, Message("assistant", text),
-                    Message("user", f"That reply is not the JSON asked for: {problem}. Reply with the JSON object only."))
+                    Message("user", render("json_retry", problem=problem).text))
     raise OutputError(f"{stage}: {problem} after {reasks + 1} attempts")
 
 

@@ -32,7 +32,7 @@ from ..llm.replies import final_answer_line
 from ..results import MethodFn, MethodOutcome
 from ..retrieval import ranking, within_budget
 from ._common import budget_for, check_options, chunk_documents, method_run
-from ._graph import min_max, personalized_pagerank, text_vectors
+from ._graph import min_max, personalized_pagerank, sentences, text_vectors
 
 NAME = "linearrag"
 DESCRIPTION = ("LinearRAG: relation-free entity/sentence graph built without LLM calls; question entities "
@@ -80,7 +80,6 @@ He She They We You I His Her Their Our Your My There Here What Which Who Whom Wh
 However Also After Before During Since Because Although Though Yet So Such Each Every All Some Any No Not To Do Does
 Please Given Note Let Find List Answer Question Conversely Moreover Furthermore Finally First Second Third Is Are
 Was Were Be Can Could Should Would Will May Must Only One Two Both Either Neither""".split())
-_SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
 
 
 def extract_entities(text: str) -> list[str]:
@@ -100,10 +99,6 @@ def extract_entities(text: str) -> list[str]:
     for run in _CJK_RUN.findall(text):
         found.extend(piece for piece in _CJK_BREAKS.split(run) if 2 <= len(piece) <= 8)
     return list(dict.fromkeys(found))
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) > 3]
 
 
 # ---- the graph -----------------------------------------------------------------------------------------

@@ -98,8 +98,6 @@ class Endpoint:
 
     def url(self, path: str) -> str:
         """`path` under the base URL; one starting with `//` is under the server's root (`//props`)."""
-        if path.startswith("http://") or path.startswith("https://"):
-            return path
         if path.startswith("//"):
             return self.root + path[1:]
         return self.base_url + path

@@ -101,8 +101,7 @@ async def _list_models(endpoint: Endpoint, model: str | None) -> list[dict[str, 
         if failure.status in (401, 403):
             raise ConfigError(f"{endpoint.base_url} refused the API key; set OPENAI_API_KEY "
                               "or pass --api-key") from None
-        if failure.status == 404 and not re.search(r"/v\d+$", endpoint.base_url) \
-                and isinstance(await _probe(endpoint, "GET", endpoint.base_url + "/v1/models"), dict):
+        if failure.status == 404 and await _lacks_v1(endpoint):
             raise ConfigError(f"--base-url {endpoint.base_url} lacks /v1: pass {endpoint.base_url}/v1") from None
         if model is None:
             raise ConfigError(f"{endpoint.base_url}/models answered HTTP {failure.status}, so the model is unknown; "
@@ -110,14 +109,18 @@ async def _list_models(endpoint: Endpoint, model: str | None) -> list[dict[str, 
                               ) from None
         return []  # some providers do not list models; the model is configured
     if not isinstance(page, dict) or not isinstance(page.get("data"), list):
-        if not re.search(r"/v\d+$", endpoint.base_url) \
-                and isinstance(await _probe(endpoint, "GET", endpoint.base_url + "/v1/models"), dict):
+        if await _lacks_v1(endpoint):
             raise ConfigError(f"--base-url {endpoint.base_url} lacks /v1: pass {endpoint.base_url}/v1")
         if model is None:
             raise ConfigError(f"{endpoint.base_url}/models did not answer with a model list, so this is not an "
                               "OpenAI-compatible API; pass the --base-url of one (ending in /v1)")
         return []
     return [m for m in page["data"] if isinstance(m, dict) and m.get("id")]
+
+
+async def _lacks_v1(endpoint: Endpoint) -> bool:
+    """Whether the base URL names the server's root where its OpenAI API is under /v1."""
+    return endpoint.root == endpoint.base_url and isinstance(await _probe(endpoint, "GET", "/v1/models"), dict)
 
 
 async def _probe(endpoint: Endpoint, method: str, path: str, body: Any = None) -> object:

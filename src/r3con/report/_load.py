@@ -25,12 +25,12 @@ class Folder:
         self.problems: list[str] = []
 
     def json(self, name: str, default: Any = None) -> Any:
-        target = self.path / name
-        if not target.exists():
+        raw = self.text(name)
+        if raw is None:
             return default
         try:
-            return json.loads(target.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            return json.loads(raw)
+        except ValueError as exc:
             self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
             return default
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-STAGES = ("relevance", "schema", "populate", "reason")
+from ..config import STAGES
 
 
 def json_for_script(data: Any) -> str:

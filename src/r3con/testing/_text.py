@@ -57,4 +57,3 @@ def names(text: str) -> list[str]:
 def tokens(text: str) -> int:
     cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
     return cjk + (len(text) - cjk) // 4 + 1
-
