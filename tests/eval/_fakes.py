@@ -10,6 +10,7 @@ from r3con.corpus import Document, documents_from_texts
 from r3con.errors import R3conError
 from r3con.eval.tasks import EvalTask
 from r3con.llm.types import Usage
+from r3con.results import MethodOutcome
 
 from ..fakes import Reply, ScriptedLLM, benchmark_data
 
@@ -28,18 +29,6 @@ def judge_llm(*replies: Reply, default: Reply | None = None) -> ScriptedLLM:
     return ScriptedLLM(default=default, replies=replies, model="judge-model", usage=JUDGE_USAGE)
 
 
-@dataclass(frozen=True)
-class FakeOutcome:
-    """Shaped like r3con.methods.MethodOutcome (the runner reads only these attributes)."""
-
-    answer: str
-    usage: Usage
-    by_stage: Mapping[str, Usage]
-    capped: bool
-    degraded: tuple[object, ...]
-    run_dir: Path
-
-
 @dataclass
 class FakeMethod:
     """A method that answers from a table by task text; records every call."""
@@ -52,13 +41,13 @@ class FakeMethod:
     usage: Usage = Usage(calls=3, prompt_tokens=1000, completion_tokens=100, cost_usd=0.01)
 
     async def __call__(self, name: str, task: str, documents: tuple[Document, ...], settings: object,
-                       run_dir: Path) -> FakeOutcome:
+                       run_dir: Path) -> MethodOutcome:
         self.calls.append((name, task))
         if task in self.errors:
             raise self.errors[task]
         run_dir.mkdir(parents=True, exist_ok=True)
         usage = self.usage
-        return FakeOutcome(
+        return MethodOutcome(
             answer=self.answers.get(task, self.default), usage=usage, by_stage={"reason": usage},
             capped=task in self.capped, degraded=(), run_dir=run_dir,
         )

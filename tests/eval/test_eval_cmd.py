@@ -8,9 +8,10 @@ from typer.testing import CliRunner
 
 from r3con.cli.eval_cmd import eval_app
 from r3con.llm.types import Usage
+from r3con.results import MethodOutcome
 from r3con.testing import FakeLLMServer
 
-from ._fakes import TINY_CORPUSQA, FakeOutcome, shared_data
+from ._fakes import TINY_CORPUSQA, shared_data
 
 runner = CliRunner()
 
@@ -30,7 +31,7 @@ def silent_method(monkeypatch):
 
     async def silent(task, documents, settings, run_dir):
         calls.append(task)
-        return FakeOutcome(answer="", usage=Usage(calls=1, cost_usd=0.5), by_stage={}, capped=False, degraded=(),
+        return MethodOutcome(answer="", usage=Usage(calls=1, cost_usd=0.5), by_stage={}, capped=False, degraded=(),
                            run_dir=run_dir)
 
     monkeypatch.setitem(methods._METHODS, "silent", silent)
