@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -25,6 +26,7 @@ from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.budget import spent_in
 from .llm.layers import Progressed
+from .llm.overflow import is_overflow
 from .llm.types import Usage
 from .progress import NoProgress, Progress
 from .report import try_write_report
@@ -105,11 +107,28 @@ class RunResult:
         }
 
 
+def reply_reserve(settings: Settings, context_window: int) -> int:
+    """Tokens kept for a per-document call's reply: the larger of the relevance and population stages'
+    reply budgets, but at most a quarter of the window (and at least 256)."""
+    return min(max(settings.note_max_tokens, settings.populate_max_tokens), max(256, context_window // 4))
+
+
+def prompt_reserve(context_window: int) -> int:
+    """Tokens kept for a per-document call's instructions, task and tags: 1,500, or an eighth of a
+    smaller window."""
+    return min(_PROMPT_OVERHEAD, context_window // 8)
+
+
 def part_budget(settings: Settings, context_window: int) -> int:
-    """Tokens a document part may take: the window less the output, the prompt, and room for notes."""
+    """Tokens a document part may take: half of what the window leaves after the reply reserve and the
+    instructions (the other half is for the notes), at least 256.
+
+    At 2,048 / 4,096 / 8,192 / 32,768 tokens with the default reply budgets (notes 1,024, records 4,096):
+    640 / 1,280 / 2,560 / 13,586 tokens.
+    """
     if settings.part_tokens:
         return settings.part_tokens
-    free = context_window - max(settings.note_max_tokens, settings.populate_max_tokens) - _PROMPT_OVERHEAD
+    free = context_window - reply_reserve(settings, context_window) - prompt_reserve(context_window)
     return max(256, free // 2)
 
 
@@ -117,14 +136,15 @@ def notes_budget(settings: Settings, context_window: int, part_tokens: int) -> i
     """Tokens the other documents' notes may take in one call; None: no budget (every note in full).
 
     `--notes-budget 0` turns selection off (the paper's behaviour even if the window overflows); unset,
-    it is what the window leaves after the largest document part, the output and the instructions.
+    it is what the window leaves after the largest document part, the reply reserve, the instructions
+    and a margin (1,000 tokens, or a sixteenth of a smaller window), at least 256.
     """
     if settings.notes_budget_tokens == 0:
         return None
     if settings.notes_budget_tokens:
         return settings.notes_budget_tokens
-    output = max(settings.note_max_tokens, settings.populate_max_tokens)
-    return max(512, context_window - part_tokens - output - _PROMPT_OVERHEAD - 1000)
+    left = context_window - part_tokens - reply_reserve(settings, context_window) - prompt_reserve(context_window)
+    return max(256, left - min(1000, context_window // 16))
 
 
 def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
@@ -156,8 +176,42 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
     }
 
 
-def _check_failures(stage: str, failures: Sequence[Failure], total: int, settings: Settings) -> None:
-    check_failed_share(stage, failures, total, settings.max_failed_share)
+def _check_failures(stage: str, failures: Sequence[Failure], docs: Sequence[Document], settings: Settings) -> None:
+    """RunFailed when more than --max-failed-share of the documents (not parts: a document fails with
+    any of its parts) failed in `stage`."""
+    whole = [replace(f, doc=f.doc.split(".")[0]) for f in failures]
+    check_failed_share(stage, whole, len(docs), settings.max_failed_share)
+
+
+def _after_round(failed: Sequence[Failure], docs: Sequence[Document], parts: Sequence[Document], window: int,
+                 settings: Settings, llm: LLMStack) -> bool:
+    """After a relevance round: True when a "too long" reply taught a smaller window that changes the
+    parts or cost a document its note (the rounds are planned again); RunFailed when more than
+    --max-failed-share of the documents failed in it, before the next round spends anything."""
+    learned = llm.planning_window
+    if learned < window and (any(is_overflow(f"{f.error} {f.cause}") for f in failed)
+                             or split_documents(docs, part_budget(settings, learned)) != tuple(parts)):
+        return True
+    _check_failures("relevance", failed, docs, settings)
+    return False
+
+
+def _replanned(manifest: dict[str, Any], docs: Sequence[Document], parts: Sequence[Document], budget: int,
+               notes_tokens: int | None, account: Inputs, llm: LLMStack) -> None:
+    """The manifest after the parts were planned again for a window a server's reply stated."""
+    manifest["part_tokens"] = budget
+    manifest["notes_selection"]["budget_tokens"] = notes_tokens
+    manifest["inputs"] = account.to_dict()
+    for entry, doc in zip(manifest["documents"], docs, strict=True):
+        entry["parts"] = sum(1 for p in parts if p.number == doc.number)
+    _learned(manifest, llm)
+
+
+def _learned(manifest: dict[str, Any], llm: LLMStack) -> None:
+    """The window the server's "too long" replies stated, in the manifest, when they taught one."""
+    window = getattr(llm, "window", None)
+    if window is not None and window.learned:
+        manifest["endpoint"]["learned_window"] = window.to_dict()
 
 
 async def run(
@@ -229,13 +283,14 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
                embed: Embed | None = None, resumed: bool = False) -> RunResult:
     started = time.perf_counter()
-    budget = part_budget(settings, llm.endpoint.context_window)
+    window = llm.planning_window
+    budget = part_budget(settings, window)
     parts = split_documents(docs, budget)
     manifest = _manifest(task, docs, parts, settings, llm, budget)
     account = (inputs or Inputs.of(docs)).with_parts(parts)
     manifest["inputs"] = account.to_dict()
     manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
-    notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
+    notes_tokens = notes_budget(settings, window, budget)
     breakpoints = use_breakpoints(settings, llm)
     placement = Placement.of(settings)
     seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
@@ -256,18 +311,32 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:
-            progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, RelevanceOptions(
-                rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
-                breakpoints=breakpoints, notes_budget=notes_tokens, placement=placement, embed=embed,
-            ))
+            while True:
+                progress.stage("relevance", len(parts) * settings.rounds)
+                relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, RelevanceOptions(
+                    rounds=settings.rounds, max_tokens=min(settings.note_max_tokens, reply_reserve(settings, window)),
+                    temperature=settings.temperature, breakpoints=breakpoints, notes_budget=notes_tokens,
+                    placement=placement, embed=embed,
+                ), after_round=functools.partial(_after_round, docs=docs, parts=parts, window=window,
+                                                settings=settings, llm=llm))
+                if not relevance.stopped:
+                    break
+                # a "too long" reply stated a smaller window: plan the parts and notes for it, and start again
+                # (the calls that were answered are in the cache when it is on)
+                window = llm.planning_window
+                budget = part_budget(settings, window)
+                parts = split_documents(docs, budget)
+                notes_tokens = notes_budget(settings, window, budget)
+                account = (inputs or Inputs.of(docs)).with_parts(parts)
+                _replanned(manifest, docs, parts, budget, notes_tokens, account, llm)
+                run_dir.write_json("manifest.json", manifest)
             rounds = relevance.rounds
             failures += relevance.failures
             seen = relevance.cache
             selections["relevance"] = relevance.selections  # _finish_manifest keeps what is not empty
             for i, notes in enumerate(rounds, start=1):
                 run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
-            _check_failures("relevance", failures, len(parts), settings)
+            _check_failures("relevance", failures, docs, settings)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         selector = NotesSelector(note_refs(parts, final_notes), notes_tokens, embed=embed)
         final_choice = await selector.select(task)
@@ -300,7 +369,8 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             stage = "populate"
             progress.stage("populate", len(parts))
             filled = await populate(Progressed(llm, progress.advance), task, schema, parts, notes_text, PopulateOptions(
-                max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
+                max_tokens=min(settings.populate_max_tokens, reply_reserve(settings, window)),
+                attempts=settings.populate_attempts,
                 temperature=settings.temperature, breakpoints=breakpoints, selector=selector,
                 placement=placement, reverse=settings.rounds % 2 == 1, cache=seen, unverified=settings.unverified,
             ))
@@ -315,7 +385,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 run_dir.write_json("dropped_records.json", list(filled.dropped))
             for name, rows in tables.items():
                 run_dir.write_table_csv(name, [dict(r) for r in rows])
-            _check_failures("populate", failures, len(parts), settings)
+            _check_failures("populate", failures, docs, settings)
 
         stage = "reason"
         progress.stage("reason", 1)
@@ -351,6 +421,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         stage = "finish"
         account = account.with_degraded(failures)
         manifest["inputs"] = account.to_dict()
+        _learned(manifest, llm)
         _finish_manifest(run_dir, manifest, selections, seen, placement)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
                                   {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
@@ -370,6 +441,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         def save() -> None:
             _write_usage(run_dir, llm)
             manifest["inputs"] = account.with_degraded(failures).to_dict()
+            _learned(manifest, llm)
             _finish_manifest(run_dir, manifest, selections, seen, placement)
 
         _record_end(run_dir, stage, exc, save)

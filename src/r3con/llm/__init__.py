@@ -16,6 +16,7 @@ from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
 from .output import OutputChecked
+from .overflow import LearnedWindow, Overflows
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
@@ -39,6 +40,12 @@ class LLMStack:
     retrier: Retrier | None = None  # the run's retry policy and budget, for other clients too
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
+    window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
+
+    @property
+    def planning_window(self) -> int:
+        """The window to plan parts and notes in: the endpoint's, or less when the server said so."""
+        return self.endpoint.context_window if self.window is None else self.window.planning
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -54,8 +61,8 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
-    Top to bottom: stage models, call log, accounting, cache, output checks, retries, rate and
-    concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
+    Top to bottom: stage models, call log, accounting, cache, output checks, retries, what "too long"
+    replies teach of the window (`overflow`), rate and concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
@@ -88,6 +95,8 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                 stack = BudgetGuard(stack, cap, prices)
             stack = ConcurrencyLimited(stack, settings.concurrency)
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
+        window = LearnedWindow(endpoint.context_window)
+        stack = Overflows(stack, window)
         budget = RetryBudget(settings.retry_budget)
         retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
                             budget, base.base_url)
@@ -104,7 +113,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache)
+                       cache=cache, window=window)
     finally:
         closing.close()
         await base.aclose()

@@ -10,7 +10,7 @@ Where each call puts its document is planned before the round's calls go out (`p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -37,6 +37,7 @@ class RelevanceResult:
     failures: tuple[Failure, ...] = ()
     selections: Selections = Selections()
     cache: CacheSeen = CacheSeen()
+    stopped: bool = False  # `after_round` asked to stop: the rounds are to be planned again (a smaller window)
 
     @property
     def final(self) -> Mapping[str, str]:
@@ -72,9 +73,13 @@ def parse_note(text: str) -> str:
 
 
 async def extract_relevance(
-    llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None
+    llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None,
+    after_round: Callable[[Sequence[Failure]], bool] | None = None,
 ) -> RelevanceResult:
-    """Run the relevance rounds over `docs`; a document whose call fails is recorded and skipped."""
+    """Run the relevance rounds over `docs`; a document whose call fails is recorded and skipped.
+
+    `after_round(failures)` sees each round's failures before the next round starts: it may raise (too
+    many failed) or return True to stop here (the result is then `stopped`)."""
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
     failures: list[Failure] = []
@@ -84,10 +89,11 @@ async def extract_relevance(
         round_ = _Round(llm, task, round_no, options, previous, docs)
         sent, seen = await round_.run(seen)
         notes: dict[str, str] = {}
+        failed: list[Failure] = []
         for doc in docs:  # corpus order
             outcome = sent[doc.key]
             if isinstance(outcome, Failure):
-                failures.append(outcome)
+                failed.append(outcome)
                 if previous is not None and doc.key in previous:
                     notes[doc.key] = previous[doc.key]  # keep the last good note rather than lose it
             else:
@@ -95,7 +101,11 @@ async def extract_relevance(
                 selections += outcome.selections
         selections += round_.planned
         rounds.append(MappingProxyType(notes))
+        failures += failed
         previous = notes
+        if after_round is not None and after_round(failed):
+            return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections,
+                                   cache=seen, stopped=True)
     return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen)
 
 
