@@ -20,6 +20,7 @@ from .overflow import LearnedWindow, Overflows
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
+from .slots import concurrency_for
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
@@ -41,6 +42,7 @@ class LLMStack:
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
     window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
+    concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
 
     @property
     def planning_window(self) -> int:
@@ -71,6 +73,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     closing = ExitStack()
     try:
         endpoint = await base.describe(settings)
+        concurrency = await concurrency_for(base.endpoint, settings)
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
         stack: LLM = base
@@ -87,18 +90,19 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
             # a job's calls are in flight together, so all of them reserve
             stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
-                            concurrency=settings.concurrency)
+                            concurrency=concurrency[0])
             if cap is not None:
                 stack = BudgetGuard(stack, cap, prices, batch=True)
         else:
             if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
                 stack = BudgetGuard(stack, cap, prices)
-            stack = ConcurrencyLimited(stack, settings.concurrency)
+            stack = ConcurrencyLimited(stack, concurrency[0])
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
         window = LearnedWindow(endpoint.context_window)
         stack = Overflows(stack, window)
         budget = RetryBudget(settings.retry_budget)
-        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
+        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s,
+                                                settings.outage_s),
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
@@ -113,7 +117,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, window=window)
+                       cache=cache, window=window, concurrency=concurrency)
     finally:
         closing.close()
         await base.aclose()
