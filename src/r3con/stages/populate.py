@@ -28,7 +28,7 @@ from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, document_messages
+from ._common import SHARED_OVERHEAD, document_messages, reply_excerpt
 from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
 from .notes_select import NotesChoice, NotesSelector, fitting
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
@@ -133,7 +133,8 @@ async def _populate_once(
 ) -> _DocRecords:
     schema, doc, first = form.schema, call.doc, call.shared_first
     instructions = render("populate", task=task, schema=form.text, notes=notes, where=call.where)
-    messages = list(document_messages(doc, instructions, call.layout, options.breakpoints, shared_first=first))
+    first_messages = document_messages(doc, instructions, call.layout, options.breakpoints, shared_first=first)
+    messages = list(first_messages)
     repaired_any = False
     problem = "no attempt"
     for attempt in range(options.attempts):
@@ -158,8 +159,8 @@ async def _populate_once(
                 return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first,
                                    conversation=(*messages, Message("assistant", reply)))
             problem = _validation_message(error)
-        retry = render("populate_retry", error=problem)
-        messages += [Message("assistant", reply), Message("user", retry.text)]
+        retry = render("populate_retry", error=problem, excerpt=reply_excerpt(reply))
+        messages = [*first_messages, Message("user", retry.text)]  # the error, not the failed reply (it may be long)
     raise OutputError(f"records did not match the schema after {options.attempts} attempts ({problem})")
 
 
