@@ -340,14 +340,22 @@ def test_a_bug_says_internal_error_and_keeps_the_traceback_in_the_run_folder(cap
     assert (folder / "notes" / "round-2.json").is_file()  # what was done before the bug is kept
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
-def test_a_terminated_run_says_how_to_continue_and_keeps_what_was_done(signum, code, corpus, tmp_path):
+def _ignore_sigint() -> None:
+    """What a shell without job control does to a background job (`r3con run ... &` in a script)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, code, background", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, False),
+                                                      (signal.SIGTERM, 143, True)],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-background-job"])
+def test_a_terminated_run_says_how_to_continue_and_keeps_what_was_done(signum, code, background, corpus, tmp_path):
     runs = tmp_path / "runs"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     with FakeLLMServer(faults=FaultPlan.parse("delay=0.2")) as server:
         proc = subprocess.Popen([sys.executable, "-m", "r3con", *run_args(corpus, server.base_url, runs,
                                                                           "--concurrency", "1")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=_ignore_sigint if background else None)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and answered(runs) < 2:
             time.sleep(0.02)

@@ -7,10 +7,10 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -20,6 +20,8 @@ from ..display import cached_line, make_progress, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._question import read_question
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -163,8 +165,8 @@ def run(
     interrupted: KeyboardInterrupt | None = None
     try:
         with terminate_as_interrupt() as signals:
-            result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
-                                              run_folder=resume, inputs=corpus.inputs))
+            result = run_stoppable(run_pipeline(question, corpus.documents, settings, progress=progress,
+                                                run_folder=resume, inputs=corpus.inputs), signals)
     except KeyboardInterrupt as exc:
         interrupted = exc
     except Exception as exc:
@@ -225,13 +227,8 @@ def terminate_as_interrupt() -> Iterator[list[int]]:
     """SIGTERM ends a run as Ctrl-C does: the run is cancelled and saves what it did. Yields the
     signals received, so the exit code can say which one (130 for SIGINT, 143 for SIGTERM)."""
     received: list[int] = []
-
-    def on_terminate(signum: int, frame: object) -> None:
-        received.append(signum)
-        signal.raise_signal(signal.SIGINT)  # asyncio cancels the run on SIGINT; outside it, KeyboardInterrupt
-
     try:
-        previous = signal.signal(signal.SIGTERM, on_terminate)
+        previous = signal.signal(signal.SIGTERM, _on_terminate_handler(received))
     except ValueError:  # not the main thread (a library caller's): leave the signals alone
         yield received
         return
@@ -239,6 +236,49 @@ def terminate_as_interrupt() -> Iterator[list[int]]:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _on_terminate_handler(received: list[int]) -> Callable[[int, Any], None]:
+    """SIGTERM outside the event loop: KeyboardInterrupt (SIGINT may be ignored, so it is not raised)."""
+    def on_terminate(signum: int, frame: Any) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    return on_terminate
+
+
+def run_stoppable(main: Coroutine[Any, Any, T], received: list[int]) -> T:
+    """`asyncio.run(main)`, cancelled by SIGTERM as by Ctrl-C: KeyboardInterrupt, carrying the run folder.
+
+    SIGTERM goes straight to the event loop, which cancels `main`. Raising SIGINT instead is not
+    enough: a shell without job control (`cmd &` in a script) starts its background jobs with SIGINT
+    ignored, and asyncio then does not handle SIGINT at all."""
+    async def stoppable() -> T:
+        task = asyncio.current_task()
+
+        def on_terminate() -> None:
+            received.append(signal.SIGTERM)
+            if task is not None:
+                task.cancel()
+
+        with suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_terminate)
+        return await main
+
+    try:
+        return asyncio.run(stoppable())
+    except asyncio.CancelledError as exc:
+        if signal.SIGTERM not in received:
+            raise
+        interrupted = KeyboardInterrupt()
+        for link in (exc, exc.__context__, exc.__cause__):  # what the run tagged: its folder and report
+            for name in ("run_dir", "report", "report_error"):
+                if getattr(link, name, None) is not None and getattr(interrupted, name, None) is None:
+                    setattr(interrupted, name, getattr(link, name))
+        raise interrupted from exc
+    finally:
+        with suppress(ValueError):  # the loop's handler is gone with the loop: SIGTERM is ours again
+            signal.signal(signal.SIGTERM, _on_terminate_handler(received))
 
 
 def interrupted_line(exc: BaseException) -> str:
