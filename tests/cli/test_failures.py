@@ -181,6 +181,7 @@ def test_a_server_killed_mid_run_says_connection_refused(capsys, monkeypatch, co
 
         killer = threading.Thread(target=kill_after_first_answer)
         killer.start()
+        monkeypatch.setenv("R3CON_OUTAGE_S", "1")  # a server that stays down is waited for this long
         code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, f"http://127.0.0.1:{port}/v1", runs,
                                                             "--concurrency", "1", "--retries", "1"))
         killer.join()
