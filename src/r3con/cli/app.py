@@ -187,8 +187,11 @@ def run(
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
-    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
+    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet (and --json)
         print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
+    if result.capped and not any(used["stage"] == "reason" for used in result.fallbacks):
+        print(f"warning: reason stopped at --max-steps {settings.max_steps} before the agent finished; the answer "
+              "is its last word (raise --max-steps)", file=sys.stderr)
     report_line(result, quiet=quiet)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
 
