@@ -18,6 +18,7 @@ from typing import Any
 from ._prompts import render
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents
+from .errors import OutputError
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import notes_budget, part_budget
@@ -332,10 +333,15 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         wrapped = await counter.count([format_notes([r]) for r in refs])
         tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
         schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
+        proposed = None
         if settings.structuring:
             text = format_notes(note_refs(picks, found_final))
-            proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
-                                            temperature=settings.temperature)
+            try:
+                proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
+                                                temperature=settings.temperature)
+            except OutputError:  # as the run does: no usable schema, so the answer comes from the notes alone,
+                proposed, records, calls = None, 0, 0.0  # and no document is populated
+        if proposed is not None:
             schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
             await populate(stack, task, proposed.schema, picks, text, PopulateOptions(
                 max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,

@@ -316,7 +316,7 @@ def estimate(
     stage_model: StageModel = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (default 2)")] = None,
     reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (default) or direct")] = None,
-    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default 32768; no endpoint is asked)")] = None,
+    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it, when --base-url or OPENAI_BASE_URL is set; else 32768)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (default) or paper")] = None,
     notes_budget: NotesBudget = None,
     batch: Batch = None,
@@ -356,6 +356,8 @@ def estimate(
     async def measured() -> Any:  # one event loop: the endpoint's token counter is bound to it
         assumptions, measured_settings = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps), settings
         try:
+            if settings.base_url and settings.context_window is None and not sample:
+                measured_settings = dataclasses.replace(settings, context_window=await endpoint_window(settings))
             if sample:
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
@@ -373,6 +375,17 @@ def estimate(
         print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
         return
     print_estimate(result)
+
+
+async def endpoint_window(settings: Settings) -> int:
+    """The window `run` would read from the endpoint (`llm.window.discover`)."""
+    from ..llm.client import OpenAIChat
+
+    client = OpenAIChat(settings)
+    try:
+        return (await client.describe(settings)).context_window
+    finally:
+        await client.aclose()
 
 
 def print_estimate(result: Any) -> None:
