@@ -132,6 +132,12 @@ def part_budget(settings: Settings, context_window: int) -> int:
     return max(256, free // 2)
 
 
+def data_view_limit(context_window: int) -> int:
+    """Characters of the records the answer's prompt may show: about a quarter of the window (at some four
+    characters a token), so that the records, the notes and the reply fit a small window together."""
+    return context_window
+
+
 def notes_budget(settings: Settings, context_window: int, part_tokens: int) -> int | None:
     """Tokens the other documents' notes may take in one call; None: no budget (every note in full).
 
@@ -164,7 +170,8 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
                      "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source},
+                     "context_window_source": stack.endpoint.context_window_source,
+                     **_concurrency(stack)},
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
@@ -174,6 +181,12 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
             for d in docs
         ],
     }
+
+
+def _concurrency(stack: LLMStack) -> dict[str, Any]:
+    """The requests in flight and where the number came from (--concurrency, the server's slots, the default)."""
+    chosen = getattr(stack, "concurrency", None)
+    return {"concurrency": chosen[0], "concurrency_source": chosen[1]} if chosen else {}
 
 
 def _check_failures(stage: str, failures: Sequence[Failure], docs: Sequence[Document], settings: Settings) -> None:
@@ -390,9 +403,10 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         stage = "reason"
         progress.stage("reason", 1)
         missing = sorted({f.doc for f in failures}, key=_key_order)
+        window = llm.planning_window  # less than planned, if a "too long" reply in a later stage said so
         options = AnswerOptions(
             mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,
-            temperature=settings.temperature, data_view_chars=settings.data_view_chars,
+            temperature=settings.temperature, data_view_chars=min(settings.data_view_chars, data_view_limit(window)),
             sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
             sandbox_mode=settings.sandbox_mode, scratch_root=run_dir.scratch_root,
         )
