@@ -38,6 +38,7 @@ def documents() -> list[Path]:
 
 def one(window: int, rounds: int) -> dict[str, object]:
     import r3con
+    from r3con.errors import R3conError
     from r3con.pipeline import part_budget, run
     from r3con.testing import FakeLLMServer
 
@@ -45,7 +46,19 @@ def one(window: int, rounds: int) -> dict[str, object]:
     with FakeLLMServer(max_model_len=window) as server, tempfile.TemporaryDirectory() as tmp:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="bench", out_dir=Path(tmp),
                                           cache=False, rounds=rounds, reasoning="direct", concurrency=8)
-        result = asyncio.run(run(TASK, docs, settings))
+        try:
+            result = asyncio.run(run(TASK, docs, settings))
+        except R3conError as exc:  # the run stopped: what it had spent, from its run folder
+            folder = Path(str(exc.run_dir))
+            usage = json.loads((folder / "usage.json").read_text())
+            manifest = json.loads((folder / "manifest.json").read_text())
+            return {
+                "window": window, "part_tokens": manifest["part_tokens"],
+                "parts": sum(d["parts"] for d in manifest["documents"]), "calls": usage["calls"],
+                "by_stage": {s: u["calls"] for s, u in usage["by_stage"].items()},
+                "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
+                "degraded": None, "failed": f"in {exc.stage}: {str(exc)[:160]}",
+            }
         stages = {s: u.calls for s, u in result.by_stage.items()}
         return {
             "window": window, "part_tokens": part_budget(settings, window), "parts": len(result.parts),
@@ -73,7 +86,8 @@ def main() -> None:
         assert isinstance(stages, dict)
         split = " / ".join(str(stages.get(s, 0)) for s in ("relevance", "schema", "populate", "reason"))
         print(f"| {r['window']:,} | {r['part_tokens']:,} | {r['parts']} | {r['calls']:,} ({split}) | "
-              f"{r['prompt_tokens']:,} | {r['completion_tokens']:,} | {r['degraded']} |")
+              f"{r['prompt_tokens']:,} | {r['completion_tokens']:,} | "
+              f"{r['degraded'] if r.get('failed') is None else 'run failed ' + str(r['failed'])} |")
 
 
 if __name__ == "__main__":
