@@ -198,7 +198,7 @@ def test_schema_reasks_stay_within_a_small_window_when_the_model_rambles(tmp_pat
     replies = [c["usage"]["completion_tokens"] for c in calls]
     assert all(p + r <= 768 for p, r in zip(prompts, replies, strict=True)), (prompts, replies)
     assert max(prompts) - min(prompts) < 150, f"a re-ask carries the error, not the failed reply: {prompts}"
-    assert min(replies) > 200, "the rambling replies ran to what the window left"
+    assert all(c["finish_reason"] == "length" for c in calls), "each rambling reply ran to what the window left"
 
 
 def test_sigterm_stops_a_run_started_in_the_background_by_a_script(llama_server, tmp_path):
