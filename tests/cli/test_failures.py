@@ -377,3 +377,12 @@ def test_a_terminated_run_says_how_to_continue_and_keeps_what_was_done(signum, c
         total = len(server.calls()) - made
     fresh = json.loads((folder / "usage.json").read_text())
     assert fresh["cache_hits"] >= 2 and total < fresh["calls"] + fresh["cache_hits"]  # the finished calls were not paid again
+
+
+def test_a_step_capped_agent_is_a_warning_line_even_with_json(capsys, monkeypatch, corpus, tmp_path):
+    with FakeLLMServer() as server:
+        code, out, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, tmp_path / "runs",
+                                                              "--max-steps", "1", "--json"))
+    assert code == 0 and json.loads(out)["capped"]
+    assert ("warning: reason stopped at --max-steps 1 before the agent finished; the answer is its last word "
+            "(raise --max-steps)") in err.splitlines(), err
