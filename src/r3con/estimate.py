@@ -339,8 +339,8 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
             try:
                 proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
                                                 temperature=settings.temperature)
-            except OutputError:  # as the run does: no usable schema, so the answer comes from the notes alone,
-                proposed, records, calls = None, 0, 0.0  # and no document is populated
+            except OutputError:  # the run goes on without a schema (the answer from the notes), and so does the
+                proposed = None  # sample: the schema and records stay as assumed
         if proposed is not None:
             schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
             await populate(stack, task, proposed.schema, picks, text, PopulateOptions(
