@@ -3,7 +3,6 @@ import json
 import pytest
 
 from r3con.errors import ConfigError, EndpointUnreachable, OutputError, ProviderError
-from r3con.llm.types import Usage
 from r3con.eval.judges import (
     EMPTY,
     JUDGE_ERROR,
@@ -14,6 +13,7 @@ from r3con.eval.judges import (
     judge_spec,
     prompt_from_file,
 )
+from r3con.llm.types import Usage
 
 from ._fakes import JUDGE_USAGE, judge_llm, make_task
 
