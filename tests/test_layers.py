@@ -11,12 +11,12 @@ ROOT = Path(r3con.__file__).parent
 # lowest first; a top-level module or package of r3con in each
 LAYERS = [
     {"errors", "_files", "_json", "tokens", "config", "_prompts", "prompts", "__version__"},
-    {"_readers", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence",
+    {"_readers", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence", "notes",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
     {"llm", "sandbox", "testing"},
     {"results", "progress", "display", "_fanout"},
     {"stages"},
-    {"pipeline", "baselines", "estimate"},
+    {"pipeline", "recording", "baselines", "estimate"},
     {"methods", "eval", "demo"},
     {"cli", "__main__", ""},
 ]
