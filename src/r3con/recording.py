@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
-from . import __version__
 from ._fanout import cause_of
+from ._version import __version__
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
 from .corpus import Document
