@@ -14,7 +14,7 @@ LAYERS = [
     {"_readers", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence", "notes",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
     {"llm", "sandbox", "testing"},
-    {"results", "progress", "display", "_fanout"},
+    {"results", "progress", "display", "_fanout", "reuse"},
     {"stages"},
     {"pipeline", "recording", "baselines", "estimate"},
     {"methods", "eval", "demo"},

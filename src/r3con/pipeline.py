@@ -19,12 +19,13 @@ from .evidence import Evidence, EvidenceStats, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.layers import Progressed
-from .llm.types import Usage
-from .notes import Embed, FinalNotes
+from .llm.types import LLM, Usage
+from .notes import Embed, FinalNotes, round_entries
 from .progress import NoProgress, Progress
 from .recording import RunRecord
 from .report import try_write_report
 from .results import Failure
+from .reuse import Reuse
 from .sandbox import SandboxLimits
 from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
 from .stages.plan import Placement
@@ -62,6 +63,7 @@ class RunResult:
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
+    reuse: Mapping[str, Any] | None = None  # what came from earlier runs of the question (`reuse`), per stage
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -93,6 +95,7 @@ class RunResult:
             "unknown_citations": list(self.unknown_citations),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
+            "reuse": dict(self.reuse) if self.reuse is not None else None,
         }
 
 
@@ -206,13 +209,19 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                        notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
                        breakpoints=options.relevance.breakpoints, placement=options.relevance.placement)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
+    reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings, run_dir.path, parts,
+                       new_schema=settings.new_schema)
+    ask = reuse.llm(llm)  # the endpoint, or an earlier run's reply to the same request
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
+        relevance = None
         if settings.rounds > 0:
             progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, options.relevance)
+            relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
+                options.relevance, keep=reuse.keep_note if reuse.approximate else None))
             record.relevance(relevance, parts)
             rounds = relevance.rounds
+            reuse.decide_relevance(rounds, relevance.shown, relevance.kept)
             check_failed_share("relevance", record.failures, len(parts), settings.max_failed_share)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
@@ -221,21 +230,29 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         schema: Mapping[str, Any] | None = None
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
         evidence_stats: EvidenceStats | None = None
+        populated: tuple[str, ...] = ()
         if settings.structuring:
             record.stage = "schema"
-            schema = await _schema(llm, task, final, settings, record, progress)
+            schema = reuse.schema()
+            if schema is not None:
+                record.kept_schema(schema)
+            else:
+                schema = await _schema(ask, task, final, settings, record, progress)
         if schema is not None:
             record.stage = "populate"
             progress.stage("populate", len(parts))
-            filled = await populate(Progressed(llm, progress.advance), task, schema, parts, final.text, replace(
-                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen))
+            kept_schema = reuse.schema() is not None
+            filled = await populate(Progressed(ask, progress.advance), task, schema, parts, final.text, replace(
+                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen,
+                keep=reuse.keep_records(final_notes) if kept_schema else None))
             record.records(filled)
-            tables, evidence_stats = filled.tables, filled.evidence
+            tables, evidence_stats, populated = filled.tables, filled.evidence, tuple(filled.per_doc)
+            reuse.decide_populate(filled.per_doc, filled.kept, final_notes, kept_schema)
             check_failed_share("populate", record.failures, len(parts), settings.max_failed_share)
 
         record.stage = "reason"
         progress.stage("reason", 1)
-        answer = await _answer(llm, task, final, final_notes, schema, tables, options.answer, settings, record)
+        answer = await _answer(ask, task, final, final_notes, schema, tables, options.answer, settings, record)
         progress.advance("reason")
         record.answer(answer, settings.sandbox_mode)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
@@ -246,14 +263,20 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(record.fallbacks),
+            fallbacks=tuple(record.fallbacks), reuse=reuse.summary(),
         )
+        record.reuse(reuse.decisions.to_dict(), reuse.summary())
         record.finish(result.answer, result.summary())
+        reuse.finish(rounds, relevance.shown if relevance else (), {
+            r: {e["doc"]: e["refs"] for e in round_entries(parts, notes)} for r, notes in enumerate(rounds, start=1)
+        }, tables, populated, schema)
     except BaseException as exc:
         ended = record.ended(exc)
         if ended is not exc:
             raise ended from exc
         raise
+    finally:
+        reuse.close()
     return result
 
 
@@ -290,7 +313,7 @@ def stage_options(settings: Settings, context_window: int, *, breakpoints: bool 
     )
 
 
-async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
+async def _schema(llm: LLM, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
                   progress: Progress) -> Mapping[str, Any] | None:
     """A schema proposed from the final notes; None when none was usable (the answer then comes from the
     notes alone)."""
@@ -308,7 +331,7 @@ async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Setting
         progress.advance("schema")
 
 
-async def _answer(llm: LLMStack, task: str, final: FinalNotes, final_notes: Mapping[str, str],
+async def _answer(llm: LLM, task: str, final: FinalNotes, final_notes: Mapping[str, str],
                   schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
                   options: AnswerOptions, settings: Settings, record: RunRecord) -> AnswerResult:
     """The answer: by the coding agent over the records, or directly from the notes and records when
