@@ -145,8 +145,6 @@ class Settings:
             check_base_url(self.base_url)
         if self.unverified not in ("reask", "keep", "drop"):
             raise ConfigError("--unverified must be 'reask' (once, then keep flagged), 'keep' (flagged) or 'drop'")
-        if self.reuse not in ("exact", "approximate", "off"):
-            raise ConfigError("--reuse must be 'exact' (default), 'approximate' or 'off'")
         if self.layout not in ("cache", "paper"):
             raise ConfigError("--layout must be 'cache' or 'paper'")
         if self.cache_breakpoints not in ("auto", "on", "off"):

@@ -16,7 +16,7 @@ import typer
 
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
-from ..display import cached_line, make_progress, usage_line
+from ..display import cached_line, make_progress, reuse_line, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._question import read_question
@@ -184,6 +184,8 @@ def run(
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+        if result.reuse and result.reuse.get("previous_run"):
+            print(f"reuse: {reuse_line(result.reuse)}", file=sys.stderr)
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
