@@ -20,7 +20,7 @@ from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.layers import Progressed
 from .llm.types import LLM, Usage
-from .notes import Embed, FinalNotes, round_entries
+from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
 from .recording import RunRecord
 from .report import try_write_report
@@ -209,16 +209,15 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                        notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
                        breakpoints=options.relevance.breakpoints, placement=options.relevance.placement)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
-    reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings, run_dir.path, parts,
-                       new_schema=settings.new_schema)
+    reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
+                       run_dir.path, parts, new_schema=settings.new_schema)
     ask = reuse.llm(llm)  # the endpoint, or an earlier run's reply to the same request
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
-        relevance = None
         if settings.rounds > 0:
             progress.stage("relevance", len(parts) * settings.rounds)
             relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
-                options.relevance, keep=reuse.keep_note if reuse.approximate else None))
+                options.relevance, keep=reuse.note_keeper))
             record.relevance(relevance, parts)
             rounds = relevance.rounds
             reuse.decide_relevance(rounds, relevance.shown, relevance.kept)
@@ -230,7 +229,6 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         schema: Mapping[str, Any] | None = None
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
         evidence_stats: EvidenceStats | None = None
-        populated: tuple[str, ...] = ()
         if settings.structuring:
             record.stage = "schema"
             schema = reuse.schema()
@@ -241,13 +239,12 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         if schema is not None:
             record.stage = "populate"
             progress.stage("populate", len(parts))
-            kept_schema = reuse.schema() is not None
             filled = await populate(Progressed(ask, progress.advance), task, schema, parts, final.text, replace(
                 options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen,
-                keep=reuse.keep_records(final_notes) if kept_schema else None))
+                keep=reuse.records_keeper(final_notes)))
             record.records(filled)
-            tables, evidence_stats, populated = filled.tables, filled.evidence, tuple(filled.per_doc)
-            reuse.decide_populate(filled.per_doc, filled.kept, final_notes, kept_schema)
+            tables, evidence_stats = filled.tables, filled.evidence
+            reuse.decide_populate(tables, filled.per_doc, filled.kept, final_notes)
             check_failed_share("populate", record.failures, len(parts), settings.max_failed_share)
 
         record.stage = "reason"
@@ -267,9 +264,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         )
         record.reuse(reuse.decisions.to_dict(), reuse.summary())
         record.finish(result.answer, result.summary())
-        reuse.finish(rounds, relevance.shown if relevance else (), {
-            r: {e["doc"]: e["refs"] for e in round_entries(parts, notes)} for r, notes in enumerate(rounds, start=1)
-        }, tables, populated, schema)
+        reuse.finish(schema)
     except BaseException as exc:
         ended = record.ended(exc)
         if ended is not exc:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from .corpus import Document
 from .errors import ConfigError
 from .llm.types import LLM, ChatRequest, Completion, ToolCall, Usage
+from .notes import round_entries
 
 Mode = Literal["exact", "approximate", "off"]
 MODES = ("exact", "approximate", "off")
@@ -120,6 +121,7 @@ class ReuseStore:
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self._db.execute("PRAGMA busy_timeout=30000")
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --reuse off") from exc
@@ -278,6 +280,10 @@ class Reuse:
         self._earlier = {content for _, content in self.previous.reads}
         self.decisions = Decisions(mode, self.previous.run_dir)
         self._layer: Reusing | None = None
+        self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
+        self._shown: tuple[Sequence[Any], ...] = ()
+        self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
+        self._populated: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, mode: str, cache_path: Path | None, task: str, settings: object, run_dir: Path,
@@ -290,6 +296,15 @@ class Reuse:
     @property
     def approximate(self) -> bool:
         return self.mode == "approximate" and self.previous.found
+
+    @property
+    def note_keeper(self) -> Any:
+        """`keep_note` under `approximate` (for `RelevanceOptions.keep`), else None."""
+        return self.keep_note if self.approximate else None
+
+    def records_keeper(self, final: Mapping[str, str]) -> Any:
+        """`keep_records(final)` under `approximate` with the earlier schema kept (for `PopulateOptions.keep`)."""
+        return self.keep_records(final) if self.schema() is not None else None
 
     def llm(self, inner: LLM) -> Reusing:
         """`inner` behind the layer that answers the earlier runs' identical requests."""
@@ -341,7 +356,8 @@ class Reuse:
 
     def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
                          kept: Sequence[frozenset[str]]) -> None:
-        """What each read of each round reused, and why it was recomputed otherwise."""
+        """What each read of each round reused, and why it was recomputed otherwise; `finish` records them."""
+        self._rounds, self._shown = tuple(rounds), tuple(shown)
         layer = self._layer
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
         for r, notes in enumerate(rounds, start=1):
@@ -369,8 +385,12 @@ class Reuse:
                         why = "request changed (document number, placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why)
 
-    def decide_populate(self, tables_docs: Iterable[str], kept: frozenset[str], final: Mapping[str, str],
-                        schema_kept: bool) -> None:
+    def decide_populate(self, tables: Mapping[str, Sequence[Mapping[str, Any]]], populated: Iterable[str],
+                        kept: frozenset[str], final: Mapping[str, str]) -> None:
+        """What each document's population reused, and why it was recomputed otherwise; `finish` records
+        the records of the documents `populated`."""
+        self._tables, self._populated = tables, tuple(populated)
+        tables_docs = set(self._populated)
         layer = self._layer
         for doc in self.parts:
             if doc.key not in tables_docs:
@@ -401,13 +421,14 @@ class Reuse:
                 "calls_reused": sum(layer.reused.values()) if layer else 0,
                 "prompt_tokens_reused": layer.reused_usage.prompt_tokens if layer else 0}
 
-    def finish(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
-               refs: Mapping[int, Mapping[str, Sequence[str]]], tables: Mapping[str, Sequence[Mapping[str, Any]]],
-               populated: Iterable[str], schema: Mapping[str, Any] | None) -> None:
+    def finish(self, schema: Mapping[str, Any] | None) -> None:
         """The run's reads (with the notes each was shown in full and the documents its note names), the
-        records of the documents populated (`populated`), and the schema, for the next run of the question."""
+        records of the documents populated, and `schema`, for the next run of the question."""
         if self.store is None:
             return
+        rounds, shown, tables, populated = self._rounds, self._shown, self._tables, self._populated
+        refs = {r: {e["doc"]: e["refs"] for e in round_entries(self.parts, notes)}
+                for r, notes in enumerate(rounds, start=1)}
         by_key = {p.key: p for p in self.parts}
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
         final = rounds[-1] if rounds else {}
