@@ -104,7 +104,7 @@ def test_approximate_rereads_only_when_a_new_or_changed_note_enters_or_a_shown_n
     c = [content_key(d) for d in docs]
     earlier_notes = {c[1]: "note one", c[2]: "note two", c[3]: "note three"}
     reads = {(1, k): Read(v, frozenset(), frozenset()) for k, v in earlier_notes.items()}
-    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}), frozenset({c[3]}))
+    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}), frozenset({(c[3], "4")}))
     reuse = _reuse(Previous(run_dir="earlier", reads=reads), docs)
     assert reuse.keep_note(docs[0], 2, {"2": "note one"}) == "kept note"
     # an old, unchanged note entering the selection is no reason to read again
@@ -114,4 +114,7 @@ def test_approximate_rereads_only_when_a_new_or_changed_note_enters_or_a_shown_n
     assert gone.keep_note(docs[0], 2, {"3": "note two"}) is None  # the note it was shown (document 2) left
     named = _reuse(Previous(run_dir="earlier", reads=reads), docs[:3])
     assert named.keep_note(docs[0], 2, {"2": "note one"}) is None  # its note names document 4, which left
+    moved = documents_from_texts([TEXTS[0], TEXTS[1], TEXTS[3]])  # the third letter left: the fourth is number 3
+    renumbered = _reuse(Previous(run_dir="earlier", reads=reads), moved)
+    assert renumbered.keep_note(moved[0], 2, {"2": "note one"}) is None  # the document its note names moved
     assert reuse.keep_note(docs[1], 1, None) == "note one"  # round 1: the same document, the same note

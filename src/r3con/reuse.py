@@ -85,11 +85,11 @@ def note_digest(text: str) -> str:
 @dataclass(frozen=True)
 class Read:
     """One document part's read in one round of an earlier run: its note, the notes it was shown in full
-    (as (content, note digest) pairs), and the content keys of the documents its note names."""
+    (as (content, note digest) pairs), and the documents its note names (as (content, key) pairs)."""
 
     note: str
     full: frozenset[tuple[str, str]]
-    refs: frozenset[str]
+    refs: frozenset[tuple[str, str]]
 
 
 @dataclass
@@ -145,7 +145,7 @@ class ReuseStore:
         for round_no, content, source, note, full, refs in db.execute(
                 "SELECT round, content, source, note, full, refs FROM reads WHERE run = ?", (run,)):
             found.reads[(round_no, content)] = Read(note, frozenset(tuple(p) for p in json.loads(full)),
-                                                    frozenset(json.loads(refs)))
+                                                    frozenset(tuple(p) for p in json.loads(refs)))
             found.sources[content] = source
         for content, final_note, records in db.execute(
                 "SELECT content, final_note, records FROM records WHERE run = ?", (run,)):
@@ -163,7 +163,8 @@ class ReuseStore:
         self._db.execute("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)",
                          (run, digest, stage, json.dumps(_reply(completion), ensure_ascii=False)))
 
-    def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]], Sequence[str]]],
+    def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
+                                                  Sequence[tuple[str, str]]]],
                records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]]]],
                schema: Mapping[str, Any] | None) -> None:
         """The run's reads (round, content, source, note, shown in full, refs), records (content, final note,
@@ -277,6 +278,8 @@ class Reuse:
         self.parts = tuple(parts)
         self.content = {p.key: content_key(p) for p in parts}
         self.present = set(self.content.values())
+        self.key_of = {c: k for k, c in self.content.items()}
+        self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
         self._earlier = {content for _, content in self.previous.reads}
         self.decisions = Decisions(mode, self.previous.run_dir)
         self._layer: Reusing | None = None
@@ -326,10 +329,17 @@ class Reuse:
         for content, digest in self._identities(shown) - earlier.full:
             before = self.previous.reads.get((round_no - 1, content))
             if before is None or note_digest(before.note) != digest:
-                return None  # a new or changed note entered the selection
-        if any(c not in self.present for c, _ in earlier.full) or any(c not in self.present for c in earlier.refs):
-            return None  # a note it was shown, or a document its note names, left the corpus
+                return self._reread(doc, round_no, "a new or changed note entered its selection")
+        if any(c not in self.present for c, _ in earlier.full):
+            return self._reread(doc, round_no, "a note it was shown left the corpus")
+        if any(self.key_of.get(c) != k for c, k in earlier.refs):
+            return self._reread(doc, round_no, "a document its note names left or was renumbered")
         return earlier.note
+
+    def _reread(self, doc: Document, round_no: int, why: str) -> str | None:
+        """No note to keep: `doc` is read again in `round_no`, for the reason `why` (reuse.json says it)."""
+        self._reasons[(doc.key, round_no)] = why
+        return None
 
     def keep_records(self, final: Mapping[str, str]) -> Any:
         """`--reuse approximate`: for population, the earlier records of a document whose final note is
@@ -374,7 +384,9 @@ class Reuse:
                     self.decisions.note(doc.key, stage, True, "same request")
                     continue
                 why = self._why_new(doc) if self.previous.found else "no earlier run"
-                if why is None:
+                if why is None and (doc.key, r) in self._reasons:
+                    why = self._reasons[(doc.key, r)]
+                elif why is None:
                     earlier = self.previous.reads.get((r, self.content[doc.key]))
                     full = shown_full[r - 2].get(doc.key, ()) if r >= 2 and r - 2 < len(shown_full) else ()
                     if earlier is None:
@@ -437,7 +449,7 @@ class Reuse:
             full_of = shown_full[r - 2] if r >= 2 and r - 2 < len(shown_full) else {}
             for key, note in notes.items():
                 full = [(self.content[k], note_digest(rounds[r - 2].get(k, ""))) for k in full_of.get(key, ())]
-                named = [self.content[k] for k in refs.get(r, {}).get(key, ()) if k in self.content]
+                named = [(self.content[k], k) for k in refs.get(r, {}).get(key, ()) if k in self.content]
                 reads.append((r, self.content[key], by_key[key].source, note, full, named))
         per_doc: dict[str, list[dict[str, Any]]] = {}
         for name, rows in tables.items():
