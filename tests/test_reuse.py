@@ -22,8 +22,8 @@ TEXTS = [(f"Letter {i}", f"Traveller {i} went to Whitby and reported on {SUBJECT
 def settings(server, tmp_path, cache: str | None, mode: str = "exact", **extra):
     return r3con.Settings.resolve(
         env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path / "runs", cache=cache is not None,
-        cache_path=tmp_path / cache if cache else None, notes_budget_tokens=120, adaptive_placement=False,
-        reuse=mode, **extra)
+        cache_path=tmp_path / cache if cache else None, adaptive_placement=False, reuse=mode,
+        **{"notes_budget_tokens": 120, **extra})
 
 
 def outputs(result) -> tuple[bytes, ...]:
@@ -45,6 +45,9 @@ async def test_exact_reuse_over_a_grown_corpus_is_a_fresh_run_and_says_what_it_r
     assert decisions["documents"]["1"]["relevance-1"] == {"reused": True, "why": "same request"}
     assert reused.reuse is not None and reused.reuse["calls_reused"] >= 10
     assert reused.summary()["reuse"]["counts"]["relevance-1"] == {"reused": 10, "recomputed": 2}
+    assert reused.summary()["reuse"]["recomputed"]["11"]["relevance-1"] == "new document"
+    assert "1" not in reused.summary()["reuse"]["recomputed"] or \
+        "relevance-1" not in reused.summary()["reuse"]["recomputed"]["1"]
     manifest = json.loads((reused.run_dir / "manifest.json").read_text())
     assert manifest["reuse"]["counts"]["relevance-1"]["reused"] == 10
 
@@ -118,3 +121,13 @@ def test_approximate_rereads_only_when_a_new_or_changed_note_enters_or_a_shown_n
     renumbered = _reuse(Previous(run_dir="earlier", reads=reads), moved)
     assert renumbered.keep_note(moved[0], 2, {"2": "note one"}) is None  # the document its note names moved
     assert reuse.keep_note(docs[1], 1, None) == "note one"  # round 1: the same document, the same note
+
+
+async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_says_so(fake_server, tmp_path):
+    await run(TASK, documents_from_texts(TEXTS[:6]), settings(fake_server, tmp_path, "e.sqlite",
+                                                              notes_budget_tokens=0))
+    grown = await run(TASK, documents_from_texts(TEXTS[:7]), settings(fake_server, tmp_path, "e.sqlite",
+                                                                      notes_budget_tokens=0))
+    recomputed = grown.reuse["recomputed"]
+    assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in "123456")
+    assert all("relevance-1" not in recomputed.get(k, {}) for k in "123456"), "round 1 is the same request"

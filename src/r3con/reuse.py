@@ -261,6 +261,15 @@ class Decisions:
                 out.setdefault(stage, Counter())[d["why"]] += 1
         return {stage: dict(c.most_common()) for stage, c in out.items()}
 
+    def recomputed(self) -> dict[str, dict[str, str]]:
+        """Per document part, the stages it was recomputed in and why (the exceptions, when most is reused)."""
+        out: dict[str, dict[str, str]] = {}
+        for doc, stages in self.by_doc.items():
+            for stage, d in stages.items():
+                if not d["reused"]:
+                    out.setdefault(doc, {})[stage] = d["why"]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "previous_run": self.previous, "counts": self.counts(), "why": self.whys(),
                 "documents": self.by_doc}
@@ -370,6 +379,7 @@ class Reuse:
         self._rounds, self._shown = tuple(rounds), tuple(shown)
         layer = self._layer
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
+        every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
         for r, notes in enumerate(rounds, start=1):
             stage = f"relevance-{r}"
             for doc in self.parts:
@@ -392,7 +402,8 @@ class Reuse:
                     if earlier is None:
                         why = "no earlier read in this round"
                     elif r >= 2 and self._identities({k: rounds[r - 2].get(k, "") for k in full}) != earlier.full:
-                        why = "notes shown changed"
+                        why = ("every note is shown, and the notes changed" if doc.key in every[r - 2]
+                               else "notes shown changed")
                     else:
                         why = "request changed (document number, placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why)
@@ -430,6 +441,7 @@ class Reuse:
         layer = self._layer
         return {"mode": self.mode, "previous_run": self.previous.run_dir, "counts": self.decisions.counts(),
                 "why": self.decisions.whys(),
+                "recomputed": self.decisions.recomputed() if self.previous.found else {},
                 "calls_reused": sum(layer.reused.values()) if layer else 0,
                 "prompt_tokens_reused": layer.reused_usage.prompt_tokens if layer else 0}
 
