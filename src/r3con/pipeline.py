@@ -18,7 +18,7 @@ from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
-from .llm.layers import Progressed
+from .llm.layers import Progressed, Replayed
 from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
@@ -157,19 +157,21 @@ async def run(
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
         run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs)
+            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
+                                 own=True)
         async with stack.embedder(settings, "relevance") as embedder:
             return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None)
+                                 embed=embedder.embed if embedder is not None else None, own=True)
 
 
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
                   llm: LLMStack, progress: Progress, inputs: Inputs | None,
-                  embed: Embed | None = None) -> RunResult:
+                  embed: Embed | None = None, own: bool = False) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
     try:
-        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed)
+        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
+                            replayed=llm.replayed if own else None)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
@@ -196,7 +198,7 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None, resumed: bool = False) -> RunResult:
+               embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes."""
     started = time.perf_counter()
@@ -211,7 +213,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
                        run_dir.path, parts, new_schema=settings.new_schema)
-    ask = reuse.llm(llm)  # the endpoint, or an earlier run's reply to the same request
+    ask = reuse.bind(llm, replayed)  # the endpoint, or an earlier run's reply to the same request
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:

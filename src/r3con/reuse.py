@@ -6,7 +6,8 @@ per document part (by content: title and text) each round's note, the notes its 
 full, and its records; and the schema. The next run of that question reads them:
 
 - `exact`: a call whose request is byte for byte one the earlier runs sent gets the reply they got,
-  without a call (`Reusing`); every other call is made. With a deterministic endpoint (what the LLM
+  without a call (`llm.layers.Replayed`, just above the LLM cache: it counts as a cache hit); every
+  other call is made. With a deterministic endpoint (what the LLM
   cache assumes too) the run's notes, records and answer are a fresh run's. A read's request is the
   document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
   selection changed; with every note shown, that is whenever any note changed.
@@ -33,7 +34,8 @@ from typing import Any, Literal
 
 from .corpus import Document
 from .errors import ConfigError
-from .llm.types import LLM, ChatRequest, Completion, ToolCall, Usage
+from .llm.layers import Replayed
+from .llm.types import LLM, Completion, ToolCall, Usage
 from .notes import round_entries
 
 Mode = Literal["exact", "approximate", "off"]
@@ -199,40 +201,6 @@ def _completion(data: Mapping[str, Any]) -> Completion:
                       tool_calls=tuple(ToolCall(**c) for c in data.get("tool_calls") or ()))
 
 
-class Reusing:
-    """Answers a request the earlier runs of the question sent, byte for byte, with the reply they got;
-    passes every other request on, and records each call (for the next run) and what it reused."""
-
-    def __init__(self, inner: LLM, previous: Previous, store: ReuseStore | None, run: int, *, read: bool):
-        self.inner, self.previous, self.store, self.run, self.read = inner, previous, store, run, read
-        self.reused: Counter[tuple[str, str | None, int | None]] = Counter()  # (stage, doc key, round) -> calls
-        self.sent: Counter[tuple[str, str | None, int | None]] = Counter()
-        self.reused_usage = Usage()
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        digest = request.fingerprint()
-        where = (request.stage, _doc_key(request), request.round)
-        reply = self.previous.replies.get(digest) if self.read else None
-        if reply is not None:
-            self.reused[where] += 1
-            self.reused_usage += Usage(calls=1, prompt_tokens=reply.usage.prompt_tokens,
-                                       completion_tokens=reply.usage.completion_tokens)
-            if self.store is not None:
-                self.store.call(self.run, digest, request.stage, reply)
-            return reply
-        completion = await self.inner.complete(request)
-        self.sent[where] += 1
-        if self.store is not None and completion.finish_reason not in ("length", "content_filter"):
-            self.store.call(self.run, digest, request.stage, completion)
-        return completion
-
-
-def _doc_key(request: ChatRequest) -> str | None:
-    if request.doc is None:
-        return None
-    return f"{request.doc}.{request.part}" if request.part is not None else str(request.doc)
-
-
 @dataclass
 class Decisions:
     """Per document part and stage: reused or recomputed, and why (reuse.json)."""
@@ -291,7 +259,7 @@ class Reuse:
         self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
         self._earlier = {content for _, content in self.previous.reads}
         self.decisions = Decisions(mode, self.previous.run_dir)
-        self._layer: Reusing | None = None
+        self._layer: Replayed | None = None
         self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
         self._shown: tuple[Sequence[Any], ...] = ()
         self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
@@ -318,10 +286,18 @@ class Reuse:
         """`keep_records(final)` under `approximate` with the earlier schema kept (for `PopulateOptions.keep`)."""
         return self.keep_records(final) if self.schema() is not None else None
 
-    def llm(self, inner: LLM) -> Reusing:
-        """`inner` behind the layer that answers the earlier runs' identical requests."""
-        self._layer = Reusing(inner, self.previous, self.store, self.run, read=self.mode != "off")
-        return self._layer
+    def bind(self, llm: LLM, layer: Replayed | None) -> LLM:
+        """The client the run's stages call: `llm`, whose `layer` (the run's own stack's) now answers the
+        earlier runs' identical requests and records every call; without one, `llm` behind a new layer
+        (whose replies then do not count as cache hits)."""
+        outer = layer is None
+        layer = Replayed(llm) if layer is None else layer
+        if self.mode != "off":
+            layer.replies = self.previous.replies
+        store, run = self.store, self.run
+        layer.record = None if store is None else (lambda digest, stage, reply: store.call(run, digest, stage, reply))
+        self._layer = layer
+        return layer if outer else llm
 
     def _identities(self, shown: Mapping[str, str]) -> set[tuple[str, str]]:
         """Notes (document key -> text) as reads see them: each document's content and its note's digest."""
@@ -390,7 +366,7 @@ class Reuse:
                                         "kept: no new or changed note entered its selection")
                     continue
                 where = (STAGES["relevance"], doc.key, r)
-                if layer is not None and layer.reused[where] and not layer.sent[where]:
+                if layer is not None and layer.replayed[where] and not layer.sent[where]:
                     self.decisions.note(doc.key, stage, True, "same request")
                     continue
                 why = self._why_new(doc) if self.previous.found else "no earlier run"
@@ -422,7 +398,7 @@ class Reuse:
                 self.decisions.note(doc.key, "populate", True, "kept: final note unchanged")
                 continue
             where = (STAGES["populate"], doc.key, None)
-            if layer is not None and layer.reused[where] and not layer.sent[where]:
+            if layer is not None and layer.replayed[where] and not layer.sent[where]:
                 self.decisions.note(doc.key, "populate", True, "same request")
                 continue
             why = self._why_new(doc) if self.previous.found else "no earlier run"
@@ -442,8 +418,8 @@ class Reuse:
         return {"mode": self.mode, "previous_run": self.previous.run_dir, "counts": self.decisions.counts(),
                 "why": self.decisions.whys(),
                 "recomputed": self.decisions.recomputed() if self.previous.found else {},
-                "calls_reused": sum(layer.reused.values()) if layer else 0,
-                "prompt_tokens_reused": layer.reused_usage.prompt_tokens if layer else 0}
+                "calls_reused": sum(layer.replayed.values()) if layer else 0,
+                "prompt_tokens_reused": layer.replayed_usage.prompt_tokens if layer else 0}
 
     def finish(self, schema: Mapping[str, Any] | None) -> None:
         """The run's reads (with the notes each was shown in full and the documents its note names), the
