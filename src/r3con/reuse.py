@@ -27,7 +27,7 @@ import json
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -96,11 +96,12 @@ class Read:
 
 @dataclass
 class Previous:
-    """What the earlier runs of a question left: replies by request digest, and from the last finished
-    run its reads per (round, content), its sources, its records and final notes per content, its schema."""
+    """What the earlier runs of a question left: their replies by request digest (`reply`), and from the
+    last finished run its reads per (round, content), its sources, its records and final notes per
+    content, its schema."""
 
     run_dir: str | None = None
-    replies: dict[str, Completion] = field(default_factory=dict)
+    reply: Callable[[str], Completion | None] = lambda digest: None  # an earlier reply by request digest
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # content -> the source it was read from
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
@@ -135,10 +136,7 @@ class ReuseStore:
         """What the earlier finished runs of `question` left (replies from all of them, the rest from the last);
         a run that did not finish is continued with `--resume`, where the LLM cache serves its calls."""
         db = self._db
-        found = Previous()
-        for digest, reply in db.execute("SELECT c.digest, c.reply FROM calls c JOIN runs r ON r.id = c.run "
-                                        "WHERE r.question = ? AND r.finished = 1 ORDER BY c.rowid", (question,)):
-            found.replies[digest] = _completion(json.loads(reply))
+        found = Previous(reply=lambda digest: self.reply(question, digest))
         row = db.execute("SELECT id, run_dir FROM runs WHERE question = ? AND finished = 1 ORDER BY id DESC LIMIT 1",
                          (question,)).fetchone()
         if row is None:
@@ -155,6 +153,14 @@ class ReuseStore:
         schema = db.execute("SELECT schema FROM schemas WHERE run = ?", (run,)).fetchone()
         found.schema = json.loads(schema[0]) if schema else None
         return found
+
+    def reply(self, question: str, digest: str) -> Completion | None:
+        """The last reply a finished run of `question` got to the request with `digest` (looked up, not
+        held: a record of 100,000 documents' calls stays on disk)."""
+        row = self._db.execute("SELECT c.reply FROM calls c JOIN runs r ON r.id = c.run WHERE c.digest = ? "
+                               "AND r.question = ? AND r.finished = 1 ORDER BY c.rowid DESC LIMIT 1",
+                               (digest, question)).fetchone()
+        return _completion(json.loads(row[0])) if row else None
 
     def begin(self, question: str, run_dir: Path) -> int:
         """A new run of `question`, unfinished until `finish`."""
@@ -293,7 +299,7 @@ class Reuse:
         outer = layer is None
         layer = Replayed(llm) if layer is None else layer
         if self.mode != "off":
-            layer.replies = self.previous.replies
+            layer.lookup = self.previous.reply
         store, run = self.store, self.run
         layer.record = None if store is None else (lambda digest, stage, reply: store.call(run, digest, stage, reply))
         self._layer = layer

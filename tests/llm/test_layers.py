@@ -147,7 +147,7 @@ async def test_replayed_answers_an_earlier_identical_request_as_a_cache_hit_and_
     inner = ScriptedLLM(default="fresh")
     layer = Replayed(inner)
     seen: list[str] = []
-    layer.replies = {request(text="asked before").fingerprint(): answer("earlier reply")}
+    layer.lookup = {request(text="asked before").fingerprint(): answer("earlier reply")}.get
     layer.record = lambda digest, stage, completion: seen.append(completion.content)
     ledger = Ledger()
     top = Accounted(layer, ledger, PRICES)

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -220,12 +220,13 @@ Where = tuple[str, str | None, int | None]  # stage, document key, round
 class Replayed:
     """Answers a request an earlier run sent, byte for byte (by `ChatRequest.fingerprint`), with the reply
     it got, marked as from the cache (so accounting and the call log count it as one); passes every other
-    request on. It sits just above the LLM cache; `replies` and `record` are set once the run knows which
-    earlier runs apply (`reuse.Reuse.bind`). `record(digest, stage, completion)` sees every answered call."""
+    request on. It sits just above the LLM cache; `lookup` and `record` are set once the run knows which
+    earlier runs apply (`reuse.Reuse.bind`): `lookup(digest)` gives an earlier reply or None, and
+    `record(digest, stage, completion)` sees every answered call."""
 
     def __init__(self, inner: LLM):
         self.inner = inner
-        self.replies: Mapping[str, Completion] = {}
+        self.lookup: Callable[[str], Completion | None] | None = None
         self.record: Callable[[str, str, Completion], None] | None = None
         self.replayed: Counter[Where] = Counter()  # calls answered from `replies`
         self.sent: Counter[Where] = Counter()  # calls passed on
@@ -236,7 +237,7 @@ class Replayed:
         doc = None if request.doc is None else (
             f"{request.doc}.{request.part}" if request.part is not None else str(request.doc))
         where = (request.stage, doc, request.round)
-        reply = self.replies.get(digest)
+        reply = self.lookup(digest) if self.lookup is not None else None
         if reply is not None:
             self.replayed[where] += 1
             self.replayed_usage += Usage(calls=1, prompt_tokens=reply.usage.prompt_tokens,
