@@ -127,7 +127,7 @@ class ReuseStore:
             self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --reuse off") from exc
+            raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 
     def close(self) -> None:
         self._db.close()
@@ -371,7 +371,7 @@ class Reuse:
                     self.decisions.note(doc.key, stage, True, "kept: same document" if r == 1 else
                                         "kept: no new or changed note entered its selection")
                     continue
-                where = (STAGES["relevance"], doc.key, r)
+                where = ("relevance", doc.key, r)
                 if layer is not None and layer.replayed[where] and not layer.sent[where]:
                     self.decisions.note(doc.key, stage, True, "same request")
                     continue
@@ -403,7 +403,7 @@ class Reuse:
             if doc.key in kept:
                 self.decisions.note(doc.key, "populate", True, "kept: final note unchanged")
                 continue
-            where = (STAGES["populate"], doc.key, None)
+            where = ("populate", doc.key, None)
             if layer is not None and layer.replayed[where] and not layer.sent[where]:
                 self.decisions.note(doc.key, "populate", True, "same request")
                 continue
@@ -457,5 +457,3 @@ class Reuse:
         if self.store is not None:
             self.store.close()
 
-
-STAGES = {"relevance": "relevance", "populate": "populate"}
