@@ -17,6 +17,7 @@ original character it came from.
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,10 +28,14 @@ from typing import Any, Literal
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 
+from ._grounding import unsupported_numbers
+from ._values import CJK_FUNCTION, ELLIPSIS, FUNCTION_WORDS, Token, Vocabulary, tokens
 from .tokens import CJK_CHAR
 
 MatchKind = Literal["exact", "tolerant", "fuzzy"]
-MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
+Outcome = Literal["exact", "tolerant", "fuzzy", "mismatch", "none"]
+MATCH_KINDS = ("exact", "tolerant", "fuzzy", "mismatch", "none")
+VERIFIED = ("exact", "tolerant", "fuzzy")
 
 # Ten points above every invented passage measured and below most edits of 1-3 words (figures: docs/evidence.md).
 FUZZY_THRESHOLD = 80.0
@@ -62,6 +67,11 @@ class Haystack:
     @cached_property
     def folded(self) -> tuple[str, tuple[int, ...]]:
         return fold(self.text)
+
+    @cached_property
+    def vocabulary(self) -> Vocabulary:
+        """The words the text writes in lower case (its capitalised others are names)."""
+        return Vocabulary(self.text)
 
 
 def fold(text: str) -> tuple[str, tuple[int, ...]]:
@@ -196,6 +206,135 @@ def fuzzy_score(passage: str, text: str) -> float:
     return float(best.score) if best is not None else 0.0
 
 
+# -- values -----------------------------------------------------------------------------------------
+
+VALUE_MARGIN = 80  # characters of the document on either side of a span that the value check aligns with
+CANCEL_DISTANCE = 4  # passage tokens apart a moved value may be and still count as the same (dates reordered)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A piece that carries meaning and differs: what the document says there, what the record says."""
+
+    kind: str  # number, date, negation, unit, direction, name or term (a CJK character)
+    document: str
+    record: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "document": self.document, "record": self.record}
+
+    def line(self) -> str:
+        """One line: `document says "4,200", record says "4,800"` (a side with nothing says "(nothing)")."""
+        return (f"{self.kind}: document says \"{self.document or '(nothing)'}\", "
+                f"record says \"{self.record or '(nothing)'}\"")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A passage located and its values compared: `outcome` is the match's kind, `mismatch` when a value
+    differs from the document at the span, or `none` when the passage was not found."""
+
+    match: Match | None
+    differences: tuple[Difference, ...] = ()
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.match is None:
+            return "none"
+        return "mismatch" if self.differences else self.match.kind
+
+
+def verify(passage: str, text: str | Haystack) -> Verdict:
+    """`locate` the passage, then compare what carries meaning in it with the document there (`differences`)."""
+    hay = text if isinstance(text, Haystack) else Haystack(text)
+    found = locate(passage, hay)
+    if found is None or found.kind == "exact":
+        return Verdict(found)
+    return Verdict(found, differences(passage, hay, found))
+
+
+@dataclass
+class _Chunk:
+    anchor: int  # where in the passage's tokens
+    passage: list[Token]
+    document: list[Token]
+    elided: bool
+    passage_meaning: list[Token] = field(default_factory=list)
+    document_meaning: list[Token] = field(default_factory=list)
+
+
+def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Difference, ...]:
+    """The pieces that carry meaning (`r3con._values`) and differ between `passage` and the document at
+    `match`: the passage's own tokens and the document's, aligned word by word. A piece of the passage
+    that the document does not have there differs; a piece of the document the passage replaces with
+    other words differs; one it only leaves out differs if it is a negation. Where the passage has "...",
+    the document's words are elided, not missing."""
+    hay = text if isinstance(text, Haystack) else Haystack(text)
+    lo, hi = max(0, match.start - VALUE_MARGIN), min(len(hay.text), match.end + VALUE_MARGIN)
+    while lo > 0 and not hay.text[lo - 1].isspace() and lo > match.start - 2 * VALUE_MARGIN:
+        lo -= 1
+    while hi < len(hay.text) and not hay.text[hi].isspace() and hi < match.end + 2 * VALUE_MARGIN:
+        hi += 1
+    mine = tokens(passage, hay.vocabulary)
+    theirs = tokens(hay.text[lo:hi], hay.vocabulary, offset=lo, before=hay.text[max(0, lo - 3):lo])
+    chunks = _chunks(mine, theirs)
+    _cancel(chunks)
+    found: list[Difference] = []
+    for c in chunks:
+        replaced = not c.elided and any(t.norm != ELLIPSIS and t.norm not in FUNCTION_WORDS and t.norm not in CJK_FUNCTION
+                                        for t in c.passage)
+        theirs_counted = [t for t in c.document_meaning if replaced or t.flag == "negation"]
+        if not c.passage_meaning and not theirs_counted:
+            continue
+        kind = (c.passage_meaning or theirs_counted)[0].flag or "term"
+        doc_side = hay.text[c.document[0].start:c.document[-1].end] if c.document and not c.elided else ""
+        words = [t for t in c.passage if t.norm != ELLIPSIS]
+        found.append(Difference(kind, " ".join(doc_side.split()),
+                                " ".join(passage[words[0].start:words[-1].end].split()) if words else ""))
+    return tuple(found)
+
+
+def _chunks(mine: list[Token], theirs: list[Token]) -> list[_Chunk]:
+    """The places where the passage's tokens and the document's differ; the document's words before the
+    passage's first aligned token and after its last are context (only as many kept as the passage has there)."""
+    ops = difflib.SequenceMatcher(None, [t.norm for t in mine], [t.norm for t in theirs], autojunk=False).get_opcodes()
+    out: list[_Chunk] = []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            continue
+        ps, ds = mine[i1:i2], theirs[j1:j2]
+        if i1 == 0:
+            ds = ds[len(ds) - len(ps):] if ps else []
+        if i2 == len(mine):
+            ds = ds[:len(ps)] if ps else []
+        if not ps and not ds:
+            continue
+        if "".join(t.norm for t in ps) == "".join(t.norm for t in ds):
+            continue  # "some-\nthing" and "something", "Jean-Pierre" and "JeanPierre"
+        elided = any(t.norm == ELLIPSIS for t in ps)
+        chunk = _Chunk(i1, ps, ds, elided)
+        elided_words = {t.norm for t in ds} if elided else set()
+        chunk.passage_meaning = [t for t in ps if t.flag and t.norm not in elided_words]
+        chunk.document_meaning = [] if elided else [t for t in ds if t.flag]
+        out.append(chunk)
+    return out
+
+
+def _cancel(chunks: list[_Chunk]) -> None:
+    """A value the passage has in one place and the document in another nearby is the same value moved
+    ("3 May 1897" and "May 3, 1897"): both are dropped from the comparison."""
+    for a in chunks:
+        for t in list(a.passage_meaning):
+            for b in chunks:
+                if abs(a.anchor - b.anchor) > CANCEL_DISTANCE and a is not b:
+                    continue
+                same = next((u for u in b.document_meaning if u.norm == t.norm), None)
+                if same is not None:
+                    a.passage_meaning.remove(t)
+                    b.document_meaning.remove(same)
+                    break
+
+
 # -- references in notes ----------------------------------------------------------------------------
 
 _DOC_REF = re.compile(r"(?:\b(?:documents?|docs?\.?)|文档|文件)\s*(?:no\.?|number|#)?\s*(\d+)"
@@ -234,10 +373,13 @@ class Evidence:
     passage: str | None = None
     span: tuple[int, int] | None = None
     match: str | None = None
+    differences: tuple[Difference, ...] = ()  # a mismatch: the values that differ from the document
+    ungrounded: tuple[str, ...] = ()  # the record's fields whose values are in neither its passage nor its document
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "doc": self.doc, "title": self.title, "passage": self.passage,
-                "span": list(self.span) if self.span else None, "match": self.match}
+                "span": list(self.span) if self.span else None, "match": self.match,
+                "differences": [d.to_dict() for d in self.differences], "ungrounded": list(self.ungrounded)}
 
 
 @dataclass(frozen=True)
@@ -295,9 +437,12 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
             passage = record.get("_passage")
             if span and texts is not None and number in texts:
                 passage = texts[number][int(span[0]):int(span[1])]
+            differs = tuple(Difference(str(d.get("kind", "")), str(d.get("document", "")), str(d.get("record", "")))
+                            for d in record.get("_mismatch") or () if isinstance(d, Mapping))
             evidence.append(Evidence(
                 id=item, kind="record", doc=number, title=str(record.get("_title", "")), passage=passage,
-                span=(int(span[0]), int(span[1])) if span else None, match=record.get("_match")))
+                span=(int(span[0]), int(span[1])) if span else None, match=record.get("_match"),
+                differences=differs, ungrounded=tuple(str(f) for f in record.get("_ungrounded") or ())))
             continue
         m = _DOC_ID.match(item) if not isinstance(raw, bool) else None
         if m and int(m.group(1)) in titles:
@@ -311,12 +456,38 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
     return Citations(evidence=tuple(evidence), unknown=tuple(unknown))
 
 
+# -- the answer's numbers ----------------------------------------------------------------------------
+
+
+def unsupported_in_answer(answer: str, question: str, cited: Citations, records: Iterable[Mapping[str, Any]],
+                          texts: Mapping[int, str], outputs: Sequence[str] = (),
+                          final_code: str | None = None) -> tuple[str, ...]:
+    """The answer's numbers (as written) that none of what it cites states: the cited records' values and
+    passages (the document's words at the span), the cited documents' texts; nor the question, nor what
+    the agent's code printed (`outputs`, the observations before the last step). `final_code`: the code
+    that called final_answer; a number of the answer not typed into it was computed over the records."""
+    by_id = {str(r["_id"]): r for r in records if r.get("_id")}
+    sources: list[str] = [question, *outputs]
+    values: list[Any] = []
+    for e in cited.evidence:
+        if e.kind == "document":
+            sources.append(texts.get(e.doc, ""))
+            continue
+        if e.passage:
+            sources.append(e.passage)
+        record = by_id.get(e.id, {})
+        values.extend(v for k, v in record.items() if not k.startswith("_"))
+    return unsupported_numbers(answer, sources, values, final_code)
+
+
 # -- counts -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class EvidenceStats:
-    """How many records' passages were found, in all and per document (key), and how."""
+    """How many records' passages were found in their documents with their values (in all and per
+    document key), how, how many differ in a value (`mismatched`), and how many records have values
+    found in neither their passage nor their document (`ungrounded`, `ungrounded_values` fields in all)."""
 
     records: int = 0
     verified: int = 0
@@ -324,40 +495,61 @@ class EvidenceStats:
     by_doc: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     reasked: int = 0  # documents re-asked for their unverified records
     dropped: int = 0  # unverified records left out (--unverified drop)
+    ungrounded: int = 0  # records with a value in neither their passage nor their document
+    ungrounded_values: int = 0  # such values, in all
 
     @property
     def share(self) -> float | None:
         return self.verified / self.records if self.records else None
+
+    @property
+    def mismatched(self) -> int:
+        return self.by_match.get("mismatch", 0)
 
     @classmethod
     def of(cls, records: Sequence[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
         """Counts over `records` (dropped ones included, so the share says what the model gave)."""
         by_match = dict.fromkeys(MATCH_KINDS, 0)
         by_doc: dict[str, dict[str, int]] = {}
+        ungrounded = ungrounded_values = 0
         for r in records:
             kind = str(r.get("_match") or "none")
             by_match[kind] = by_match.get(kind, 0) + 1
             key = str(r.get("_doc")) if "_part" not in r else f"{r.get('_doc')}.{r.get('_part')}"
-            counts = by_doc.setdefault(key, {"records": 0, "verified": 0})
+            counts = by_doc.setdefault(key, {"records": 0, "verified": 0, "mismatch": 0, "ungrounded": 0})
             counts["records"] += 1
-            counts["verified"] += kind != "none"
-        verified = len(records) - by_match.get("none", 0)
+            counts["verified"] += kind in VERIFIED
+            counts["mismatch"] += kind == "mismatch"
+            missing = r.get("_ungrounded") or ()
+            counts["ungrounded"] += bool(missing)
+            ungrounded += bool(missing)
+            ungrounded_values += len(missing)
+        verified = sum(by_match.get(k, 0) for k in VERIFIED)
         return cls(records=len(records), verified=verified, by_match=by_match, by_doc=by_doc,
-                   reasked=reasked, dropped=dropped)
+                   reasked=reasked, dropped=dropped, ungrounded=ungrounded, ungrounded_values=ungrounded_values)
 
     def to_dict(self) -> dict[str, Any]:
         share = self.share
         return {"records": self.records, "verified": self.verified,
                 "share": None if share is None else round(share, 4), "by_match": dict(self.by_match),
+                "mismatched": self.mismatched, "ungrounded": self.ungrounded,
+                "ungrounded_values": self.ungrounded_values,
                 "reasked_documents": self.reasked, "dropped": self.dropped,
                 "by_doc": {k: {**v, "share": round(v["verified"] / v["records"], 4) if v["records"] else None}
                            for k, v in self.by_doc.items()}}
 
     def line(self) -> str:
-        """One line for the CLI: the share verified and how."""
+        """One line for the CLI: the share verified and how, the mismatches, the ungrounded values."""
         if not self.records:
             return "no records"
-        kinds = ", ".join(f"{self.by_match.get(k, 0)} {k}" for k in ("exact", "tolerant", "fuzzy"))
+        kinds = ", ".join(f"{self.by_match.get(k, 0)} {k}" for k in VERIFIED)
         flagged = self.records - self.verified
-        tail = f"; {flagged} flagged" + (f", {self.dropped} dropped" if self.dropped else "") if flagged else ""
-        return f"{self.verified} of {self.records} records' passages found in their documents ({self.share:.0%}: {kinds}){tail}"
+        tail = ""
+        if flagged:
+            tail = f"; {flagged} flagged" + (f" ({self.mismatched} with a value that differs from the document)"
+                                             if self.mismatched else "") + (f", {self.dropped} dropped" if self.dropped else "")
+        if self.ungrounded:
+            tail += (f"; {self.ungrounded} records with values in neither their passage nor their document "
+                     f"({self.ungrounded_values} values)")
+        return (f"{self.verified} of {self.records} records' passages found in their documents, values and all "
+                f"({self.share:.0%}: {kinds}){tail}")
