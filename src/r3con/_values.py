@@ -67,7 +67,7 @@ _NUMBER = re.compile(r"""
     (?P<sign>[-−+](?=\d))?
     (?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?           # 1,250,000.5
       |\d{1,3}(?:[\u00a0\u202f\u2009']\d{3})+(?:[.,]\d+)?   # 1 250 000 (narrow spaces), 1'250'000
-      |\d{1,3}(?:\x20\d{3})+(?!\d|[.,]\d)           # 1 250 000 (plain spaces; not before more digits)
+      |\d{1,3}(?:\x20\d{3})+(?:\.\d+)?(?![\d,]|\.\d)  # 1 250 000 (plain spaces; not before more digits)
       |\d{1,3}(?:\.\d{3}){2,}(?:,\d+)?              # 1.250.000,5
       |\d+(?:\.\d+)?(?:,\d{1,2}(?!\d))?             # 1250000, 4.2, 4,25 (a decimal comma)
       |\.\d+)
@@ -279,11 +279,11 @@ def _number_words(out: list[Token]) -> list[Token]:
     i = 0
     while i < len(out):
         t = out[i]
-        if t.norm in _ORDINAL_WORDS and t.flag is None:
+        if t.norm in _ORDINAL_WORDS and t.flag in (None, "name"):
             result.append(Token(f"#{_ORDINAL_WORDS[t.norm]}o", "number", t.start, t.end))
             i += 1
             continue
-        if t.norm not in _NUMBER_WORDS:
+        if t.norm not in _NUMBER_WORDS or t.flag not in (None, "name"):
             result.append(t)
             i += 1
             continue

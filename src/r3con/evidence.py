@@ -4,8 +4,8 @@ A model asked to copy a passage verbatim mostly does, but changes white space, q
 case, sometimes a word or two, and sometimes invents one. `locate` tries, in order:
 
     exact      the passage occurs in the text as given (after trimming its ends)
-    tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included) and
-               quotation marks are dropped, and Unicode compatibility forms (full-width
+    tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included),
+               quotation marks and thousands separators are dropped, and Unicode compatibility forms (full-width
                punctuation, ligatures, the ellipsis character) and case folded; a passage the model
                shortened with "..." when its pieces occur in order, close together
     fuzzy      rapidfuzz's best partial alignment on the folded text scores at least FUZZY_THRESHOLD
@@ -46,6 +46,7 @@ _CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, 
 # straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
 _MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
 _DROPPED = frozenset("-‐‑‒–—―−\u00ad") | _MARKS
+_GROUPING = re.compile(r"(?<=\d)[,'，](?=\d{3}(?!\d))")  # thousands separators: 1,250,000 = 1 250 000 = 1250000
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,10 @@ def fold(text: str) -> tuple[str, tuple[int, ...]]:
     out: list[str] = []
     index: list[int] = []
     memo: dict[str, str] = {}
+    grouping = {m.start() for m in _GROUPING.finditer(text)} if any(c in text for c in ",'，") else set()
     for i, c in enumerate(text):
+        if i in grouping:
+            continue
         folded = memo.get(c)
         if folded is None:
             if c.isspace() or c in _DROPPED or unicodedata.category(c) == "Cf":
@@ -208,7 +212,6 @@ def fuzzy_score(passage: str, text: str) -> float:
 
 # -- values -----------------------------------------------------------------------------------------
 
-VALUE_MARGIN = 80  # characters of the document on either side of a span that the value check aligns with
 CANCEL_DISTANCE = 4  # passage tokens apart a moved value may be and still count as the same (dates reordered)
 
 
@@ -270,11 +273,7 @@ def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Diffe
     other words differs; one it only leaves out differs if it is a negation. Where the passage has "...",
     the document's words are elided, not missing."""
     hay = text if isinstance(text, Haystack) else Haystack(text)
-    lo, hi = max(0, match.start - VALUE_MARGIN), min(len(hay.text), match.end + VALUE_MARGIN)
-    while lo > 0 and not hay.text[lo - 1].isspace() and lo > match.start - 2 * VALUE_MARGIN:
-        lo -= 1
-    while hi < len(hay.text) and not hay.text[hi].isspace() and hi < match.end + 2 * VALUE_MARGIN:
-        hi += 1
+    lo, hi = _value_span(passage.strip(), hay.text, match)
     mine = tokens(passage, hay.vocabulary)
     theirs = tokens(hay.text[lo:hi], hay.vocabulary, offset=lo, before=hay.text[max(0, lo - 3):lo])
     chunks = _chunks(mine, theirs)
@@ -294,21 +293,32 @@ def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Diffe
     return tuple(found)
 
 
+def _value_span(passage: str, text: str, match: Match) -> tuple[int, int]:
+    """The span widened over the rest of a number it cuts ("-27.03" of "-27.03%") and over the punctuation
+    the passage opens or closes with ("|" of a table row): a fuzzy span begins and ends where characters
+    align, so a changed character next to it ("|非流动" copied as "|流动") would fall outside."""
+    lo, hi = match.start, match.end
+    while hi < len(text) and text[hi] in "%％" or (hi < len(text) and hi > 0 and text[hi - 1].isdigit() and text[hi].isdigit()):
+        hi += 1
+    while lo > 0 and text[lo - 1].isdigit() and text[lo].isdigit():
+        lo -= 1
+    if passage and not passage[0].isalnum():
+        at = text.rfind(passage[0], max(0, lo - 3), lo + 1)
+        lo = at if at >= 0 else lo
+    if passage and not passage[-1].isalnum():
+        at = text.find(passage[-1], max(0, hi - 1), hi + 3)
+        hi = at + 1 if at >= 0 else hi
+    return lo, hi
+
+
 def _chunks(mine: list[Token], theirs: list[Token]) -> list[_Chunk]:
-    """The places where the passage's tokens and the document's differ; the document's words before the
-    passage's first aligned token and after its last are context (only as many kept as the passage has there)."""
+    """The places where the passage's tokens and the document's (those of the span) differ."""
     ops = difflib.SequenceMatcher(None, [t.norm for t in mine], [t.norm for t in theirs], autojunk=False).get_opcodes()
     out: list[_Chunk] = []
     for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             continue
         ps, ds = mine[i1:i2], theirs[j1:j2]
-        if i1 == 0:
-            ds = ds[len(ds) - len(ps):] if ps else []
-        if i2 == len(mine):
-            ds = ds[:len(ps)] if ps else []
-        if not ps and not ds:
-            continue
         if "".join(t.norm for t in ps) == "".join(t.norm for t in ds):
             continue  # "some-\nthing" and "something", "Jean-Pierre" and "JeanPierre"
         elided = any(t.norm == ELLIPSIS for t in ps)
