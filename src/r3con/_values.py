@@ -10,11 +10,11 @@
     date        times ("10:30", "10.30 p.m."), month and weekday names
     negation    not no never none nobody nothing nowhere neither nor without cannot, "n't"
                 (split: "didn't" is "did" + "not"); CJK 不 没 无 未 非 否 莫 勿 别 毋 弗
-    unit        a currency ("$", "USD", "元" ...) before or after a number, or the word just after a
-                number ("4,200 units", "5 miles")
+    unit        a currency ("$", "USD", "dollars" ...), or a unit word (`UNITS`: miles, hours, shares,
+                tons ...) just after a number ("4,200 shares", "5 miles")
     direction   the words of a change's direction (increase/decrease, rose/fell, higher/lower, gain/loss ...)
-    name        a Latin word written with a capital where no sentence begins, or one the vocabulary
-                (`Vocabulary`: the words the document writes in lower case) never has in lower case
+    name        a capitalised Latin word that the vocabulary (`Vocabulary`: the words the document
+                writes in lower case) never has in lower case: "Harker", "Varna", not "The" or "About"
     term        a CJK character other than a function character (的 了 和 与 ...): without
                 segmentation there is no telling a name from another word, and a changed character
                 in copied Chinese or Japanese text almost always changes what is named
@@ -60,10 +60,17 @@ FUNCTION_WORDS = frozenset((
     "those it its is are was were be been being has have had do does did so then there here also very just "
     "i me my we us our you your he him his she her they them their one's s").split())
 CJK_FUNCTION = frozenset("的地得了着过之其也都而并及与和或等是在对为于以将已被把向从即则就又还这那该此所个")
+UNITS = frozenset((
+    "mile miles km kilometre kilometres kilometer kilometers metre metres meter meters m cm mm foot feet yard yards "
+    "inch inches acre acres hectare hectares mile kg kilogram kilograms gram grams g lb lbs pound pounds ton tons "
+    "tonne tonnes ounce ounces oz gallon gallons litre litres liter liters barrel barrels bbl mcf boe kwh mw mwh "
+    "second seconds minute minutes hour hours day days week weeks month months year years decade decades "
+    "century centuries share shares unit units point points bps basis cent cents employees people men persons "
+    "times x").split())
 _CONTRACTIONS = {"can't": "can", "won't": "will", "shan't": "shall", "ain't": "am"}
 
 _NUMBER = re.compile(r"""
-    (?P<cur>(?:US\$|HK\$|USD|HKD|RMB|CNY|EUR|GBP|JPY|[$€£¥])\s?)?
+    (?P<cur>(?:US\$|HK\$|USD|HKD|RMB|CNY|EUR|GBP|JPY|[$€£¥])\s{0,8})?
     (?P<sign>[-−+](?=\d))?
     (?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?           # 1,250,000.5
       |\d{1,3}(?:[\u00a0\u202f\u2009']\d{3})+(?:[.,]\d+)?   # 1 250 000 (narrow spaces), 1'250'000
@@ -72,17 +79,16 @@ _NUMBER = re.compile(r"""
       |\d+(?:\.\d+)?(?:,\d{1,2}(?!\d))?             # 1250000, 4.2, 4,25 (a decimal comma)
       |\.\d+)
     (?P<time>(?::\d{2}){1,2})?
-    (?P<suffix>\s?(?:%|per\s?cent\b|percent\b|个百分点|百分点)
-      |\s?(?:[ap]\.m\.|[ap]m\b)
-      |(?:st|nd|rd|th)\b
-      |\s?(?:thousand|million|billion|trillion)\b
-      |(?:bn|mn|tn)\b
-      |(?:万亿|十万|百万|千万|万|亿|千)
+    (?P<suffix>\s{0,3}(?:%|per\s?cent(?![a-z])|percent(?![a-z])|个\s*百\s*分\s*点|百\s*分\s*点)
+      |\s?(?:[ap]\.m\.|[ap]m(?![a-z]))
+      |(?:st|nd|rd|th)(?![a-z])
+      |\s{0,3}(?:thousand|million|billion|trillion)(?![a-z])
+      |(?:bn|mn|tn)(?![a-z])
+      |\s?(?:万\s*亿|十\s*万|百\s*万|千\s*万|万|亿|千)
     )?
     """, re.VERBOSE | re.IGNORECASE)
 _SMALL_SCALE = re.compile(r"(?:k|m|mm|b)\b", re.IGNORECASE)  # "$4m", "$3.5k": only after a currency
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
-_SENTENCE_END = frozenset(".!?:;\n\"“”‘’'(「『【《|")
 
 
 _IDEOGRAPH_CHAR = re.compile(f"[{_IDEOGRAPH}]")
@@ -117,12 +123,13 @@ class Vocabulary:
     def add(self, text: str) -> None:
         self.lower.update(w for w in _WORD.findall(text) if w.islower())
 
-    def is_name(self, word: str, sentence_start: bool) -> bool:
+    def is_name(self, word: str) -> bool:
+        """A capitalised word the vocabulary never has in lower case (wherever it stands: titles and
+        headings capitalise common words too)."""
         if not word[:1].isupper() or word == "I" or word.lower() in FUNCTION_WORDS:
             return False
         base = word.lower().replace("’", "'")
-        base = base[:-2] if base.endswith("'s") else base
-        return not sentence_start or base not in self.lower
+        return (base[:-2] if base.endswith("'s") else base) not in self.lower
 
 
 def nfkc(text: str) -> tuple[str, list[int]]:
@@ -195,20 +202,17 @@ def _number_token(m: re.Match[str], text: str, offset: int, index: list[int]) ->
     return out, stop
 
 
-def tokens(text: str, vocabulary: Vocabulary | None = None, *, offset: int = 0, before: str = "\n") -> list[Token]:
+def tokens(text: str, vocabulary: Vocabulary | None = None, *, offset: int = 0) -> list[Token]:
     """The pieces of `text` the value check compares (see the module's docstring), spans indexing `text`
-    (plus `offset`); `before` is the text just before it (whether its first word begins a sentence)."""
+    (plus `offset`)."""
     vocab = vocabulary or Vocabulary(text)
     norm, index = nfkc(text)
     out: list[Token] = []
     i, n = 0, len(norm)
     last_number = -10  # index in `out` of the last number token (the word after it is its unit)
-    sentence_start = not before.strip() or before.rstrip()[-1:] in _SENTENCE_END
     while i < n:
         c = norm[i]
         if c.isspace() or (not c.isalnum() and c not in "$€£¥-−+.(…"):
-            if c in _SENTENCE_END and c not in "'’":
-                sentence_start = True
             i += 1
             continue
         if norm.startswith("...", i):
@@ -227,29 +231,25 @@ def tokens(text: str, vocabulary: Vocabulary | None = None, *, offset: int = 0, 
             if found:
                 out.extend(found)
                 last_number = len(out) - 1
-                i, sentence_start = stop, False
+                i = stop
                 continue
         if _IDEOGRAPH_CHAR.match(c):
             flag = "negation" if c in CJK_NEGATIONS else None if c in CJK_FUNCTION else "term"
             out.append(Token(c, flag, offset + index[i], offset + index[i] + 1))
             i += 1
-            sentence_start = False
             continue
         w = _WORD.match(norm, i)
         if not w:
-            if c in ".":
-                sentence_start = True
             i += 1
             continue
         word = w.group(0)
         out.extend(_word_tokens(word, offset + index[w.start()], offset + index[w.end() - 1] + 1, vocab,
-                                sentence_start, unit=len(out) - 1 == last_number))
-        sentence_start = False
+                                unit=len(out) - 1 == last_number))
         i = w.end()
     return _number_words(out)
 
 
-def _word_tokens(word: str, start: int, end: int, vocab: Vocabulary, sentence_start: bool, unit: bool) -> list[Token]:
+def _word_tokens(word: str, start: int, end: int, vocab: Vocabulary, unit: bool) -> list[Token]:
     lower = word.lower().replace("’", "'")
     if lower.endswith("n't"):
         head = _CONTRACTIONS.get(lower, lower[:-3])
@@ -258,7 +258,7 @@ def _word_tokens(word: str, start: int, end: int, vocab: Vocabulary, sentence_st
         return [Token(lower, "negation", start, end)] if lower != "cannot" else [
             Token("can", None, start, end - 3), Token("not", "negation", end - 3, end)]
     if lower.endswith("'s") and len(lower) > 2:  # "Harker's": the name, then the possessive
-        return [*_word_tokens(word[:-2], start, end - 2, vocab, sentence_start, unit), Token("'s", None, end - 2, end)]
+        return [*_word_tokens(word[:-2], start, end - 2, vocab, unit), Token("'s", None, end - 2, end)]
     if lower in _CURRENCY:
         return [Token("¤" + _CURRENCY[lower], "unit", start, end)]
     flag: Flag | None = None
@@ -266,9 +266,9 @@ def _word_tokens(word: str, start: int, end: int, vocab: Vocabulary, sentence_st
         flag = "date" if word[:1].isupper() or lower in WEEKDAYS or len(lower) > 3 else None
     elif lower in DIRECTIONS:
         flag = "direction"
-    elif vocab.is_name(word, sentence_start):
+    elif vocab.is_name(word):
         flag = "name"
-    elif unit and lower not in FUNCTION_WORDS:
+    elif unit and lower in UNITS:
         flag = "unit"
     return [Token(lower, flag, start, end)]
 

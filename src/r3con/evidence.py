@@ -7,7 +7,8 @@ case, sometimes a word or two, and sometimes invents one. `locate` tries, in ord
     tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included),
                quotation marks and thousands separators are dropped, and Unicode compatibility forms (full-width
                punctuation, ligatures, the ellipsis character) and case folded; a passage the model
-               shortened with "..." when its pieces occur in order, close together
+               shortened with "..." when its pieces occur in order, close together; a passage that
+               occurs once the CJK particles 的 之 了 地 得 are dropped from both
     fuzzy      rapidfuzz's best partial alignment on the folded text scores at least FUZZY_THRESHOLD
                (passages of at least FUZZY_MIN_CHARS folded characters only: short ones align anywhere)
 
@@ -46,6 +47,7 @@ _CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, 
 # straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
 _MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
 _DROPPED = frozenset("-‐‑‒–—―−\u00ad") | _MARKS
+_PARTICLES = frozenset("的之了地得")  # CJK particles a copying model drops or adds without changing the meaning
 _GROUPING = re.compile(r"(?<=\d)[,'，](?=\d{3}(?!\d))")  # thousands separators: 1,250,000 = 1 250 000 = 1250000
 
 
@@ -68,6 +70,13 @@ class Haystack:
     @cached_property
     def folded(self) -> tuple[str, tuple[int, ...]]:
         return fold(self.text)
+
+    @cached_property
+    def folded_bare(self) -> tuple[str, tuple[int, ...]]:
+        """The folded text without the CJK particles a copy may drop (`_PARTICLES`), with its index."""
+        folded, index = self.folded
+        kept = [i for i, c in enumerate(folded) if c not in _PARTICLES]
+        return "".join(folded[i] for i in kept), tuple(index[i] for i in kept)
 
     @cached_property
     def vocabulary(self) -> Vocabulary:
@@ -117,6 +126,12 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
     elided = _elided(folded_needle, folded_text)
     if elided is not None:
         return Match(*_marks(needle, hay.text, index[elided[0]], index[elided[1] - 1] + 1), "tolerant")
+    bare_needle = "".join(c for c in folded_needle if c not in _PARTICLES)
+    if len(bare_needle) >= 4 and CJK_CHAR.search(bare_needle):
+        bare_text, bare_index = hay.folded_bare
+        at = bare_text.find(bare_needle)
+        if at >= 0:
+            return Match(*_marks(needle, hay.text, bare_index[at], bare_index[at + len(bare_needle) - 1] + 1), "tolerant")
     if len(folded_needle) < FUZZY_MIN_CHARS or not folded_text:
         return None
     best = fuzz.partial_ratio_alignment(folded_needle, folded_text, score_cutoff=FUZZY_THRESHOLD)
@@ -274,9 +289,10 @@ def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Diffe
     the document's words are elided, not missing."""
     hay = text if isinstance(text, Haystack) else Haystack(text)
     lo, hi = _value_span(passage.strip(), hay.text, match)
+    before, after = _clause(hay.text, lo, hi)
     mine = tokens(passage, hay.vocabulary)
-    theirs = tokens(hay.text[lo:hi], hay.vocabulary, offset=lo, before=hay.text[max(0, lo - 3):lo])
-    chunks = _chunks(mine, theirs)
+    theirs = tokens(hay.text[before:after], hay.vocabulary, offset=before)
+    chunks = _chunks(mine, theirs, lo, hi)
     _cancel(chunks)
     found: list[Difference] = []
     for c in chunks:
@@ -302,17 +318,47 @@ def _value_span(passage: str, text: str, match: Match) -> tuple[int, int]:
         hi += 1
     while lo > 0 and text[lo - 1].isdigit() and text[lo].isdigit():
         lo -= 1
-    if passage and not passage[0].isalnum():
-        at = text.rfind(passage[0], max(0, lo - 3), lo + 1)
-        lo = at if at >= 0 else lo
-    if passage and not passage[-1].isalnum():
-        at = text.find(passage[-1], max(0, hi - 1), hi + 3)
-        hi = at + 1 if at >= 0 else hi
+    # as many table-cell bars as the passage has, when it ends (or begins) with one: "|无|" copied as "||"
+    for c, forward in ((passage[-1:], True), (passage[:1], False)):
+        if c != "|":
+            continue
+        need = passage.count(c)
+        while text.count(c, lo, hi) < need:
+            at = text.find(c, hi, hi + CONTEXT) if forward else text.rfind(c, max(0, lo - CONTEXT), lo)
+            if at < 0:
+                break
+            hi, lo = (at + 1, lo) if forward else (hi, at)
     return lo, hi
 
 
-def _chunks(mine: list[Token], theirs: list[Token]) -> list[_Chunk]:
-    """The places where the passage's tokens and the document's (those of the span) differ."""
+CONTEXT = 60  # characters of the document's sentence (or table cell) around a span that are aligned too
+
+
+def _clause(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """The span widened to its sentence or table cell (at most CONTEXT characters each way): a word the
+    passage leaves out at its edge ("I never thought" copied as "I thought") is outside a fuzzy span."""
+    def ends(i: int) -> bool:  # a clause ends at text[i] ("10.3" is a number)
+        return text[i] in _CLAUSE_END and not (text[i] == "." and 0 < i < len(text) - 1
+                                                and text[i - 1].isdigit() and text[i + 1].isdigit())
+
+    start, end = lo, hi
+    before = len(text[:lo].rstrip()) - 1
+    if before >= 0 and not ends(before):  # the span does not begin its sentence
+        while start > 0 and lo - start < CONTEXT and not ends(start - 1):
+            start -= 1
+    after = hi + len(text[hi:]) - len(text[hi:].lstrip())
+    if not ends(hi - 1) and not (after < len(text) and ends(after)):
+        while end < len(text) and end - hi < CONTEXT and not ends(end):
+            end += 1
+    return start, end
+
+
+_CLAUSE_END = frozenset(".!?;\n|。！？；")
+
+
+def _chunks(mine: list[Token], theirs: list[Token], lo: int, hi: int) -> list[_Chunk]:
+    """The places where the passage's tokens and the document's differ; the document's tokens outside
+    [lo, hi) (the span's sentence around it) count only when the passage drops a negation there."""
     ops = difflib.SequenceMatcher(None, [t.norm for t in mine], [t.norm for t in theirs], autojunk=False).get_opcodes()
     out: list[_Chunk] = []
     for tag, i1, i2, j1, j2 in ops:
@@ -322,10 +368,12 @@ def _chunks(mine: list[Token], theirs: list[Token]) -> list[_Chunk]:
         if "".join(t.norm for t in ps) == "".join(t.norm for t in ds):
             continue  # "some-\nthing" and "something", "Jean-Pierre" and "JeanPierre"
         elided = any(t.norm == ELLIPSIS for t in ps)
+        if not ps and all(t.start >= hi or t.end <= lo for t in ds) and not any(t.flag == "negation" for t in ds):
+            continue  # the document's sentence around the span
         chunk = _Chunk(i1, ps, ds, elided)
         elided_words = {t.norm for t in ds} if elided else set()
         chunk.passage_meaning = [t for t in ps if t.flag and t.norm not in elided_words]
-        chunk.document_meaning = [] if elided else [t for t in ds if t.flag]
+        chunk.document_meaning = [] if elided else [t for t in ds if t.flag and (lo <= t.start < hi or t.flag == "negation")]
         out.append(chunk)
     return out
 
