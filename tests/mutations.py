@@ -271,7 +271,7 @@ def full_width(s: str, rng: random.Random) -> str | None:
 
 
 def elision(s: str, rng: random.Random) -> str | None:
-    words = s.split(" ")
+    words = s.split()
     if len(words) >= 13:  # at least four words kept on either side
         a = rng.randrange(4, len(words) - 8)
         b = a + rng.randrange(2, 5)

@@ -57,7 +57,7 @@ MONTHS = frozenset(("january february march april may june july august september
 WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 FUNCTION_WORDS = frozenset((
     "a an the of to in on at by for with from into onto upon and or but as that which who whom whose this these "
-    "those it its is are was were be been being has have had do does did so then there here also very just "
+    "those it its is are was were be been being has have had do does did so then there here also very "
     "i me my we us our you your he him his she her they them their one's s").split())
 CJK_FUNCTION = frozenset("的地得了着过之其也都而并及与和或等是在对为于以将已被把向从即则就又还这那该此所个")
 UNITS = frozenset((
@@ -233,6 +233,10 @@ def tokens(text: str, vocabulary: Vocabulary | None = None, *, offset: int = 0) 
                 last_number = len(out) - 1
                 i = stop
                 continue
+        if c in "$€£¥":  # a currency standing apart from its number (table columns: "$      107")
+            out.append(Token("¤" + _CURRENCY[c], "unit", offset + index[i], offset + index[i] + 1))
+            i += 1
+            continue
         if _IDEOGRAPH_CHAR.match(c):
             flag = "negation" if c in CJK_NEGATIONS else None if c in CJK_FUNCTION else "term"
             out.append(Token(c, flag, offset + index[i], offset + index[i] + 1))
@@ -335,7 +339,9 @@ def stated(text: str) -> list[Stated]:
     norm, index = nfkc(text)
     out: list[Stated] = []
     for m in _NUMBER.finditer(norm):
-        start = m.start("sign") if m.group("sign") else m.start("num")
+        sign_at = m.start("sign") if m.group("sign") else -1
+        signed = sign_at >= 0 and not (sign_at > 0 and norm[sign_at - 1].isalnum())  # "10-15" is a range
+        start = sign_at if signed else m.start("num")
         before = norm[start - 1] if start > 0 else " "
         if m.group("time") or _latin(before) or before.isdigit() or (before == "." and start > 1 and norm[start - 2].isalnum()):
             continue  # a time, or digits inside a word or an id ("R3", "R3.1.2")
@@ -346,7 +352,7 @@ def stated(text: str) -> list[Stated]:
         scale = _SCALE.get(suffix, 0)
         if m.group("cur") and not suffix and (small := _SMALL_SCALE.match(norm, m.end())):
             scale = _SCALE[small.group(0).lower()]
-        sign = -1 if (m.group("sign") and m.group("sign") in "-−" and not (start > 0 and norm[start - 1].isalnum())) else 1
+        sign = -1 if signed and m.group("sign") in "-−" else 1
         if sign == 1 and norm[:start].rstrip(" ").endswith("(") and norm[m.end():].lstrip(" ").startswith(")"):
             sign = -1
         out.append(Stated(text[index[start]:index[m.end() - 1] + 1], index[start], index[m.end() - 1] + 1,

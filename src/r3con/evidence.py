@@ -5,7 +5,7 @@ case, sometimes a word or two, and sometimes invents one. `locate` tries, in ord
 
     exact      the passage occurs in the text as given (after trimming its ends)
     tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included),
-               quotation marks and thousands separators are dropped, and Unicode compatibility forms (full-width
+               quotation marks and thousands separators are dropped, "per cent" read as "%", and Unicode compatibility forms (full-width
                punctuation, ligatures, the ellipsis character) and case folded; a passage the model
                shortened with "..." when its pieces occur in order, close together; a passage that
                occurs once the CJK particles 的 之 了 地 得 are dropped from both
@@ -47,6 +47,7 @@ _CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, 
 # straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
 _MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
 _DROPPED = frozenset("-‐‑‒–—―−\u00ad") | _MARKS
+_PERCENT_WORDS = re.compile(r"(?<=\d)\s*per\s?cent(?![a-z])", re.IGNORECASE)
 _PARTICLES = frozenset("的之了地得")  # CJK particles a copying model drops or adds without changing the meaning
 _GROUPING = re.compile(r"(?<=\d)[,'，](?=\d{3}(?!\d))")  # thousands separators: 1,250,000 = 1 250 000 = 1250000
 
@@ -90,8 +91,17 @@ def fold(text: str) -> tuple[str, tuple[int, ...]]:
     index: list[int] = []
     memo: dict[str, str] = {}
     grouping = {m.start() for m in _GROUPING.finditer(text)} if any(c in text for c in ",'，") else set()
+    percent: dict[int, int] = {}  # "5 per cent" is "5%": where the words begin, and end
+    if "cent" in text or "CENT" in text:
+        percent = {m.start(): m.end() for m in _PERCENT_WORDS.finditer(text)}
+    skip_to = 0
     for i, c in enumerate(text):
-        if i in grouping:
+        if i < skip_to or i in grouping:
+            continue
+        if i in percent:
+            out.append("%")
+            index.append(i)
+            skip_to = percent[i]
             continue
         folded = memo.get(c)
         if folded is None:
@@ -291,12 +301,17 @@ def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Diffe
     lo, hi = _value_span(passage.strip(), hay.text, match)
     before, after = _clause(hay.text, lo, hi)
     mine = tokens(passage, hay.vocabulary)
+    if not any(t.norm != ELLIPSIS for t in mine):
+        return ()  # punctuation only (a table's rule): nothing that carries meaning
     theirs = tokens(hay.text[before:after], hay.vocabulary, offset=before)
     chunks = _chunks(mine, theirs, lo, hi)
     _cancel(chunks)
+    if any(t.norm == ELLIPSIS for t in mine):
+        _cancel_elided(chunks)
     found: list[Difference] = []
     for c in chunks:
-        replaced = not c.elided and any(t.norm != ELLIPSIS and t.norm not in FUNCTION_WORDS and t.norm not in CJK_FUNCTION
+        replaced = not c.elided and any(t.norm != ELLIPSIS and (t.norm not in FUNCTION_WORDS and t.norm not in CJK_FUNCTION
+                                                                or passage[t.start:t.start + 1].isupper())
                                         for t in c.passage)
         theirs_counted = [t for t in c.document_meaning if replaced or t.flag == "negation"]
         if not c.passage_meaning and not theirs_counted:
@@ -376,6 +391,21 @@ def _chunks(mine: list[Token], theirs: list[Token], lo: int, hi: int) -> list[_C
         chunk.document_meaning = [] if elided else [t for t in ds if t.flag and (lo <= t.start < hi or t.flag == "negation")]
         out.append(chunk)
     return out
+
+
+def _cancel_elided(chunks: list[_Chunk]) -> None:
+    """A passage with "..." may align its pieces anywhere in the span: a value of it that the span has
+    and no other piece took is there."""
+    spare: dict[str, int] = {}
+    for c in chunks:
+        for t in c.document:
+            spare[t.norm] = spare.get(t.norm, 0) + 1
+        c.document_meaning = [t for t in c.document_meaning if t.flag == "negation" and not c.elided]
+    for c in chunks:
+        for t in list(c.passage_meaning):
+            if spare.get(t.norm, 0) > 0:
+                spare[t.norm] -= 1
+                c.passage_meaning.remove(t)
 
 
 def _cancel(chunks: list[_Chunk]) -> None:
