@@ -164,3 +164,32 @@ def test_fake_llm_command_invents_and_logs_which(tmp_path):
     records = json.loads((Path(json.loads(run_.stdout)["run_dir"]) / "records.json").read_text())
     flagged = [r["_passage"] for rows in records.values() for r in rows if r["_match"] == "none"]
     assert invented and sorted(flagged) == sorted(invented)
+
+
+async def test_values_the_document_does_not_state_are_flagged_on_their_records(tmp_path):
+    """The scripted model gives a share of records a value neither their passage nor their document states;
+    exactly those fields are flagged `_ungrounded`, counted, and carried into result.json."""
+    docs = r3con.load_documents(FIXTURE_DOCS)
+    with FakeLLMServer(faults=FaultPlan(misvalue=0.5, seed=3)) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path)
+        result = await run(QUESTION, docs, settings)
+        calls = [c for c in server.calls() if c["stage"] == "populate" and c.get("status") == 200]
+    given = {(int(c["doc"]), table, position, field) for c in calls for table, position, field in c.get("misvalued", [])}
+    assert given, "the scripted model changed some values"
+    flagged = set()
+    for table, rows in result.records.items():
+        for position, r in enumerate(rows, start=1):
+            for field in r.get("_ungrounded", []):
+                flagged.add((r["_doc"], table, int(r["_id"].split(".")[-1]), field))
+    assert flagged == given
+    stats = result.evidence_stats
+    assert stats.ungrounded == len(given) and stats.ungrounded_values == len(given)
+    saved = json.loads((result.run_dir / "records.json").read_text())
+    assert sum(bool(r.get("_ungrounded")) for rows in saved.values() for r in rows) == len(given)
+    summary = json.loads((result.run_dir / "result.json").read_text())
+    assert summary["evidence_stats"]["ungrounded"] == len(given) and "unsupported_numbers" in summary
+    cited = {e.id: e for e in result.evidence}
+    for rows in result.records.values():
+        for r in rows:
+            if r["_id"] in cited:
+                assert list(cited[r["_id"]].ungrounded) == r.get("_ungrounded", [])
