@@ -550,8 +550,8 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
 def unsupported_in_answer(answer: str, question: str, cited: Citations, records: Iterable[Mapping[str, Any]],
                           texts: Mapping[int, str], outputs: Sequence[str] = (),
                           final_code: str | None = None) -> tuple[str, ...]:
-    """The answer's numbers (as written) that none of what it cites states: the cited records' values and
-    passages (the document's words at the span), the cited documents' texts; nor the question, nor what
+    """The answer's numbers (as written) that none of what it cites states: the cited records' values (less
+    their ungrounded ones) and passages (the document's words at the span), the cited documents' texts; nor the question, nor what
     the agent's code printed (`outputs`, the observations before the last step). `final_code`: the code
     that called final_answer; a number of the answer not typed into it was computed over the records."""
     by_id = {str(r["_id"]): r for r in records if r.get("_id")}
@@ -564,7 +564,8 @@ def unsupported_in_answer(answer: str, question: str, cited: Citations, records:
         if e.passage:
             sources.append(e.passage)
         record = by_id.get(e.id, {})
-        values.extend(v for k, v in record.items() if not k.startswith("_"))
+        ungrounded = set(record.get("_ungrounded") or ())  # a value its document does not state supports nothing
+        values.extend(v for k, v in record.items() if not k.startswith("_") and k not in ungrounded)
     return unsupported_numbers(answer, sources, values, final_code)
 
 
