@@ -114,3 +114,30 @@ def test_stats_count_mismatches_and_ungrounded_records_apart():
     assert (stats.verified, stats.mismatched, stats.ungrounded, stats.ungrounded_values) == (2, 1, 1, 2)
     assert stats.to_dict()["by_doc"]["1"] == {"records": 2, "verified": 1, "mismatch": 1, "ungrounded": 0, "share": 0.5}
     assert "1 with a value that differs" in stats.line() and "2 values" in stats.line()
+
+
+async def test_population_reasks_a_mismatched_record_once_naming_the_difference_and_drop_lists_it():
+    import json
+
+    import r3con
+    from r3con.stages.populate import PopulateOptions, populate
+
+    from .fakes import SIMPLE_SCHEMA, ScriptedLLM
+
+    docs = r3con.documents_from_texts([("Log", LOG)])
+    wrong = json.dumps({"people": [{"name": "Petrofsky", "_passage": "Mr. Petrofsky was missing on 16 June at 10:30 p.m."}]})
+    right = json.dumps({"people": [{"name": "Petrofsky", "_passage": "Mr. Petrofsky was missing on 16 July at 10:30 p.m."}]})
+    replies = iter([wrong, right])
+    llm = ScriptedLLM({"populate": lambda request: next(replies)})
+    result = await populate(llm, "who", SIMPLE_SCHEMA, docs, "")
+    reask = llm.history[1].messages[-1].content
+    assert 'the document says "July" where the passage says "June"' in reask
+    (record,) = result.tables["people"]
+    assert record["_match"] == "exact" and "_mismatch" not in record and result.evidence.reasked == 1
+
+    llm = ScriptedLLM({"populate": lambda request: wrong})
+    dropped = await populate(llm, "who", SIMPLE_SCHEMA, docs, "", PopulateOptions(unverified="drop"))
+    assert dropped.tables["people"] == () and len(llm.history) == 1
+    (gone,) = dropped.dropped
+    assert gone["_match"] == "mismatch" and gone["_mismatch"] == [{"kind": "date", "document": "July", "record": "June"}]
+    assert dropped.evidence.mismatched == 1 and dropped.evidence.dropped == 1
