@@ -178,7 +178,7 @@ async def test_values_the_document_does_not_state_are_flagged_on_their_records(t
     assert given, "the scripted model changed some values"
     flagged = set()
     for table, rows in result.records.items():
-        for position, r in enumerate(rows, start=1):
+        for r in rows:
             for field in r.get("_ungrounded", []):
                 flagged.add((r["_doc"], table, int(r["_id"].split(".")[-1]), field))
     assert flagged == given

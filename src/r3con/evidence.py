@@ -298,7 +298,7 @@ def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Diffe
     other words differs; one it only leaves out differs if it is a negation. Where the passage has "...",
     the document's words are elided, not missing."""
     hay = text if isinstance(text, Haystack) else Haystack(text)
-    lo, hi = _value_span(passage.strip(), hay.text, match)
+    lo, hi = _one_sentence(passage.strip(), hay.text, *_value_span(passage.strip(), hay.text, match))
     before, after = _clause(hay.text, lo, hi)
     mine = tokens(passage, hay.vocabulary)
     if not any(t.norm != ELLIPSIS for t in mine):
@@ -344,6 +344,21 @@ def _value_span(passage: str, text: str, match: Match) -> tuple[int, int]:
                 break
             hi, lo = (at + 1, lo) if forward else (hi, at)
     return lo, hi
+
+
+_SENTENCE_INSIDE = re.compile(r"(?<=[a-z\u00df-\u00ff]{3}[.!?])\s+(?=[A-Z“\"‘'])|(?<=[。！？])")
+
+
+def _one_sentence(passage: str, text: str, lo: int, hi: int) -> tuple[int, int]:
+    """A fuzzy span that runs over a sentence end the passage does not have ("she is not. She is in gay
+    spirits" for "She is not in gay spirits") narrowed to its longest sentence: the passage copies one."""
+    if _SENTENCE_INSIDE.search(passage.rstrip(".!?。！？ ")) or "..." in passage or "…" in passage:
+        return lo, hi
+    cuts = [m.end() for m in _SENTENCE_INSIDE.finditer(text, lo, hi) if lo < m.end() < hi]
+    if not cuts:
+        return lo, hi
+    pieces = list(zip([lo, *cuts], [*cuts, hi], strict=True))
+    return max(pieces, key=lambda p: p[1] - p[0])
 
 
 CONTEXT = 60  # characters of the document's sentence (or table cell) around a span that are aligned too

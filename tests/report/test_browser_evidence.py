@@ -92,17 +92,17 @@ def test_the_run_found_the_mismatch_the_ungrounded_value_and_the_unsupported_num
 
 def test_the_answer_shows_the_difference_the_ungrounded_value_and_the_unsupported_number(driver, result, shots):
     _open(driver, result.report)
-    items = driver.find_elements("css selector", "ol.evidence li")
+    items = driver.find_elements("css selector", "ol.evidence > li")
     assert [i.find_element("css selector", "a.cite").text for i in items] == ["[R1.1.1]", "[R1.1.2]"]
     mismatch, grounded = items
     assert mismatch.find_element("css selector", ".badge").text == "differs from the document"
     assert "mismatch" in mismatch.find_element("css selector", ".badge").get_attribute("class")
-    assert _texts(driver, "ol.evidence li:first-child ul.differences li") == ['number: document says "6", record says "9"']
+    assert _texts(driver, "ol.evidence > li:first-child ul.differences li") == ["number: document says “6”, record says “9”"]
     assert "ungrounded: captain" in grounded.text and "Values in neither its passage nor its document: captain" in grounded.text
     unsupported = driver.find_element("css selector", "#answer-body .unsupported")
     assert _texts(driver, "#answer-body .unsupported code") == ["1,250", "9"]
     assert "nothing it cites states" in unsupported.text
-    assert "1 differ from their document in a value" in driver.find_element("css selector", "#answer-body p.muted").text
+    assert "1 differs from its document in a value" in driver.find_element("css selector", "#answer-body p.muted").text
     driver.save_screenshot(str(shots / "evidence-answer.png"))
     assert _severe(driver) == []
 
@@ -126,7 +126,7 @@ def test_a_mismatched_record_opens_on_the_documents_words_with_the_difference(dr
     _open(driver, result.report, "#rec/R1.1.1")
     box = driver.find_element("css selector", "#doc-view .active-record")
     assert "error" in box.get_attribute("class") and "differs in a value" in box.text
-    assert 'document says "6", record says "9"' in box.text
+    assert "number: document says “6”, record says “9”" in box.text
     marked = driver.find_element("css selector", "#doc-view mark.active")
     assert "mismatch" in marked.get_attribute("class") and marked.text.startswith("On 6 July")
     driver.save_screenshot(str(shots / "evidence-mismatch.png"))

@@ -22,8 +22,8 @@
   // what a mismatched record's passage says against its document, one line per difference
   function differenceList(r) {
     return el("ul", "differences", (r._mismatch || []).map(function (d) {
-      return el("li", "", [text("span", "kind", d.kind + ": "), "document says ", text("q", "doc-says", d.document || "(nothing)"),
-        ", record says ", text("q", "record-says", d.record || "(nothing)")]);
+      return el("li", "", [text("span", "kind", d.kind + ": "), "document says ", text("span", "doc-says", "\u201c" + (d.document || "") + "\u201d"),
+        ", record says ", text("span", "record-says", "\u201c" + (d.record || "") + "\u201d")]);
     }));
   }
   function ungroundedNote(fields) {
@@ -66,7 +66,7 @@
       body.appendChild(text("p", "muted", stats.verified + " of " + stats.records + " records' passages were found in their documents (" +
         Math.round(100 * stats.verified / stats.records) + "%: " + ["exact", "tolerant", "fuzzy"].map(function (k) {
           return (stats.by_match[k] || 0) + " " + k; }).join(", ") + ")" +
-        (stats.by_match.mismatch ? "; " + stats.by_match.mismatch + " differ from their document in a value" : "") +
+        (stats.by_match.mismatch ? "; " + stats.by_match.mismatch + (stats.by_match.mismatch === 1 ? " differs" : " differ") + " from its document in a value" : "") +
         (stats.ungrounded ? "; " + stats.ungrounded + " records have values in neither their passage nor their document" : "") +
         (stats.dropped ? "; " + stats.dropped + " dropped" : "") + "."));
     }
