@@ -287,7 +287,7 @@ def _number_words(out: list[Token]) -> list[Token]:
             result.append(Token(f"#{_ORDINAL_WORDS[t.norm]}o", "number", t.start, t.end))
             i += 1
             continue
-        if t.norm not in _NUMBER_WORDS or t.flag not in (None, "name"):
+        if (t.norm not in _NUMBER_WORDS and t.norm != "hundred") or t.flag not in (None, "name"):
             result.append(t)
             i += 1
             continue

@@ -354,10 +354,10 @@ def _one_sentence(passage: str, text: str, lo: int, hi: int) -> tuple[int, int]:
     spirits" for "She is not in gay spirits") narrowed to its longest sentence: the passage copies one."""
     if _SENTENCE_INSIDE.search(passage.rstrip(".!?。！？ ")) or "..." in passage or "…" in passage:
         return lo, hi
-    cuts = [m.end() for m in _SENTENCE_INSIDE.finditer(text, lo, hi) if lo < m.end() < hi]
-    if not cuts:
+    ends = [(m.start(), m.end()) for m in _SENTENCE_INSIDE.finditer(text, lo, hi) if lo < m.end() < hi]
+    if not ends:
         return lo, hi
-    pieces = list(zip([lo, *cuts], [*cuts, hi], strict=True))
+    pieces = list(zip([lo, *(e for _, e in ends)], [*(s for s, _ in ends), hi], strict=True))  # without the space between
     return max(pieces, key=lambda p: p[1] - p[0])
 
 
