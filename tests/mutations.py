@@ -45,6 +45,8 @@ def sentences(text: str, cjk: bool) -> list[str]:
     for p in pieces:
         s = p.strip()
         lo, hi = (15, 160) if cjk else (50, 320)
+        if re.search(r"\b(?:Mr|Mrs|Dr|St|Messrs|Inc|No)\.$", s):
+            continue  # cut at an abbreviation, not at a sentence's end
         if lo <= len(s) <= hi and s in text and "\ufffd" not in s:
             out.append(s)
     return out

@@ -141,3 +141,12 @@ async def test_population_reasks_a_mismatched_record_once_naming_the_difference_
     (gone,) = dropped.dropped
     assert gone["_match"] == "mismatch" and gone["_mismatch"] == [{"kind": "date", "document": "July", "record": "June"}]
     assert dropped.evidence.mismatched == 1 and dropped.evidence.dropped == 1
+
+
+def test_a_passage_is_verified_at_its_own_twin_not_at_the_one_that_aligns_best():
+    a = "The Series A Preferred Stock is entitled to share ratably in dividends on an as converted basis."
+    doc = f"{a} Holders vote with the common stock. {a.replace('Series A ', 'Series AA ')}"
+    copied = "The Series AA Preferred Stock is entitled to share ratably in dividends on as converted basis."
+    verdict = verify(copied, doc)
+    assert verdict.outcome == "fuzzy" and doc[verdict.match.start:verdict.match.end].startswith("The Series AA")
+    assert verify(copied.replace("AA", "B"), doc).outcome == "mismatch"

@@ -18,6 +18,7 @@ original character it came from.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 import unicodedata
@@ -41,6 +42,8 @@ VERIFIED = ("exact", "tolerant", "fuzzy")
 # Ten points above every invented passage measured and below most edits of 1-3 words (figures: docs/evidence.md).
 FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
+FUZZY_RETRIES = 2  # other places a passage that aligns with a differing value is tried at
+TWIN_MARGIN = 2.0  # points below the best alignment another place may score and still be tried
 
 _CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
 # Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
@@ -144,11 +147,16 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
             return Match(*_marks(needle, hay.text, bare_index[at], bare_index[at + len(bare_needle) - 1] + 1), "tolerant")
     if len(folded_needle) < FUZZY_MIN_CHARS or not folded_text:
         return None
-    best = fuzz.partial_ratio_alignment(folded_needle, folded_text, score_cutoff=FUZZY_THRESHOLD)
+    return _fuzzy(folded_needle, folded_text, index, hay.text)
+
+
+def _fuzzy(needle: str, folded_text: str, index: tuple[int, ...], text: str) -> Match | None:
+    """The fuzzy tier: rapidfuzz's best partial alignment of the folded passage, if it scores enough."""
+    best = fuzz.partial_ratio_alignment(needle, folded_text, score_cutoff=FUZZY_THRESHOLD)
     if best is None or best.dest_end <= best.dest_start:
         return None
-    start, end = _aligned(folded_needle, folded_text, best.dest_start, best.dest_end)
-    return Match(*_whole_words(hay.text, index[start], index[end - 1] + 1), "fuzzy", round(best.score, 1))
+    start, end = _aligned(needle, folded_text, best.dest_start, best.dest_end)
+    return Match(*_whole_words(text, index[start], index[end - 1] + 1), "fuzzy", round(best.score, 1))
 
 
 WORD_SNAP = 30  # characters a fuzzy span may grow by to take in the rest of a word it cuts
@@ -278,7 +286,23 @@ def verify(passage: str, text: str | Haystack) -> Verdict:
     found = locate(passage, hay)
     if found is None or found.kind == "exact":
         return Verdict(found)
-    return Verdict(found, differences(passage, hay, found))
+    verdict = Verdict(found, differences(passage, hay, found))
+    if found.kind != "fuzzy" or not verdict.differences:
+        return verdict
+    first = found
+    # a near-twin sentence (the same words about Series A and Series AA) may align best: look further
+    needle, (folded_text, index) = fold(passage.strip())[0], hay.folded
+    masked = folded_text
+    for _ in range(FUZZY_RETRIES):
+        lo, hi = bisect.bisect_left(index, found.start), bisect.bisect_left(index, found.end)
+        masked = masked[:lo] + "\0" * (hi - lo) + masked[hi:]
+        found = _fuzzy(needle, masked, index, hay.text)
+        if found is None or found.score < first.score - TWIN_MARGIN:
+            break  # only a twin aligns as well: a looser alignment elsewhere is no evidence
+        other = Verdict(found, differences(passage, hay, found))
+        if not other.differences:
+            return other
+    return verdict
 
 
 @dataclass
