@@ -376,7 +376,8 @@ _SENTENCE_INSIDE = re.compile(r"(?<=[a-z\u00df-\u00ff]{3}[.!?])\s+(?=[A-Z“\"�
 def _one_sentence(passage: str, text: str, lo: int, hi: int) -> tuple[int, int]:
     """A fuzzy span that runs over a sentence end the passage does not have ("she is not. She is in gay
     spirits" for "She is not in gay spirits") narrowed to its longest sentence: the passage copies one."""
-    if _SENTENCE_INSIDE.search(passage.rstrip(".!?。！？ ")) or "..." in passage or "…" in passage:
+    plain = unicodedata.normalize("NFKC", passage)
+    if _SENTENCE_INSIDE.search(plain.rstrip(".!?。！？ ")) or "..." in plain:
         return lo, hi
     ends = [(m.start(), m.end()) for m in _SENTENCE_INSIDE.finditer(text, lo, hi) if lo < m.end() < hi]
     if not ends:
@@ -419,8 +420,8 @@ def _chunks(mine: list[Token], theirs: list[Token], lo: int, hi: int) -> list[_C
         if tag == "equal":
             continue
         ps, ds = mine[i1:i2], theirs[j1:j2]
-        if "".join(t.norm for t in ps) == "".join(t.norm for t in ds):
-            continue  # "some-\nthing" and "something", "Jean-Pierre" and "JeanPierre"
+        if _joined(ps) == _joined(ds):
+            continue  # "some-\nthing" and "something", "Jean-Pierre" and "JeanPierre", "449 449" in columns
         elided = any(t.norm == ELLIPSIS for t in ps)
         if not ps and all(t.start >= hi or t.end <= lo for t in ds) and not any(t.flag == "negation" for t in ds):
             continue  # the document's sentence around the span
@@ -430,6 +431,11 @@ def _chunks(mine: list[Token], theirs: list[Token], lo: int, hi: int) -> list[_C
         chunk.document_meaning = [] if elided else [t for t in ds if t.flag and (lo <= t.start < hi or t.flag == "negation")]
         out.append(chunk)
     return out
+
+
+def _joined(side: list[Token]) -> str:
+    """A side's tokens run together, whole numbers by their digits: spacing is all that may tell them apart."""
+    return "".join(t.norm[1:] if t.norm[1:].isdigit() and t.norm[0] == "#" else t.norm for t in side)
 
 
 def _cancel_elided(chunks: list[_Chunk]) -> None:
