@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ._fold import fold
 from ._values import MONTHS, Numbers, Stated, nfkc, stated, value_of
 
 SHORT_STRING_CHARS = 100  # longer string fields (descriptions, summaries) are the model's words: not checked
@@ -102,8 +103,6 @@ class Source:
     @property
     def folded(self) -> str:
         if self._folded is None:
-            from .evidence import fold
-
             self._folded = fold(self.text)[0]
         return self._folded
 
@@ -111,8 +110,6 @@ class Source:
         return _near(value, _step_of(value), self.numbers)
 
     def has_string(self, value: str) -> bool:
-        from .evidence import fold
-
         wanted = fold(value)[0]
         return bool(wanted) and wanted in self.folded
 

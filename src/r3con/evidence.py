@@ -30,6 +30,7 @@ from typing import Any, Literal
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 
+from ._fold import MARKS, PARTICLES, fold
 from ._grounding import unsupported_numbers
 from ._values import CJK_FUNCTION, ELLIPSIS, FUNCTION_WORDS, Token, Vocabulary, tokens
 from .tokens import CJK_CHAR
@@ -44,16 +45,6 @@ FUZZY_THRESHOLD = 80.0
 FUZZY_MIN_CHARS = 24
 FUZZY_RETRIES = 2  # other places a passage that aligns with a differing value is tried at
 TWIN_MARGIN = 2.0  # points below the best alignment another place may score and still be tried
-
-_CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
-# Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
-# straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
-_MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
-_DROPPED = frozenset("-‐‑‒–—―−\u00ad") | _MARKS
-_PERCENT_WORDS = re.compile(r"(?<=\d)\s*per\s?cent(?![a-z])", re.IGNORECASE)
-_PARTICLES = frozenset("的之了地得")  # CJK particles a copying model drops or adds without changing the meaning
-_GROUPING = re.compile(r"(?<=\d)[,'，](?=\d{3}(?!\d))")  # thousands separators: 1,250,000 = 1 250 000 = 1250000
-
 
 @dataclass(frozen=True)
 class Match:
@@ -77,47 +68,15 @@ class Haystack:
 
     @cached_property
     def folded_bare(self) -> tuple[str, tuple[int, ...]]:
-        """The folded text without the CJK particles a copy may drop (`_PARTICLES`), with its index."""
+        """The folded text without the CJK particles a copy may drop (`PARTICLES`), with its index."""
         folded, index = self.folded
-        kept = [i for i, c in enumerate(folded) if c not in _PARTICLES]
+        kept = [i for i, c in enumerate(folded) if c not in PARTICLES]
         return "".join(folded[i] for i in kept), tuple(index[i] for i in kept)
 
     @cached_property
     def vocabulary(self) -> Vocabulary:
         """The words the text writes in lower case (its capitalised others are names)."""
         return Vocabulary(self.text)
-
-
-def fold(text: str) -> tuple[str, tuple[int, ...]]:
-    """`text` folded for tolerant comparison, and for each folded character the index it came from."""
-    out: list[str] = []
-    index: list[int] = []
-    memo: dict[str, str] = {}
-    grouping = {m.start() for m in _GROUPING.finditer(text)} if any(c in text for c in ",'，") else set()
-    percent: dict[int, int] = {}  # "5 per cent" is "5%": where the words begin, and end
-    if "cent" in text or "CENT" in text:
-        percent = {m.start(): m.end() for m in _PERCENT_WORDS.finditer(text)}
-    skip_to = 0
-    for i, c in enumerate(text):
-        if i < skip_to or i in grouping:
-            continue
-        if i in percent:
-            out.append("%")
-            index.append(i)
-            skip_to = percent[i]
-            continue
-        folded = memo.get(c)
-        if folded is None:
-            if c.isspace() or c in _DROPPED or unicodedata.category(c) == "Cf":
-                folded = ""
-            else:
-                norm = unicodedata.normalize("NFKC", c).casefold().translate(_CJK_PUNCT)
-                folded = "".join(d for d in norm if not d.isspace() and d not in _DROPPED)
-            memo[c] = folded
-        for d in folded:
-            out.append(d)
-            index.append(i)
-    return "".join(out), tuple(index)
 
 
 def locate(passage: str, text: str | Haystack) -> Match | None:
@@ -139,7 +98,7 @@ def locate(passage: str, text: str | Haystack) -> Match | None:
     elided = _elided(folded_needle, folded_text)
     if elided is not None:
         return Match(*_marks(needle, hay.text, index[elided[0]], index[elided[1] - 1] + 1), "tolerant")
-    bare_needle = "".join(c for c in folded_needle if c not in _PARTICLES)
+    bare_needle = "".join(c for c in folded_needle if c not in PARTICLES)
     if len(bare_needle) >= 4 and CJK_CHAR.search(bare_needle):
         bare_text, bare_index = hay.folded_bare
         at = bare_text.find(bare_needle)
@@ -181,11 +140,11 @@ def _is_word(ch: str) -> bool:
 
 def _marks(needle: str, text: str, start: int, end: int) -> tuple[int, int]:
     """The span widened over the quotation marks the passage opens or closes with (folding drops them)."""
-    if needle[0] in _MARKS:
-        while start > 0 and text[start - 1] in _MARKS:
+    if needle[0] in MARKS:
+        while start > 0 and text[start - 1] in MARKS:
             start -= 1
-    if needle[-1] in _MARKS:
-        while end < len(text) and text[end] in _MARKS:
+    if needle[-1] in MARKS:
+        while end < len(text) and text[end] in MARKS:
             end += 1
     return start, end
 
