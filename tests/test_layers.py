@@ -12,7 +12,7 @@ ROOT = Path(r3con.__file__).parent
 LAYERS = [
     {"errors", "_files", "_json", "tokens", "config", "_prompts", "prompts", "_version"},
     {"_readers", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence", "_fold", "_values",
-     "_grounding", "notes",
+     "_grounding", "_locate", "_verify", "notes",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
     {"llm", "sandbox", "testing"},
     {"results", "progress", "display", "_fanout"},
