@@ -150,3 +150,15 @@ def test_a_passage_is_verified_at_its_own_twin_not_at_the_one_that_aligns_best()
     verdict = verify(copied, doc)
     assert verdict.outcome == "fuzzy" and doc[verdict.match.start:verdict.match.end].startswith("The Series AA")
     assert verify(copied.replace("AA", "B"), doc).outcome == "mismatch"
+
+
+def test_the_cli_names_what_differs_what_is_ungrounded_and_the_unsupported_numbers():
+    from r3con.cli.app import evidence_lines
+
+    item = {"id": "R1.1.1", "kind": "record", "doc": 1, "title": "Log", "passage": "On 6 July we sailed.",
+            "match": "mismatch", "differences": [{"kind": "number", "document": "6", "record": "9"}],
+            "ungrounded": ["day"]}
+    lines = evidence_lines([item], [], unsupported=["1,250"])
+    assert "(differs from the document: document says \u201c6\u201d, record says \u201c9\u201d)" in lines[2]
+    assert "(values in neither passage nor document: day)" in lines[2]
+    assert lines[-1] == "  numbers in the answer that nothing cited states: 1,250"
