@@ -389,14 +389,3 @@ def tokens_plain(text: str) -> list[Token]:
 def value_of(number: int | float) -> Decimal:
     """A JSON number as a Decimal (floats by their shortest repr: 4.2, not 4.2000000000000002)."""
     return Decimal(repr(number)) if isinstance(number, float) else Decimal(number)
-
-
-def matches_value(value: Decimal, found: frozenset[Decimal]) -> bool:
-    """`value` is among `found`, or is one of them rounded to the places `value` is written with (4.2 for 4.21)."""
-    if value in found:
-        return True
-    places = -value.normalize().as_tuple().exponent  # type: ignore[operator]
-    if not isinstance(places, int) or places <= 0:
-        return False
-    quantum = Decimal(1).scaleb(-places)
-    return any(f.quantize(quantum) == value for f in found if abs(f - value) < quantum)
