@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .corpus import Document
 from .errors import ConfigError
@@ -38,8 +38,7 @@ from .llm.layers import Replayed
 from .llm.types import LLM, Completion, ToolCall, Usage
 from .notes import round_entries
 
-Mode = Literal["exact", "approximate", "off"]
-MODES = ("exact", "approximate", "off")
+Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -284,11 +283,11 @@ class Reuse:
         return self.mode == "approximate" and self.previous.found
 
     @property
-    def note_keeper(self) -> Any:
+    def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
         """`keep_note` under `approximate` (for `RelevanceOptions.keep`), else None."""
         return self.keep_note if self.approximate else None
 
-    def records_keeper(self, final: Mapping[str, str]) -> Any:
+    def records_keeper(self, final: Mapping[str, str]) -> Callable[[Document], Tables | None] | None:
         """`keep_records(final)` under `approximate` with the earlier schema kept (for `PopulateOptions.keep`)."""
         return self.keep_records(final) if self.schema() is not None else None
 
@@ -332,10 +331,10 @@ class Reuse:
         self._reasons[(doc.key, round_no)] = why
         return None
 
-    def keep_records(self, final: Mapping[str, str]) -> Any:
+    def keep_records(self, final: Mapping[str, str]) -> Callable[[Document], Tables | None]:
         """`--reuse approximate`: for population, the earlier records of a document whose final note is
         unchanged (with the earlier schema kept)."""
-        def keep(doc: Document) -> Mapping[str, list[dict[str, Any]]] | None:
+        def keep(doc: Document) -> Tables | None:
             earlier = self.previous.records.get(self.content[doc.key])
             if earlier is None or earlier[0] != final.get(doc.key, ""):
                 return None
