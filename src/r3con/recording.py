@@ -157,9 +157,7 @@ class RunRecord:
             self.run_dir.write_json("error.json", record)
             self._save()
         if is_disk_full(exc):
-            full = disk_full(self.run_dir.path, exc)
-            full.run_dir, full.stage = self.run_dir.path, stage
-            return full
+            return disk_full(self.run_dir.path, exc, stage)
         return exc
 
     def _save(self) -> None:
