@@ -15,7 +15,7 @@ LAYERS = [
      "_grounding", "_locate", "_verify", "notes",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
     {"llm", "sandbox", "testing"},
-    {"results", "progress", "display", "_fanout"},
+    {"results", "progress", "display", "_fanout", "reuse"},
     {"stages"},
     {"pipeline", "recording", "baselines", "estimate"},
     {"methods", "eval", "demo"},

@@ -16,7 +16,7 @@ import typer
 
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
-from ..display import cached_line, make_progress, usage_line
+from ..display import cached_line, make_progress, reuse_line, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._question import read_question
@@ -136,6 +136,8 @@ def run(
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
+    reuse: Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note enters, populate only changed final notes, keep the schema), off")] = None,
+    new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     from ..pipeline import run as run_pipeline
@@ -147,7 +149,7 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices, log_calls=log_calls, unverified=unverified,
+        prices_file=prices, log_calls=log_calls, unverified=unverified, reuse=reuse, new_schema=new_schema or None,
     )
     if question_file is not None and question is not None:  # with --question-file every argument is a path
         paths = [question, *(paths or [])]
@@ -193,6 +195,8 @@ def run(
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+        if result.reuse and result.reuse.get("previous_run"):
+            print(f"reuse: {reuse_line(result.reuse)}", file=sys.stderr)
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
