@@ -13,7 +13,7 @@ from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
 from ._walk import WalkRules, walk_paths
 from .errors import EncryptedDocument, InputError
 from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
-from .tokens import estimate_tokens, longest_prefix_within
+from .tokens import estimate_tokens, longest_prefix_within, max_piece_chars
 
 
 @dataclass(frozen=True)
@@ -162,20 +162,25 @@ def split_text(text: str, max_tokens: int, floors: Sequence[float] = EVEN) -> li
     """Split `text` into pieces of at most `max_tokens` (estimated), joined back they equal `text`.
 
     Cuts fall at paragraph breaks where possible, then sentence ends, then white space, and only
-    as a last resort inside a word (`cut_point`).
+    as a last resort inside a word (`cut_point`). Linear in the text: each cut looks only at the window
+    one piece can fill, never at the rest of the text.
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
-    if estimate_tokens(text) <= max_tokens:
+    reach = max_piece_chars(max_tokens)
+    if len(text) <= reach and estimate_tokens(text) <= max_tokens:
         return [text]
     pieces: list[str] = []
-    rest = text
-    while rest and estimate_tokens(rest) > max_tokens:
-        cut = cut_point(rest, longest_prefix_within(rest, max_tokens), floors)
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    if rest:
-        pieces.append(rest)
+    at = 0
+    while at < len(text):
+        left = len(text) - at
+        if left <= reach and estimate_tokens(text[at:]) <= max_tokens:  # a longer rest cannot fit
+            pieces.append(text[at:])
+            break
+        window = text[at:at + reach + 1]
+        cut = cut_point(window, longest_prefix_within(window, max_tokens), floors)
+        pieces.append(window[:cut])
+        at += cut
     return pieces
 
 
