@@ -110,9 +110,11 @@ def _detect(raw: bytes) -> str | None:
 
 def _title_from_first_line(text: str, path: Path) -> tuple[str, str]:
     """A short first line followed by a blank line is the title (as in many plain-text corpora)."""
-    stripped = text.lstrip("\ufeff")
-    first, sep, rest = stripped.partition("\n")
-    if sep and first.strip() and len(first.strip()) <= _MAX_TITLE and rest.startswith(("\n", "\r\n")):
+    head = text[:64]  # no copy of a large text: only its head is looked at
+    start = len(head) - len(head.lstrip("\ufeff"))
+    end = text.find("\n", start)
+    first = text[start:end] if end >= 0 else ""
+    if first.strip() and len(first.strip()) <= _MAX_TITLE and text.startswith(("\n", "\r\n"), end + 1):
         return first.strip(), text
     return path.stem, text
 

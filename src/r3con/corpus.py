@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -162,26 +164,28 @@ def split_text(text: str, max_tokens: int, floors: Sequence[float] = EVEN) -> li
     """Split `text` into pieces of at most `max_tokens` (estimated), joined back they equal `text`.
 
     Cuts fall at paragraph breaks where possible, then sentence ends, then white space, and only
-    as a last resort inside a word (`cut_point`). Linear in the text: each cut looks only at the window
-    one piece can fill, never at the rest of the text.
+    as a last resort inside a word (`cut_point`).
     """
+    return list(iter_pieces(text, max_tokens, floors))
+
+
+def iter_pieces(text: str, max_tokens: int, floors: Sequence[float] = EVEN) -> Iterator[str]:
+    """The pieces of `split_text`, one at a time. Linear in the text: each cut looks only at the window one
+    piece can fill, never at the rest of the text."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
     reach = max_piece_chars(max_tokens)
-    if len(text) <= reach and estimate_tokens(text) <= max_tokens:
-        return [text]
-    pieces: list[str] = []
     at = 0
-    while at < len(text):
+    while True:
         left = len(text) - at
         if left <= reach and estimate_tokens(text[at:]) <= max_tokens:  # a longer rest cannot fit
-            pieces.append(text[at:])
-            break
+            if left or not at:
+                yield text[at:]
+            return
         window = text[at:at + reach + 1]
         cut = cut_point(window, longest_prefix_within(window, max_tokens), floors)
-        pieces.append(window[:cut])
+        yield window[:cut]
         at += cut
-    return pieces
 
 
 def split_documents(docs: Sequence[Document], max_tokens: int,
@@ -189,14 +193,38 @@ def split_documents(docs: Sequence[Document], max_tokens: int,
     """Split every document longer than `max_tokens` into numbered parts (cut by `split`)."""
     out: list[Document] = []
     for doc in docs:
-        pieces = split(doc.text, max_tokens)
-        if len(pieces) == 1:
-            out.append(doc)
-            continue
-        at = 0
-        for i, piece in enumerate(pieces, start=1):
-            found = doc.text.find(piece, at)  # consecutive pieces: found at `at` (a splitter may drop blank ones)
-            start = found if found >= 0 else at
-            out.append(replace(doc, text=piece, part=i, parts=len(pieces), offset=start))
-            at = start + len(piece)
+        out += _parts(doc, split(doc.text, max_tokens))
     return tuple(out)
+
+
+async def split_documents_async(docs: Sequence[Document], max_tokens: int) -> tuple[Document, ...]:
+    """`split_documents` that lets the event loop run every few hundredths of a second, so that Ctrl-C
+    (which cancels the run's task) ends even the split of a very large document at once."""
+    out: list[Document] = []
+    paused = time.monotonic()
+    for doc in docs:
+        pieces = []
+        for piece in iter_pieces(doc.text, max_tokens):
+            pieces.append(piece)
+            if time.monotonic() - paused > _YIELD_EVERY_S:
+                await asyncio.sleep(0)
+                paused = time.monotonic()
+        out += _parts(doc, pieces)
+    return tuple(out)
+
+
+_YIELD_EVERY_S = 0.05
+
+
+def _parts(doc: Document, pieces: Sequence[str]) -> list[Document]:
+    if len(pieces) == 1:
+        return [doc]
+    out = []
+    at = 0
+    for i, piece in enumerate(pieces, start=1):
+        # consecutive pieces start at `at` (a splitter may drop blank ones: then search)
+        found = at if doc.text.startswith(piece, at) else doc.text.find(piece, at)
+        start = found if found >= 0 else at
+        out.append(replace(doc, text=piece, part=i, parts=len(pieces), offset=start))
+        at = start + len(piece)
+    return out

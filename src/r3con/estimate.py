@@ -17,7 +17,7 @@ from typing import Any
 
 from ._prompts import render
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import notes_budget, part_budget
@@ -141,7 +141,7 @@ async def estimate_run(
     prices = prices or PriceTable.load(settings.prices_file)
     model = model or settings.model or "unknown"
     window = settings.context_window or DEFAULT_CONTEXT_WINDOW
-    parts = split_documents(documents, part_budget(settings, window))
+    parts = await split_documents_async(documents, part_budget(settings, window))
     budget = notes_budget(settings, window, part_budget(settings, window))
     n = len(parts)
     first_notes = (a.note_tokens + a.note_tags_tokens, _relevant(n, a.relevant_share))
@@ -289,7 +289,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     base = base or Assumptions()
     async with build_llm(settings) as stack:
         window = settings.context_window or stack.endpoint.context_window
-        parts = split_documents(documents, part_budget(settings, window))
+        parts = await split_documents_async(documents, part_budget(settings, window))
         k = max(1, min(count, len(parts)))
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
         places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]

@@ -18,7 +18,7 @@ from . import __version__
 from ._fanout import DOCUMENT_ERRORS, cause_of, check_failed_share
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .errors import ConfigError, InputError, OutputError, R3conError
 from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
 from .inputs import Inputs
@@ -230,7 +230,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                embed: Embed | None = None, resumed: bool = False) -> RunResult:
     started = time.perf_counter()
     budget = part_budget(settings, llm.endpoint.context_window)
-    parts = split_documents(docs, budget)
+    parts = await split_documents_async(docs, budget)
     manifest = _manifest(task, docs, parts, settings, llm, budget)
     account = (inputs or Inputs.of(docs)).with_parts(parts)
     manifest["inputs"] = account.to_dict()

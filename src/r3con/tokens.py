@@ -31,9 +31,22 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = 0 if text.isascii() else len(CJK_CHAR.findall(text))
+    cjk = len(CJK_CHAR.findall(text)) if may_hold_cjk(text) else 0
     other = len(text) - cjk
     return int((cjk + other / 4.0) * MARGIN) + 1
+
+
+def may_hold_cjk(text: str, chunk: int = 1 << 20) -> bool:
+    """False when no character of `text` is above U+00FF (so none is CJK), checked without a regex scan:
+    `str.isascii` is a flag check and encoding Latin-1 text to Latin-1 a copy, both far faster than a scan."""
+    if text.isascii():
+        return False
+    try:
+        for at in range(0, len(text), chunk):
+            text[at:at + chunk].encode("latin-1")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 _MIN_TOKENS_PER_CHAR = MARGIN / 4.0  # the estimate's floor, for Latin script (CJK is MARGIN)
@@ -51,7 +64,7 @@ def longest_prefix_within(text: str, max_tokens: int) -> int:
     (scanning the prefix again at every step made splitting a large file slow)."""
     hi = min(len(text), max_piece_chars(max_tokens))
     window = text[:hi]
-    cjk = [] if window.isascii() else [m.start() for m in CJK_CHAR.finditer(window)]
+    cjk = [m.start() for m in CJK_CHAR.finditer(window)] if may_hold_cjk(window) else []
 
     def estimate(n: int) -> int:  # estimate_tokens(text[:n]), the same arithmetic
         if not n:

@@ -9,23 +9,29 @@ from pathlib import Path
 
 from ..artifacts import is_disk_full
 from ..errors import R3conError
-from ._help import plain_command
-from .app import app, report_line
+
+NOTHING_SENT = "r3con: interrupted before the run began; nothing was sent"
 
 
 def main() -> None:
     """Entry point of the `r3con` command: errors become one line and an exit code, never a traceback."""
     try:
+        from ._help import plain_command  # imported here: Ctrl-C while the command loads ends as any other
+        from .app import app
+
         plain_command(app)(prog_name="r3con")
     except R3conError as exc:
         print(error_line(exc), file=sys.stderr)
-        report_line(exc, quiet=getattr(exc, "quiet", False))
+        _report_line(exc, quiet=getattr(exc, "quiet", False))
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # Ctrl-C while the command loads (the commands themselves say what was kept)
+        print(NOTHING_SENT, file=sys.stderr)
+        sys.exit(130)
     except Exception as exc:  # our own bug (or a full disk): say so plainly, keep the details available
         if os.environ.get("R3CON_DEBUG"):
             traceback.print_exc()
         print(error_line(exc), file=sys.stderr)
-        report_line(exc, quiet=getattr(exc, "quiet", False))
+        _report_line(exc, quiet=getattr(exc, "quiet", False))
         sys.exit(1)
 
 
@@ -46,3 +52,9 @@ def error_line(exc: BaseException) -> str:
     saved = f"with {folder / 'error.json'}, which holds the traceback" if folder is not None else \
         "set R3CON_DEBUG=1 for the traceback"
     return f"r3con: internal error: {type(exc).__name__}: {exc} (a bug in r3con: please report it, {saved})"
+
+
+def _report_line(exc: BaseException, quiet: bool) -> None:
+    from .app import report_line
+
+    report_line(exc, quiet=quiet)

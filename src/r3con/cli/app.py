@@ -154,7 +154,8 @@ def run(
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
     settings.require_endpoint()
-    corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
+    with interrupt_sends_nothing():
+        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
     if plan is not None:
         from ..resume import check_documents
 
@@ -241,6 +242,16 @@ def terminate_as_interrupt() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began; nothing was sent") -> Iterator[None]:
+    """Ctrl-C while documents are read or split (before any call): `line` and exit 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(line, file=sys.stderr)
+        raise typer.Exit(130) from None
+
+
 def interrupted_line(exc: BaseException) -> str:
     """What an interrupted run says: where the run folder is, what it kept, and how to continue."""
     folder = next((getattr(e, "run_dir", None) for e in (exc, exc.__context__, exc.__cause__)
@@ -305,7 +316,8 @@ def estimate(
         settings.require_endpoint()
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
-    corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
+    with interrupt_sends_nothing():
+        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
     documents = corpus.documents
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
@@ -324,7 +336,8 @@ def estimate(
             if close is not None:
                 await close()
 
-    result = asyncio.run(measured())
+    with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
+        result = asyncio.run(measured())
     print(summary_line(corpus.inputs), file=sys.stderr)
     if as_json:
         print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
