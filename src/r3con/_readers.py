@@ -13,7 +13,9 @@ import csv
 import io
 import json
 import logging
+import os
 import re
+import stat
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -54,7 +56,7 @@ def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
     try:
         if suffix == ".pdf":
             return _read_pdf(path, pdf_password)
-        raw = path.read_bytes()
+        raw = _read_regular(path)
     except OSError as exc:
         raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
     text, encoding = decode(raw)
@@ -72,6 +74,16 @@ def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
         return FileText((m.group(1).strip()[:_MAX_TITLE] if m else path.stem), text, encoding)
     title, text = _title_from_first_line(text, path)
     return FileText(title, text, encoding)
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; NotText for anything else, found out without blocking on it (a pipe that
+    took the file's place after the walk looked would otherwise wait for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotText("not a regular file (a pipe, socket or device): not read", "special file")
+        return f.read()
 
 
 def decode(raw: bytes) -> tuple[str, str | None]:

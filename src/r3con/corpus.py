@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
+from ._names import shown, special_kind
 from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
 from ._walk import WalkRules, walk_paths
 from .errors import EncryptedDocument, InputError
@@ -77,7 +78,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     duplicates: list[DuplicateInput] = []
     first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
     for path in walk.files:
-        source = str(path)
+        source = shown(path)
+        if special := special_kind(path):  # never opened: a pipe would hang the run, /dev/zero never end
+            skipped.append(SkippedInput(source, special.reason, special.kind))
+            continue
         suffix = path.suffix.lower()
         if suffix not in SUPPORTED_SUFFIXES:
             kind = f"unsupported {suffix or '(no extension)'}"
@@ -101,7 +105,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
         first_with[digest] = source
-        docs.append(Document(number=len(docs) + 1, title=got.title, text=got.text, source=source))
+        docs.append(Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source))
         read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)
