@@ -80,7 +80,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     for path in walk.files:
         source = shown(path)
         if special := special_kind(path):  # never opened: a pipe would hang the run, /dev/zero never end
-            skipped.append(SkippedInput(source, special.reason, special.kind))
+            if special.kind in ("dangling link", "symlink loop"):  # meant as a document, but cannot be read
+                unreadable.append(UnreadableInput(source, special.reason))
+            else:
+                skipped.append(SkippedInput(source, special.reason, special.kind))
             continue
         suffix = path.suffix.lower()
         if suffix not in SUPPORTED_SUFFIXES:
