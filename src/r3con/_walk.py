@@ -152,7 +152,22 @@ def file_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
         return rule
     if path.name.startswith(".") and not rules.include_hidden:
         return "hidden"
+    if is_report(path):
+        return "r3con report"
     return None
+
+
+def is_report(path: Path) -> bool:
+    """An HTML page r3con wrote (`r3con show`, a run's report.html): a later walk must not read it as a document."""
+    if path.suffix.lower() not in (".html", ".htm") or not path.is_file():  # is_file: never open a pipe
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(2048)
+    except OSError:
+        return False
+    return b'<meta name="generator" content="r3con">' in head or (
+        b"<title>r3con: " in head and b"Content-Security-Policy" in head)  # reports written before the tag
 
 
 def is_run_folder(path: Path) -> bool:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._names import shown
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, usage_line
@@ -210,8 +211,12 @@ def show(
     open_it: Annotated[bool, typer.Option("--open", help="Open the report in the web browser")] = False,
 ) -> None:
     """Write RUN_DIR/report.html again from the run folder, print its path, and open it with --open."""
+    from .._walk import is_run_folder
     from ..report import write_report
 
+    if not run_dir.is_dir() or not is_run_folder(run_dir):
+        raise InputError(f"{shown(run_dir)} is not a run folder (no manifest.json written by r3con): show writes "
+                         "report.html only into run folders; pass one, e.g. r3con-runs/<run>")
     path = write_report(run_dir)
     print(path)
     if open_it:
