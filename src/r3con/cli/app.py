@@ -139,7 +139,11 @@ def run(
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
         prices_file=prices, log_calls=log_calls, unverified=unverified,
     )
-    if question_file is not None and question is not None:  # with --question-file every argument is a path
+    warn_unknown_variables()
+    if question_file is not None and question is not None:  # with --question-file every argument is a path...
+        if not _names_input(question):  # ...unless it names nothing: then it was meant as the question
+            raise InputError(f"the question is given twice: as the argument {question!r} and with --question-file "
+                             f"{shown(question_file)}; give it one way (the arguments after it are the documents)")
         paths = [question, *(paths or [])]
         question = None
     question = read_question(question, question_file)
@@ -155,6 +159,7 @@ def run(
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
     settings.require_endpoint()
+    warn_many_rounds(settings.rounds)
     with interrupt_sends_nothing():
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
     if plan is not None:
@@ -191,6 +196,35 @@ def run(
         print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
     report_line(result, quiet=quiet)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
+
+
+MANY_ROUNDS = 4  # the paper's runs use 2 rounds; notes settle by the third or fourth
+
+
+def warn_many_rounds(rounds: int) -> None:
+    """A warning for more relevance rounds than the method needs: each is one call per document part."""
+    if rounds > MANY_ROUNDS:
+        print(f"r3con: warning: --rounds {rounds} is more than the method needs (2 by default; notes settle by "
+              f"round {MANY_ROUNDS}), and each round is one call per document part; running {rounds} as asked, "
+              "Ctrl-C stops it and --resume continues", file=sys.stderr)
+
+
+def warn_unknown_variables() -> None:
+    """A warning line for each R3CON_* variable that r3con does not read."""
+    from ..config import unknown_variables
+
+    for line in unknown_variables():
+        print(f"r3con: warning: {line}", file=sys.stderr)
+
+
+def _names_input(spec: str) -> bool:
+    """Whether `spec` names an existing path (a link too, even a broken one) or a glob that matches one."""
+    import glob
+    import os
+
+    if os.path.lexists(os.path.expanduser(spec)):
+        return True
+    return glob.has_magic(spec) and bool(glob.glob(os.path.expanduser(spec), recursive=True))
 
 
 def report_line(outcome: object, *, quiet: bool = False) -> None:
@@ -310,11 +344,13 @@ def estimate(
     from ..estimate import sample as sample_calls
     from ..llm.tokenize import make_counter
 
+    warn_unknown_variables()
     settings = Settings.resolve(
         base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
         notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
     )
+    warn_many_rounds(settings.rounds)
     if sample < 0:
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
     if sample:
