@@ -249,6 +249,9 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     run_dir.write_json("manifest.json", manifest)
     _write_documents(run_dir, docs)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
+    note = getattr(progress, "note", None)  # a Progress written before notes has none
+    if llm.retrier is not None and note is not None:
+        llm.retrier.subscribe(note)
     failures: list[Failure] = []
     fallbacks: list[dict[str, str]] = []  # manifest.json and result.json keep them (fallback())
     manifest["fallbacks"] = fallbacks
