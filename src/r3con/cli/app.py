@@ -149,10 +149,14 @@ def run(
     question = read_question(question, question_file)
     plan = None
     if resume is not None:
-        from ..resume import check_question, check_settings, check_sources, read_resume
+        from ..resume import check_question, check_settings, locate_sources, read_resume
 
         plan = read_resume(resume)
-        question, paths = check_question(plan, question), paths or check_sources(plan)
+        question = check_question(plan, question)
+        if not paths:
+            paths, moved = locate_sources(plan)
+            if moved and not quiet:
+                print(f"r3con: {moved}", file=sys.stderr)
         check_settings(plan, flags)
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
@@ -163,9 +167,10 @@ def run(
     with interrupt_sends_nothing():
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
     if plan is not None:
-        from ..resume import check_documents
+        from ..resume import carried_inputs, check_documents
 
         check_documents(plan, corpus.documents)
+        corpus = dataclasses.replace(corpus, inputs=carried_inputs(plan, corpus.inputs))
     progress = make_progress(quiet)
     interrupted: KeyboardInterrupt | None = None
     try:
