@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 
 def shown(path: str | Path) -> str:
-    """`path` as text that prints and encodes anywhere: bytes that are not UTF-8 written as \\xNN."""
+    """`path` as text that prints and encodes anywhere, on one line: bytes that are not UTF-8, and control
+    characters (a newline in a name would break a one-line message), written as \\xNN."""
     text = str(path)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "backslashreplace")
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return text
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)

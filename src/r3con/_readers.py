@@ -134,25 +134,34 @@ def decode_text(raw: bytes) -> tuple[str, str | None, str | None]:
 
 
 _MAX_STRAY_NUL_SHARE = 100  # at most one byte in this many may be a NUL for the rest to be read as text
-_WIDE = ("utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be")
+# (encoding, width, bytes of each character that are NUL in Latin-script text, the byte that never is)
+_WIDE = (("utf-32-le", 4, (2, 3), 0), ("utf-32-be", 4, (0, 1), 3), ("utf-16-le", 2, (1,), 0), ("utf-16-be", 2, (0,), 1))
 
 
 def _wide_encoding(raw: bytes) -> str | None:
-    """UTF-32 or UTF-16 (without a byte order mark) that `raw` decodes to as readable text, or None."""
-    for encoding in _WIDE:
-        width = 4 if "32" in encoding else 2
+    """UTF-32 or UTF-16 (without a byte order mark) that `raw` decodes to as readable text, or None.
+
+    Wide text of Latin script has its NUL bytes in the same places of every character (the high byte of
+    each UTF-16 unit), and none elsewhere; UTF-8 text with a stray NUL does not."""
+    sample = raw[:65536]
+    for encoding, width, places, low in _WIDE:
         if len(raw) % width:
             continue
-        head = raw[:8192].decode(encoding, errors="ignore")  # ignore: the head may end inside a character
-        if not head or "\x00" in head:
+        columns = [sample[i::width] for i in range(width)]
+        if not all(columns):
             continue
+        zero = [c.count(0) / len(c) for c in columns]
+        if min(zero[i] for i in places) < 0.3 or zero[low] > 0.05:
+            continue
+        head = sample[: len(sample) - len(sample) % width].decode(encoding, errors="ignore")
         readable = sum(1 for c in head if c.isprintable() or c in "\n\r\t")
-        if readable >= 0.97 * len(head):
-            try:
-                raw.decode(encoding)
-            except UnicodeDecodeError:
-                continue
-            return encoding
+        if "\x00" in head or readable < 0.97 * len(head):
+            continue
+        try:
+            raw.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        return encoding
     return None
 
 
