@@ -6,7 +6,8 @@ For each size it writes one plain-text file of English-like paragraphs (with som
 the text is not pure ASCII) and times, in a fresh process each, `r3con estimate` on it (reading,
 decoding, splitting at the default 32,768-token window, rendering and counting every part): median
 and max wall seconds over `--repeat` runs, the seconds per MB, and the ratio to the smallest size
-(linear work keeps seconds per MB flat). Peak RSS is the child's high-water mark, also as a multiple
+(linear work keeps seconds per MB flat); CPU seconds (user + system) are the child's, steadier than
+wall time on a shared machine. Peak RSS is the child's high-water mark, also as a multiple
 of the file size. Then, unless --no-interrupt, it starts the same estimate on the largest file,
 sends SIGINT after 1, 2 and 3 s (one run each) and times how long the process takes to exit after
 the signal, and its exit code (130 expected, no traceback).
@@ -51,15 +52,15 @@ def estimate_cmd(path: Path) -> list[str]:
     return [sys.executable, "-m", "r3con", "estimate", "How many letters were sent?", str(path), "--json"]
 
 
-def timed(path: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MB, exit code) of one estimate in a fresh process."""
+def timed(path: Path) -> tuple[float, float, int, float]:
+    """(wall seconds, peak RSS in MB, exit code, CPU seconds) of one estimate in a fresh process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     started = time.perf_counter()
     proc = subprocess.Popen(estimate_cmd(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, rusage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, rusage.ru_maxrss / 1024, proc.returncode
+    return wall, rusage.ru_maxrss / 1024, proc.returncode, rusage.ru_utime + rusage.ru_stime
 
 
 def interrupt(path: Path, after_s: float) -> tuple[float, int | None, str]:
@@ -95,11 +96,12 @@ def main() -> None:
             path = Path(tmp) / f"big-{mb}mb.txt"
             make_file(path, mb)
             runs = [timed(path) for _ in range(args.repeat)]
-            walls = [w for w, _, _ in runs]
-            if any(code != 0 for _, _, code in runs):
-                print(f"warning: estimate on {mb} MB exited {[c for _, _, c in runs]}", file=sys.stderr)
-            rss = max(r for _, r, _ in runs)
+            walls = [w for w, _, _, _ in runs]
+            if any(code != 0 for _, _, code, _ in runs):
+                print(f"warning: estimate on {mb} MB exited {[c for _, _, c, _ in runs]}", file=sys.stderr)
+            rss = max(r for _, r, _, _ in runs)
             rows.append({"mb": mb, "median_s": statistics.median(walls), "max_s": max(walls),
+                         "cpu_s": statistics.median(c for _, _, _, c in runs),
                          "s_per_mb": statistics.median(walls) / mb, "peak_rss_mb": rss, "rss_per_file": rss / mb})
             path.unlink()
         stops = []
@@ -115,9 +117,10 @@ def main() -> None:
     if args.json:
         print(json.dumps({"sizes": rows, "interrupts": stops}))
         return
-    print(f"{'MB':>5} {'median s':>9} {'max s':>7} {'s/MB':>7} {'ratio':>6} {'peak RSS MB':>12} {'RSS/file':>9}")
+    print(f"{'MB':>5} {'median s':>9} {'max s':>7} {'CPU s':>6} {'s/MB':>7} {'ratio':>6} {'peak RSS MB':>12} "
+          f"{'RSS/file':>9}")
     for r in rows:
-        print(f"{r['mb']:>5} {r['median_s']:>9.2f} {r['max_s']:>7.2f} {r['s_per_mb']:>7.3f} "
+        print(f"{r['mb']:>5} {r['median_s']:>9.2f} {r['max_s']:>7.2f} {r['cpu_s']:>6.2f} {r['s_per_mb']:>7.3f} "
               f"{r['ratio_s_per_mb']:>6.2f} {r['peak_rss_mb']:>12.0f} {r['rss_per_file']:>9.1f}")
     for s in stops:
         print(f"SIGINT after {s['after_s']:.0f} s: exited {s['exit_s']:.2f} s later, code {s['code']}: {s['line']}")

@@ -10,6 +10,7 @@ schema that lead a short document's prompt) is counted as cached.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -160,6 +161,7 @@ async def estimate_run(
     rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
     pop_instr = render("populate", task=task, schema="", notes="").text
     bodies = [render("document", doc=p).text for p in parts]
+    await asyncio.sleep(0)  # a point where Ctrl-C (which cancels the task) ends a large estimate
     counted = await counter.count([system, rel_instr, pop_instr, task, *bodies])
     scale = a.token_scale
     sys_t, rel_t, pop_t, task_t = (round((c + PER_MESSAGE) * scale) for c in counted[:4])

@@ -20,6 +20,10 @@ def main() -> None:
         from .app import app
 
         plain_command(app)(prog_name="r3con")
+    except SystemExit as exc:
+        if exc.code == 130 and _typer_swallowed_an_interrupt(exc):  # Ctrl-C where no command said what it kept
+            print(NOTHING_SENT, file=sys.stderr)
+        raise
     except R3conError as exc:
         print(error_line(exc), file=sys.stderr)
         _report_line(exc, quiet=getattr(exc, "quiet", False))
@@ -52,6 +56,17 @@ def error_line(exc: BaseException) -> str:
     saved = f"with {folder / 'error.json'}, which holds the traceback" if folder is not None else \
         "set R3CON_DEBUG=1 for the traceback"
     return f"r3con: internal error: {type(exc).__name__}: {exc} (a bug in r3con: please report it, {saved})"
+
+
+def _typer_swallowed_an_interrupt(exc: SystemExit) -> bool:
+    """Whether typer turned a KeyboardInterrupt into this exit 130 (the commands' own handling of Ctrl-C
+    prints its line and exits without a cause)."""
+    link: BaseException | None = exc.__context__
+    while link is not None:
+        if isinstance(link.__cause__, KeyboardInterrupt):
+            return True
+        link = link.__context__
+    return False
 
 
 def _report_line(exc: BaseException, quiet: bool) -> None:

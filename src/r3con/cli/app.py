@@ -190,6 +190,11 @@ def run(
         print(interrupted_line(interrupted), file=sys.stderr)
         report_line(interrupted, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
+    with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
+        _print_run(result, as_json, quiet, strict)
+
+
+def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
     print_result(result.summary(), as_json)
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
