@@ -9,7 +9,6 @@ changes what the run computes are refused, and nothing of the earlier run is ove
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .config import Settings
-from .corpus import Document
+from .corpus import Document, text_sha256
 from .errors import ConfigError, InputError
 from .inputs import DuplicateInput, ExcludedInput, Inputs, SkippedInput, UnreadableInput
 
@@ -47,7 +46,7 @@ class ResumePlan:
 
 def content_hash(text: str) -> str:
     """The SHA-256 of a document's text, kept in the manifest so a resume can tell the files changed."""
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return text_sha256(text)
 
 
 def read_resume(run_dir: Path) -> ResumePlan:

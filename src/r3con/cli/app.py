@@ -21,6 +21,7 @@ from ..display import cached_line, make_progress, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._question import read_question
+from ._warnings import warn_many_rounds, warn_unknown_variables
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -206,25 +207,6 @@ def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
         print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
     report_line(result, quiet=quiet)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
-
-
-MANY_ROUNDS = 4  # the paper's runs use 2 rounds; notes settle by the third or fourth
-
-
-def warn_many_rounds(rounds: int) -> None:
-    """A warning for more relevance rounds than the method needs: each is one call per document part."""
-    if rounds > MANY_ROUNDS:
-        print(f"r3con: warning: --rounds {rounds} is more than the method needs (2 by default; notes settle by "
-              f"round {MANY_ROUNDS}), and each round is one call per document part; running {rounds} as asked, "
-              "Ctrl-C stops it and --resume continues", file=sys.stderr)
-
-
-def warn_unknown_variables() -> None:
-    """A warning line for each R3CON_* variable that r3con does not read."""
-    from ..config import unknown_variables
-
-    for line in unknown_variables():
-        print(f"r3con: warning: {line}", file=sys.stderr)
 
 
 def _names_input(spec: str) -> bool:
