@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import glob
 import json
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -144,7 +146,8 @@ def run(
     if question_file is not None and question is not None:  # with --question-file every argument is a path...
         if not _names_input(question):  # ...unless it names nothing: then it was meant as the question
             raise InputError(f"the question is given twice: as the argument {question!r} and with --question-file "
-                             f"{shown(question_file)}; give it one way (the arguments after it are the documents)")
+                             f"{shown(question_file)}; give it one way (with --question-file every argument is a document path, "
+                             "and this one names no file)")
         paths = [question, *(paths or [])]
         question = None
     question = read_question(question, question_file)
@@ -211,9 +214,6 @@ def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
 
 def _names_input(spec: str) -> bool:
     """Whether `spec` names an existing path (a link too, even a broken one) or a glob that matches one."""
-    import glob
-    import os
-
     if os.path.lexists(os.path.expanduser(spec)):
         return True
     return glob.has_magic(spec) and bool(glob.glob(os.path.expanduser(spec), recursive=True))
