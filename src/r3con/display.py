@@ -57,6 +57,9 @@ class PlainProgress:
     def usage(self, total: Usage) -> None:
         self._usage = total
 
+    def note(self, line: str) -> None:
+        self._line(line)
+
     def close(self) -> None:
         pass
 
@@ -100,6 +103,12 @@ class LiveProgress:
 
     def usage(self, total: Usage) -> None:
         self._usage = total
+
+    def note(self, line: str) -> None:
+        if self._tasks:  # on the current stage's line, until its next step replaces it
+            self._progress.update(list(self._tasks.values())[-1], usage=line)
+        else:
+            self._progress.console.print(line)
 
     def close(self) -> None:
         self._progress.stop()

@@ -62,6 +62,7 @@ class ProviderError(R3conError):
         self.body = body
         self.endpoint = endpoint
         self.retry_after = retry_after  # seconds the endpoint asked us to wait (Retry-After), if it said
+        self.proxy: str | None = None  # the proxy the connection went through and failed at, if any
 
 
 class ContextTooLong(ProviderError):

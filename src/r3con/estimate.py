@@ -10,6 +10,7 @@ schema that lead a short document's prompt) is counted as cached.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from typing import Any
 
 from ._prompts import render
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import part_budget, stage_options
@@ -141,7 +142,7 @@ async def estimate_run(
     prices = prices or PriceTable.load(settings.prices_file)
     model = model or settings.model or "unknown"
     window = settings.context_window or DEFAULT_CONTEXT_WINDOW
-    parts = split_documents(documents, part_budget(settings, window))
+    parts = await split_documents_async(documents, part_budget(settings, window))
     options = stage_options(settings, window)
     budget = options.relevance.notes_budget
     n = len(parts)
@@ -160,6 +161,7 @@ async def estimate_run(
     rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
     pop_instr = render("populate", task=task, schema="", notes="").text
     bodies = [render("document", doc=p).text for p in parts]
+    await asyncio.sleep(0)  # a point where Ctrl-C (which cancels the task) ends a large estimate
     counted = await counter.count([system, rel_instr, pop_instr, task, *bodies])
     scale = a.token_scale
     sys_t, rel_t, pop_t, task_t = (round((c + PER_MESSAGE) * scale) for c in counted[:4])
@@ -288,7 +290,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     base = base or Assumptions()
     async with build_llm(settings) as stack:
         window = settings.context_window or stack.endpoint.context_window
-        parts = split_documents(documents, part_budget(settings, window))
+        parts = await split_documents_async(documents, part_budget(settings, window))
         k = max(1, min(count, len(parts)))
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
         places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]

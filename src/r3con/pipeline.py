@@ -13,7 +13,7 @@ from typing import Any
 from ._fanout import DOCUMENT_ERRORS, check_failed_share
 from .artifacts import RunDir
 from .config import Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
@@ -206,7 +206,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     started = time.perf_counter()
     window = llm.endpoint.context_window
     part_tokens = part_budget(settings, window)
-    parts = split_documents(docs, part_tokens)
+    parts = await split_documents_async(docs, part_tokens)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
@@ -216,6 +216,9 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
     reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
                        run_dir.path, parts, new_schema=settings.new_schema)
     ask = reuse.bind(llm, replayed)  # the endpoint, or an earlier run's reply to the same request
+    note = getattr(progress, "note", None)  # a Progress written before notes has none
+    if llm.retrier is not None and note is not None:
+        llm.retrier.subscribe(note)
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:

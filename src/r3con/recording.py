@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import traceback
@@ -190,7 +191,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
+            {"doc": d.number, "title": d.title, "source": d.source, **_absolute(d.source), "chars": len(d.text),
              "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
              "parts": sum(1 for p in parts if p.number == d.number)}
             for d in docs
@@ -218,3 +219,8 @@ def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
     run_dir.write_text("documents.jsonl", "".join(
         json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
         for d in docs))
+
+
+def _absolute(source: str) -> dict[str, str]:
+    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it."""
+    return {} if source.startswith("<") else {"path": os.path.abspath(source)}

@@ -18,6 +18,7 @@ from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Re
 from .output import OutputChecked
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
+from .replay import Replayed, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
@@ -94,6 +95,9 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
+        replies = replies_in(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
+        if replies:
+            stack = Replayed(stack, replies)
         cache: CallCache | None = None
         if settings.cache and settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
