@@ -18,7 +18,7 @@ from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Re
 from .output import OutputChecked
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
-from .replay import Replayed, replies_in
+from .replay import FolderReplies, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
@@ -56,7 +56,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
-    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, output checks, retries, rate and
+    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a resumed folder's own replies (`FolderReplies`), output checks, retries, rate and
     concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
@@ -97,7 +97,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
         replies = replies_in(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
         if replies:
-            stack = Replayed(stack, replies)
+            stack = FolderReplies(stack, replies)
         cache: CallCache | None = None
         if settings.cache and settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
