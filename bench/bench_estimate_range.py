@@ -83,8 +83,8 @@ def one(size: int, draw: int, samples: list[int], chars: int, confidence: float)
 
 def summary(rows: list[dict[str, Any]], confidence: float) -> list[str]:
     """The coverage table: per corpus, N and arrangement (and all together)."""
-    out = [f"| D | --sample | relevant parts | draws | calls inside | prompt tokens inside | both inside | "
-           f"median error of expected calls | median error of expected prompt tokens | median range (prompt tokens) |",
+    out = ["| D | --sample | relevant parts | draws | calls inside | prompt tokens inside | both inside | "
+           "median error of expected calls | median error of expected prompt tokens | median range (prompt tokens) |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     sizes = sorted({r["D"] for r in rows})
     samples = sorted({int(n) for r in rows for n in r["estimates"]})

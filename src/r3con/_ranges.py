@@ -153,15 +153,12 @@ class Interval:
 
 
 def interval(values: list[float], expected: float, confidence: float) -> Interval:
-    """The central `confidence` of `values`, widened to hold `expected` if it falls outside."""
+    """The central `confidence` of `values` (the draws at or just outside its bounds, so that a figure
+    that comes in whole numbers, as calls do, is not cut between two draws), widened to hold
+    `expected` if it falls outside."""
     ordered = sorted(values)
-    low = _quantile(ordered, (1 - confidence) / 2)
-    high = _quantile(ordered, (1 + confidence) / 2)
-    return Interval(min(low, expected), expected, max(high, expected), _quantile(ordered, 0.5))
-
-
-def _quantile(ordered: list[float], q: float) -> float:
-    at = q * (len(ordered) - 1)
-    below = math.floor(at)
-    above = min(len(ordered) - 1, below + 1)
-    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+    last = len(ordered) - 1
+    low = ordered[math.floor((1 - confidence) / 2 * last)]
+    high = ordered[math.ceil((1 + confidence) / 2 * last)]
+    return Interval(min(low, expected), expected, max(high, expected), ordered[last // 2] if last % 2 == 0
+                    else (ordered[last // 2] + ordered[last // 2 + 1]) / 2)
