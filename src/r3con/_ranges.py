@@ -31,10 +31,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 from statistics import fmean, stdev
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .estimate import Assumptions
+from typing import Any
 
 PRIOR_CV = 0.8  # notes' sizes vary by this share of their mean, until the sample says otherwise
 PRIOR_NOTES = 2  # ... as if two notes had shown it
@@ -72,24 +69,25 @@ class Spread:
                        populated=2 * self.populated, populate_calls=2 * self.populate_calls)
 
 
-def draw(a: Assumptions, spread: Spread, max_steps: int, rng: random.Random) -> Assumptions:
-    """One set of assumptions the sample is consistent with."""
+def draw(spread: Spread, note_tokens: int, growth: int, max_steps: int, rng: random.Random) -> dict[str, Any]:
+    """One set of assumptions the sample is consistent with, as the `estimate.Assumptions` fields it sets
+    (`note_tokens` and `growth`: the first-round notes' size and its growth to the last round, assumed
+    where the sample saw no note)."""
     parts = sum(n for n, _, _ in spread.strata)
     noted = _noted(rng, spread)
     kept_share = (rng.betavariate(spread.last_noted + 0.5, spread.first_noted - spread.last_noted + 0.5)
                   if spread.first_noted else 1.0)
     kept = _binomial(rng, noted, kept_share)
-    note = _mean_note(rng, spread, noted, a.note_tokens)
-    grown = fmean(rng.choices(spread.growth, k=len(spread.growth))) if spread.growth else 0.0
-    base_growth = (a.final_note_tokens or a.note_tokens) - a.note_tokens
-    final_note = note + (grown if spread.growth else base_growth)
+    note = _mean_note(rng, spread, noted, note_tokens)
+    grown = fmean(rng.choices(spread.growth, k=len(spread.growth))) if spread.growth else growth
     reasks = rng.gammavariate(max(0, spread.populate_calls - spread.populated) + 0.5, 1.0) / max(1, spread.populated)
-    return replace(
-        a, relevant_share=noted / max(1, parts), final_relevant_share=kept / max(1, parts),
-        note_tokens=max(1, round(note)), final_note_tokens=max(1, round(min(spread.note_cap, final_note))),
-        populate_calls=1.0 + reasks if spread.populated else a.populate_calls,
-        agent_steps=rng.randint(1, max_steps + 1),
-    )
+    drawn: dict[str, Any] = {
+        "relevant_share": noted / max(1, parts), "final_relevant_share": kept / max(1, parts),
+        "note_tokens": max(1, round(note)), "final_note_tokens": max(1, round(min(spread.note_cap, note + grown))),
+        "agent_steps": rng.randint(1, max_steps + 1)}
+    if spread.populated:
+        drawn["populate_calls"] = 1.0 + reasks
+    return drawn
 
 
 def _noted(rng: random.Random, spread: Spread) -> int:

@@ -334,8 +334,10 @@ async def estimate_range(
     async def read(spread: Spread, draws: int) -> tuple[Interval, Interval, Interval | None]:
         rng = random.Random(seed)
         steps = settings.max_steps if settings.reasoning == "code" else 0
+        a = assumptions
+        growth = (a.final_note_tokens or a.note_tokens) - a.note_tokens
         runs = [(await _estimate(task, len(documents), split, settings, counter,
-                                 draw(assumptions, spread, steps, rng), prices, model)).total
+                                 replace(a, **draw(spread, a.note_tokens, growth, steps, rng)), prices, model)).total
                 for _ in range(draws)]
         total = expected.total
         costs = [r.cost_usd for r in runs]
