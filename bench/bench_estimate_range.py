@@ -84,7 +84,8 @@ def one(size: int, draw: int, samples: list[int], chars: int, confidence: float)
 def summary(rows: list[dict[str, Any]], confidence: float) -> list[str]:
     """The coverage table: per corpus, N and arrangement (and all together)."""
     out = ["| D | --sample | relevant parts | draws | calls inside | prompt tokens inside | both inside | "
-           "median error of expected calls | median error of expected prompt tokens | median range (prompt tokens) |",
+           "median error of expected calls | median error of expected prompt tokens (of the draws' median) | "
+           "median range (prompt tokens) |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     sizes = sorted({r["D"] for r in rows})
     samples = sorted({int(n) for r in rows for n in r["estimates"]})
@@ -100,12 +101,14 @@ def summary(rows: list[dict[str, Any]], confidence: float) -> list[str]:
                 both = [a and b for a, b in zip(inside["calls"], inside["prompt_tokens"], strict=True)]
                 errors = {key: statistics.median(abs(r["estimates"][str(n)][key]["expected"] / r["actual"][key] - 1)
                                                  for r in chosen) for key in ("calls", "prompt_tokens")}
+                middle = statistics.median(abs(r["estimates"][str(n)]["prompt_tokens"]["median"]
+                                               / r["actual"]["prompt_tokens"] - 1) for r in chosen)
                 widths = statistics.median((e["high"] - e["low"]) / 2 / e["expected"] for r in chosen
                                            for e in [r["estimates"][str(n)]["prompt_tokens"]])
                 label = f"**{arrangement}**" if arrangement == "all" else arrangement
                 out.append(f"| {size} | {n} | {label} | {len(chosen)} | {_share(inside['calls'])} | "
                            f"{_share(inside['prompt_tokens'])} | {_share(both)} | {errors['calls']:.1%} | "
-                           f"{errors['prompt_tokens']:.1%} | ±{widths:.0%} |")
+                           f"{errors['prompt_tokens']:.1%} ({middle:.1%}) | ±{widths:.0%} |")
     out.append(f"(stated confidence {confidence:.0%}; 'inside': low <= actual <= high)")
     return out
 
