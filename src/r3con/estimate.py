@@ -10,6 +10,7 @@ schema that lead a short document's prompt) is counted as cached.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from typing import Any
 from ._prompts import render
 from ._ranges import Interval, Spread, draw, interval
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import part_budget, stage_options
@@ -168,7 +169,7 @@ async def estimate_run(
 
     Each call is placed by the planner the stages use (`stages.plan`), assuming that the endpoint's
     cache keeps what it is sent (so every probe finds its document)."""
-    return await _estimate(task, len(documents), _Parts.of(documents, settings), settings,
+    return await _estimate(task, len(documents), await _Parts.of(documents, settings), settings,
                            counter or EstimateCounter(), assumptions or Assumptions(),
                            prices or PriceTable.load(settings.prices_file), model)
 
@@ -181,9 +182,9 @@ class _Parts:
     bodies: tuple[str, ...]
 
     @classmethod
-    def of(cls, documents: Sequence[Document], settings: Settings) -> _Parts:
+    async def of(cls, documents: Sequence[Document], settings: Settings) -> _Parts:
         window = settings.context_window or DEFAULT_CONTEXT_WINDOW
-        parts = split_documents(documents, part_budget(settings, window))
+        parts = await split_documents_async(documents, part_budget(settings, window))
         return cls(parts, tuple(render("document", doc=p).text for p in parts))
 
 
@@ -209,6 +210,7 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
     system = render("reader_system").text
     rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
     pop_instr = render("populate", task=task, schema="", notes="").text
+    await asyncio.sleep(0)  # a point where Ctrl-C (which cancels the task) ends a large estimate
     counted = await counter.count([system, rel_instr, pop_instr, task, *split.bodies])
     scale = a.token_scale
     sys_t, rel_t, pop_t, task_t = (round((c + PER_MESSAGE) * scale) for c in counted[:4])
@@ -326,7 +328,7 @@ async def estimate_range(
     sampled get no range."""
     counter = _Remembered(counter or EstimateCounter())
     prices = prices or PriceTable.load(settings.prices_file)
-    split = _Parts.of(documents, settings)
+    split = await _Parts.of(documents, settings)
     expected = await _estimate(task, len(documents), split, settings, counter, assumptions, prices, model)
     spread = assumptions.spread
     if spread is None:
@@ -396,7 +398,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     base = base or Assumptions()
     async with build_llm(settings) as stack:
         window = settings.context_window or stack.endpoint.context_window
-        parts = split_documents(documents, part_budget(settings, window))
+        parts = await split_documents_async(documents, part_budget(settings, window))
         k = max(1, min(count, len(parts)))
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
         places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]
