@@ -337,7 +337,8 @@ def estimate(
     prices: Prices = None,
     note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
     agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
-    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint)")] = 0,
+    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint), and give a range")] = 0,
+    confidence: Annotated[float, typer.Option("--confidence", help="With --sample: the share of runs the range is meant to hold (0.5 to 0.99)")] = 0.9,
     tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
     base_url: BaseUrl = None,
@@ -347,7 +348,7 @@ def estimate(
     include_hidden: IncludeHidden = False,
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
-    from ..estimate import Assumptions, estimate_run
+    from ..estimate import Assumptions, estimate_range, estimate_run
     from ..estimate import sample as sample_calls
     from ..llm.tokenize import make_counter
 
@@ -360,6 +361,8 @@ def estimate(
     warn_many_rounds(settings.rounds)
     if sample < 0:
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
+    if not 0.5 <= confidence <= 0.99:
+        raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
     if sample:
         settings.require_endpoint()
     if tokenize and not (settings.base_url and settings.model):
@@ -377,6 +380,8 @@ def estimate(
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
                 measured_settings = dataclasses.replace(settings, context_window=window)
+                return await estimate_range(question, documents, measured_settings, assumptions, counter=counter,
+                                            confidence=confidence)
             return await estimate_run(question, documents, measured_settings, counter=counter,
                                       assumptions=assumptions)
         finally:
@@ -405,6 +410,12 @@ def print_estimate(result: Any) -> None:
         table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
     console = Console()
     console.print(table)
+    if result.range is not None:
+        for line in result.range.lines():
+            console.print(line, markup=False)
+    else:
+        console.print("No range: the figures rest on assumed sizes; --sample N measures them and gives a range.",
+                      markup=False)
     console.print("Assumptions:")
     for line in result.assumptions:
         console.print(f"- {line}", markup=False)
