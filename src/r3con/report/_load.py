@@ -164,6 +164,7 @@ def load(path: Path) -> dict[str, Any]:
         "error": folder.json("error.json"),
         "evidence": [e for e in _list(result.get("evidence")) if isinstance(e, dict)],
         "unknown_citations": [str(u) for u in _list(result.get("unknown_citations"))],
+        "unsupported_numbers": [str(n) for n in _list(result.get("unsupported_numbers"))],
         "evidence_stats": manifest.get("evidence_stats") or result.get("evidence_stats"),
         "inputs": _dict(manifest.get("inputs")),
         "documents": documents,
@@ -181,6 +182,7 @@ def load(path: Path) -> dict[str, Any]:
         "endpoint": _dict(manifest.get("endpoint")),
         "settings": settings,
         "run": {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
-                                            "layout", "notes_selection", "sandbox") if k in manifest},
+                                            "layout", "notes_selection", "sandbox", "reuse") if k in manifest},
+        "reuse": _dict(_dict(folder.json("reuse.json", {})).get("documents")),
         "problems": folder.problems,
     }

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from .._fanout import DOCUMENT_ERRORS, fan_out
+from .._grounding import Source
 from .._json import NoJSON, extract_json
 from .._prompts import render
 from ..corpus import Document
@@ -26,11 +27,11 @@ from ..errors import OutputError
 from ..evidence import EvidenceStats, Haystack
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
+from ..notes import NotesChoice, NotesSelector, fitting
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, document_messages, reply_excerpt
-from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
-from .notes_select import NotesChoice, NotesSelector, fitting
+from ._evidence import FLAGGED, Unverified, categorical, check, ordered, record_id, unverified, with_passage
+from .messages import SHARED_OVERHEAD, document_messages, reply_excerpt
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
 
@@ -44,6 +45,7 @@ class PopulateResult:
     tables: Mapping[str, tuple[Mapping[str, Any], ...]]
     per_doc: Mapping[str, int]
     failures: tuple[Failure, ...] = ()
+    kept: frozenset[str] = frozenset()  # documents whose earlier records were kept (`PopulateOptions.keep`)
     repaired: int = 0
     reasked: int = 0
     shared_first: int = 0  # documents whose call put the shared instructions before the document
@@ -66,6 +68,8 @@ class PopulateOptions:
     cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     selector: NotesSelector | None = field(default=None, compare=False)
+    keep: Callable[[Document], Mapping[str, list[dict[str, Any]]] | None] | None = field(default=None, compare=False)
+    """`keep(doc)`: an earlier run's records of `doc` (per table) to keep without a call, or None to populate it."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class _DocRecords:
     shared_first: bool = False
     conversation: tuple[Message, ...] = ()  # the messages and the accepted reply, for an evidence re-ask
     evidence_reasked: bool = False
+    kept: bool = False
 
 
 def _validation_message(error: jsonschema.ValidationError) -> str:
@@ -166,14 +171,16 @@ async def _populate_once(
 
 async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, options: PopulateOptions) -> _DocRecords:
     """Locate each record's passage; with `reask`, ask once more for the records whose passage is not found."""
-    hay = Haystack(doc.text)
-    check(result.records, doc, hay)
+    hay, source, skip = Haystack(doc.text), Source(doc.text), categorical(form.schema)
+    check(result.records, doc, hay, skip, source)
     missing = list(unverified(result.records))
     if options.unverified != "reask" or not missing:
         return result
     prompt = render("populate_evidence", records=[
         {"table": name, "index": i, "passage": json.dumps(row["_passage"], ensure_ascii=False)
-                                                if row.get("_passage") else "(no passage given)"}
+                                                if row.get("_passage") else "(no passage given)",
+         "differences": [f"the document says {json.dumps(d['document'], ensure_ascii=False)} where the passage "
+                         f"says {json.dumps(d['record'], ensure_ascii=False)}" for d in row.get("_mismatch") or ()]}
         for name, i, row in missing])
     try:
         completion = await llm.complete(ChatRequest(
@@ -190,8 +197,13 @@ async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, op
     if jsonschema.exceptions.best_match(form.validator.iter_errors(value)) is not None:
         return replace(result, evidence_reasked=True)
     tables = {name: list(value.get(name) or []) for name in form.schema["properties"]}
-    check(tables, doc, hay)
+    check(tables, doc, hay, skip, source)
     return replace(result, records=tables, evidence_reasked=True)
+
+
+def sent_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The schema as population sends it: each record with its passage field."""
+    return with_passage(schema)
 
 
 def stamp(record: Mapping[str, Any], doc: Document) -> dict[str, Any]:
@@ -216,6 +228,10 @@ async def populate(
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     async def one(call: CallPlan) -> _DocRecords:
+        earlier = options.keep(call.doc) if options.keep is not None else None
+        if earlier is not None:
+            return _DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
+                               repaired=False, reasks=0, kept=True)
         return await populate_document(llm, task, form, call, first, options)
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key)
@@ -225,6 +241,7 @@ async def populate(
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []
     repaired = reasked = shared_first = evidence_reasked = 0
+    kept: set[str] = set()
     given: list[dict[str, Any]] = []  # every record the model gave, dropped ones too (for the counts)
     dropped: list[dict[str, Any]] = []
     for doc, result in outcomes:
@@ -238,12 +255,14 @@ async def populate(
                     index += 1
                     record = ordered({**stamp(row, doc), "_id": record_id(doc, index)})
                     given.append(record)
-                    if options.unverified == "drop" and record.get("_match") == "none":
+                    if options.unverified == "drop" and record.get("_match") in FLAGGED:
                         dropped.append({**record, "_table": name})
                         continue
                     tables[name].append(record)
                     count += 1
         per_doc[doc.key] = count
+        if result.kept:
+            kept.add(doc.key)
         repaired += int(result.repaired)
         reasked += result.reasks
         shared_first += int(result.shared_first)
@@ -251,6 +270,6 @@ async def populate(
     return PopulateResult(
         tables=MappingProxyType({k: tuple(v) for k, v in tables.items()}),
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
-        shared_first=shared_first, dropped=tuple(dropped),
+        shared_first=shared_first, dropped=tuple(dropped), kept=frozenset(kept),
         evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
     )

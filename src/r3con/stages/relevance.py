@@ -2,7 +2,7 @@
 
 From round 2 on, each document is re-read with the previous round's notes of all OTHER documents
 (never its own), labelled with their document numbers and titles. Rounds are barriers. When those
-notes exceed the notes budget, the most relevant go in full and the rest as an index (notes_select);
+notes exceed the notes budget, the most relevant go in full and the rest as an index (`notes`);
 a request refused as too long for the window is retried with half the notes, never cut silently.
 Where each call puts its document is planned before the round's calls go out (`plan`).
 """
@@ -19,10 +19,10 @@ from .._prompts import render
 from ..corpus import Document
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
+from ..notes import Embed, NotesChoice, NotesSelector, Selections, Shown, fitting, note_refs
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, document_messages, note_refs
-from .notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
+from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
@@ -37,11 +37,18 @@ class RelevanceResult:
     failures: tuple[Failure, ...] = ()
     selections: Selections = Selections()
     cache: CacheSeen = CacheSeen()
+    shown: tuple[tuple[Shown, ...], ...] = ()  # per round from the second, what each answered read was shown
+    kept: tuple[frozenset[str], ...] = ()  # per round, the documents whose earlier note was kept (`keep`)
     stopped: bool = False  # `after_round` asked to stop: the rounds are to be planned again (a smaller window)
 
     @property
     def final(self) -> Mapping[str, str]:
         return self.rounds[-1] if self.rounds else MappingProxyType({})
+
+
+Keep = Callable[[Document, int, Mapping[str, str] | None], str | None]
+"""`keep(doc, round, shown)`: the note an earlier run's read of `doc` wrote in `round`, to keep without a
+call, or None to read it; `shown`: the notes (key -> text) the read would be shown in full (None in round 1)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class RelevanceOptions:
     notes_budget: int | None = None
     placement: Placement = Placement()
     embed: Embed | None = field(default=None, compare=False)
+    keep: Keep | None = field(default=None, compare=False)  # an earlier run's note to keep instead of a read
+
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,8 @@ class _Read:
     note: str
     seen: Seen
     selections: Selections
+    shown: Shown | None = None
+    kept: bool = False
 
 
 def parse_note(text: str) -> str:
@@ -82,6 +93,8 @@ async def extract_relevance(
     many failed) or return True to stop here (the result is then `stopped`)."""
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
+    shown: list[tuple[Shown, ...]] = []
+    kept: list[frozenset[str]] = []
     failures: list[Failure] = []
     selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
@@ -90,6 +103,7 @@ async def extract_relevance(
         sent, seen = await round_.run(seen)
         notes: dict[str, str] = {}
         failed: list[Failure] = []
+        round_shown: list[Shown] = []
         for doc in docs:  # corpus order
             outcome = sent[doc.key]
             if isinstance(outcome, Failure):
@@ -99,14 +113,20 @@ async def extract_relevance(
             else:
                 notes[doc.key] = outcome.note
                 selections += outcome.selections
+                if outcome.shown is not None:
+                    round_shown.append(outcome.shown)
         selections += round_.planned
+        kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         rounds.append(MappingProxyType(notes))
         failures += failed
+        if previous is not None:
+            shown.append(tuple(round_shown))
         previous = notes
         if after_round is not None and after_round(failed):
             return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections,
-                                   cache=seen, stopped=True)
-    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen)
+                                   cache=seen, shown=tuple(shown), kept=tuple(kept), stopped=True)
+    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen,
+                           shown=tuple(shown), kept=tuple(kept))
 
 
 async def reread(llm: LLM, task: str, docs: Sequence[Document], notes: Mapping[str, str],
@@ -171,9 +191,15 @@ class _Round:
     async def _read(self, call: CallPlan) -> _Read:
         """One call; when it is too long for the window, again with half the notes, down to none."""
         doc, selector = call.doc, self.selector
-        if selector is None:
+        first = self.choices.get(doc.key)
+        if self.options.keep is not None:
+            shown = None if first is None else {k: (self.previous or {})[k] for k in first.full}
+            earlier = self.options.keep(doc, self.round_no, shown)
+            if earlier is not None:
+                return _Read(earlier, Seen(0, 0, 0.0), Selections(), None if first is None else
+                             Shown.of(doc.key, self.round_no, first, first.text), kept=True)
+        if selector is None or first is None:
             return _Read(*await self._ask(call, None), Selections())
-        first = self.choices[doc.key]
         tries: list[NotesChoice] = []
 
         async def once(choice: NotesChoice) -> _Read:
@@ -182,7 +208,8 @@ class _Round:
             notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
             note, seen = await self._ask(placed, notes)
             return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
-                                                shared_first=int(placed.shared_first)))
+                                                shared_first=int(placed.shared_first)),
+                         Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries)))
 
         async def fewer(budget: int) -> NotesChoice:
             tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))

@@ -19,10 +19,10 @@ from .._prompts import render
 from ..errors import OutputError
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ._common import reply_excerpt
+from .messages import reply_excerpt
 
 STAGE = "schema"
-SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match")  # population adds these
+SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match", "_mismatch", "_ungrounded")  # population adds these
 
 
 class SchemaProblem(ValueError):
