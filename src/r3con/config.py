@@ -53,6 +53,8 @@ class Settings:
     cache_breakpoints: Literal["auto", "on", "off"] = "auto"
     notes_budget_tokens: int | None = None
     notes_ranking: Literal["auto", "bm25", "embeddings"] = "auto"  # auto: embeddings if --embedding-model is set
+    reuse: Literal["exact", "approximate", "off"] = "exact"  # what a run takes from earlier runs of its question (`reuse`)
+    new_schema: bool = False  # --reuse approximate: propose a new schema rather than keep the earlier run's
     max_cost_usd: float | None = None
     batch: bool = False
     batch_poll_s: float = 30.0

@@ -84,6 +84,11 @@ class SandboxError(R3conError):
 class DiskFull(R3conError):
     """The disk ran out of space while r3con wrote the run folder or its cache."""
 
+    def __init__(self, message: str, *, run_dir: Path | None = None, stage: str | None = None):
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.stage = stage
+
 
 class RunFailed(R3conError):
     """The run cannot produce a meaningful answer."""

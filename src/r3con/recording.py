@@ -96,6 +96,10 @@ class RunRecord:
         self.llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
         self.run_dir.write_json("schema.json", proposal.schema)
 
+    def kept_schema(self, schema: Mapping[str, Any]) -> None:
+        """The schema of an earlier run of the question, kept (`--reuse approximate`)."""
+        self.run_dir.write_json("schema.json", schema)
+
     def records(self, filled: PopulateResult) -> None:
         """The records, per table and as CSV, the records left out, and how their passages were found."""
         self.failures += filled.failures
@@ -114,6 +118,12 @@ class RunRecord:
         self.run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
                                                     "isolation": answer.isolation,
                                                     "steps": [s.to_dict() for s in answer.steps]})
+
+    def reuse(self, decisions: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
+        """What came from earlier runs of the question: per document and stage in reuse.json, in sum in
+        the manifest."""
+        self.run_dir.write_json("reuse.json", dict(decisions))
+        self.manifest["reuse"] = dict(summary)
 
     def degraded(self) -> Inputs:
         """The inputs' account with the documents that failed a stage."""
@@ -148,9 +158,7 @@ class RunRecord:
             self.run_dir.write_json("error.json", record)
             self._save()
         if is_disk_full(exc):
-            full = disk_full(self.run_dir.path, exc)
-            full.run_dir, full.stage = self.run_dir.path, stage
-            return full
+            return disk_full(self.run_dir.path, exc, stage)
         return exc
 
     def _save(self) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from r3con.display import PlainProgress
 from r3con.errors import ProviderError
-from r3con.llm.replay import Replayed, replies_in
+from r3con.llm.replay import FolderReplies, replies_in
 from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
@@ -91,7 +91,7 @@ async def test_a_recorded_reply_is_served_and_an_unusable_one_asked_again(tmp_pa
     cut = ChatRequest(messages=(Message("user", "long"),), stage="relevance", model="m")
     log.write_text(_record(REQUEST, "a note") + "\n" + _record(cut, "half a no", finish_reason="length") + "\n")
     inner = ScriptedLLM(default=Completion(content="fresh", finish_reason="stop", model="m", usage=Usage(calls=1)))
-    layer = Replayed(inner, replies_in(log))
+    layer = FolderReplies(inner, replies_in(log))
     served = await layer.complete(REQUEST)
     assert served.content == "a note" and served.from_cache and inner.history == []
     assert (await layer.complete(cut)).content == "fresh" and len(inner.history) == 1

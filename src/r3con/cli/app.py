@@ -19,7 +19,7 @@ import typer
 from .._names import shown
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
-from ..display import cached_line, make_progress, usage_line
+from ..display import cached_line, make_progress, reuse_line, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._question import read_question
@@ -140,6 +140,8 @@ def run(
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
+    reuse: Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note enters, populate only changed final notes, keep the schema), off")] = None,
+    new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     from ..pipeline import run as run_pipeline
@@ -151,7 +153,7 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices, log_calls=log_calls, unverified=unverified,
+        prices_file=prices, log_calls=log_calls, unverified=unverified, reuse=reuse, new_schema=new_schema or None,
     )
     warn_unknown_variables()
     if question_file is not None and question is not None:  # with --question-file every argument is a path...
@@ -214,6 +216,8 @@ def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
     if not quiet:
         print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
         print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+        if result.reuse and result.reuse.get("previous_run"):
+            print(f"reuse: {reuse_line(result.reuse)}", file=sys.stderr)
         if result.evidence_stats is not None:
             print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
         print(f"run folder: {result.run_dir}", file=sys.stderr)
@@ -333,7 +337,8 @@ def estimate(
     prices: Prices = None,
     note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
     agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
-    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint)")] = 0,
+    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint), and give a range")] = 0,
+    confidence: Annotated[float, typer.Option("--confidence", help="With --sample: the share of runs the range is meant to hold (0.5 to 0.99)")] = 0.9,
     tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
     base_url: BaseUrl = None,
@@ -343,7 +348,7 @@ def estimate(
     include_hidden: IncludeHidden = False,
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
-    from ..estimate import Assumptions, estimate_run
+    from ..estimate import Assumptions, estimate_range, estimate_run
     from ..estimate import sample as sample_calls
     from ..llm.tokenize import make_counter
 
@@ -356,6 +361,8 @@ def estimate(
     warn_many_rounds(settings.rounds)
     if sample < 0:
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
+    if not 0.5 <= confidence <= 0.99:
+        raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
     if sample:
         settings.require_endpoint()
     if tokenize and not (settings.base_url and settings.model):
@@ -373,6 +380,8 @@ def estimate(
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
                 measured_settings = dataclasses.replace(settings, context_window=window)
+                return await estimate_range(question, documents, measured_settings, assumptions, counter=counter,
+                                            confidence=confidence)
             return await estimate_run(question, documents, measured_settings, counter=counter,
                                       assumptions=assumptions)
         finally:
@@ -401,6 +410,12 @@ def print_estimate(result: Any) -> None:
         table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
     console = Console()
     console.print(table)
+    if result.range is not None:
+        for line in result.range.lines():
+            console.print(line, markup=False)
+    else:
+        console.print("No range: the figures rest on assumed sizes; --sample N measures them and gives a range.",
+                      markup=False)
     console.print("Assumptions:")
     for line in result.assumptions:
         console.print(f"- {line}", markup=False)

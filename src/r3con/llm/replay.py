@@ -43,7 +43,7 @@ def replies_in(calls_log: Path | None) -> dict[str, Completion]:
     return out
 
 
-class Replayed:
+class FolderReplies:
     """Serves a request the run folder already holds a usable reply to; asks the layer below otherwise."""
 
     def __init__(self, inner: LLM, replies: dict[str, Completion]):
