@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 import urllib.parse
@@ -23,6 +24,9 @@ class Settings:
     """Everything a run needs to know, frozen. Build it with `Settings.resolve(...)`."""
 
     base_url: str | None = None
+    base_urls: tuple[str, ...] = ()  # a pool of endpoints (`--base-url` repeated, R3CON_BASE_URLS); base_url is the first
+    pool_file: Path | None = None  # a TOML or JSON file of endpoints, each with its own key, model, weight, concurrency
+    routing_headers: tuple[str, ...] = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")
     api_key: str | None = None
     model: str | None = None
     stage_models: Mapping[str, str] = field(default_factory=dict)
@@ -87,6 +91,8 @@ class Settings:
                 value = str(value)
             elif isinstance(value, Mapping):
                 value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
             out[f.name] = value
         return out
 
@@ -102,6 +108,8 @@ class Settings:
             raw = env.get(f"R3CON_{f.name.upper()}")
             if raw is not None and raw != "":
                 values[f.name] = _parse(f.name, raw, hints[f.name], f"R3CON_{f.name.upper()}")
+        if values.get("base_urls") and not values.get("base_url"):
+            values["base_url"] = values["base_urls"][0]
         values.setdefault("base_url", env.get("OPENAI_BASE_URL") or None)
         values.setdefault("api_key", env.get("OPENAI_API_KEY") or None)
         values.setdefault("organization", env.get("OPENAI_ORG_ID") or None)
@@ -115,6 +123,9 @@ class Settings:
                 raise TypeError(f"unknown setting {name!r}")
             if value is not None:
                 values[name] = _parse(name, value, hints[name], f"--{name.replace('_', '-')}") if isinstance(value, str) else value
+        if overrides.get("base_urls"):  # `--base-url` repeated: the first is the base URL
+            values["base_urls"] = tuple(values["base_urls"])
+            values["base_url"] = values["base_urls"][0]
         values["stage_models"] = stage_models
         if values.get("cache_path") is None:
             values["cache_path"] = default_cache_path(env)
@@ -141,6 +152,10 @@ class Settings:
             raise ConfigError("R3CON_MAX_TOKENS_CAP must be at least 16 reply tokens (default 4096)")
         if self.base_url:
             check_base_url(self.base_url)
+        for url in self.base_urls:
+            check_base_url(url)
+        if self.batch and (len(self.base_urls) > 1 or self.pool_file is not None):
+            raise ConfigError("--batch sends to one endpoint's Batch API; pass one --base-url, not a pool")
         if self.unverified not in ("reask", "keep", "drop"):
             raise ConfigError("--unverified must be 'reask' (once, then keep flagged), 'keep' (flagged) or 'drop'")
         if self.layout not in ("cache", "paper"):
@@ -187,6 +202,21 @@ def check_base_url(base_url: str) -> str:
     return url
 
 
+def endpoint_flags(base_urls: list[str] | None, pool: Path | None = None,
+                   routing_headers: list[str] | None = None) -> dict[str, Any]:
+    """`--base-url` (repeatable: a pool), `--pool FILE` and `--routing-header` (repeatable; `none` sends none)
+    as settings overrides."""
+    urls = tuple(base_urls or ())
+    headers: tuple[str, ...] | None = None
+    if routing_headers:
+        headers = () if [h.lower() for h in routing_headers] == ["none"] else tuple(routing_headers)
+        bad = [h for h in headers if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", h)]
+        if bad:
+            raise ConfigError(f"--routing-header {bad[0]!r} is not an HTTP header name; give one like X-Session-ID")
+    return {"base_url": urls[0] if urls else None, "base_urls": urls or None, "pool_file": pool,
+            "routing_headers": headers}
+
+
 def parse_stage_models(values: list[str] | tuple[str, ...] | None) -> dict[str, str]:
     """`--stage-model STAGE=MODEL` values as {stage: model}; ConfigError on a value of another shape."""
     out: dict[str, str] = {}
@@ -226,6 +256,8 @@ def _parse(name: str, raw: Any, hint: Any, source: str) -> Any:
             if lowered in {"0", "false", "no", "off"}:
                 return False
             raise ValueError("expected true or false")
+        if typing.get_origin(target) is tuple:  # a list: comma- or space-separated
+            return tuple(item for item in re.split(r"[,\s]+", raw) if item)
         if target in (int, float):
             return target(raw)
         if target is Path:

@@ -144,7 +144,9 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
                      "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source},
+                     "context_window_source": stack.endpoint.context_window_source,
+                     **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
+                        if stack.pool is not None else {})},
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
@@ -351,6 +353,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         stage = "finish"
         account = account.with_degraded(failures)
         manifest["inputs"] = account.to_dict()
+        _write_usage(run_dir, llm, manifest)
         _finish_manifest(run_dir, manifest, selections, seen, placement)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
                                   {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
@@ -362,13 +365,12 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
             fallbacks=tuple(fallbacks),
         )
-        _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
         run_dir.write_json("result.json", result.summary())
         (run_dir.path / "error.json").unlink(missing_ok=True)  # an earlier attempt's; the manifest's attempts keep it
     except BaseException as exc:
         def save() -> None:
-            _write_usage(run_dir, llm)
+            _write_usage(run_dir, llm, manifest)
             manifest["inputs"] = account.with_degraded(failures).to_dict()
             _finish_manifest(run_dir, manifest, selections, seen, placement)
 
@@ -466,8 +468,11 @@ def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
         for d in docs))
 
 
-def _write_usage(run_dir: RunDir, llm: LLMStack) -> None:
+def _write_usage(run_dir: RunDir, llm: LLMStack, manifest: dict[str, Any]) -> None:
+    """usage.json: the totals, per stage and (for a pool) per endpoint, which the manifest keeps too."""
     total = llm.ledger.total().to_dict()
     total["by_stage"] = {k: v.to_dict() for k, v in llm.ledger.by_stage().items()}
+    if llm.pool is not None:
+        total["by_endpoint"] = manifest["endpoint"]["pool"] = llm.endpoints()
     total["run_folder_cost_usd"] = spent_in(run_dir.calls_path)  # this attempt and earlier ones (--resume)
     run_dir.write_json("usage.json", total)
