@@ -20,6 +20,7 @@ from .pool import EndpointStats, Pooled, open_pool, pool_entries
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
+from .routers import through_router
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
@@ -75,7 +76,10 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         base = OpenAIChat(settings)
     closing = ExitStack()
     try:
-        endpoint = base.info() if isinstance(base, Pooled) else await base.describe(settings)
+        if isinstance(base, Pooled):
+            endpoint = base.info()
+        else:  # behind a router, the window is asked of its workers (`routers`)
+            endpoint = await through_router(base.endpoint, settings, await base.describe(settings))
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
         stack: LLM = base

@@ -36,6 +36,7 @@ from ..errors import ConfigError, ProviderError
 from .client import OpenAIChat
 from .endpoint import Account, Endpoint
 from .retry import retryable
+from .routers import through_router
 from .routing import SHARED_KEY, routing_key
 from .types import ChatRequest, Completion
 from .window import EndpointInfo, discover
@@ -126,7 +127,7 @@ class EndpointStats:
     time_s: float = 0.0
     documents: int = 0  # document parts it answered at least one call about (calls about none not counted)
     taken_out: int = 0  # times it was taken out of the pool
-    out: bool = False  # whether it was out when the stats were read
+    out: bool = False  # whether it was out when the stats were read: taken out and not answered since
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -179,9 +180,7 @@ class Pooled:
         return EndpointInfo(first.base_url, first.model, smallest.info.context_window, source)
 
     def stats(self) -> tuple[EndpointStats, ...]:
-        now = self._clock()
-        return tuple(replace(m.stats, documents=len(m.served - {SHARED_KEY}), out=m.out_until > now)
-                     for m in self._members)
+        return tuple(replace(m.stats, documents=len(m.served - {SHARED_KEY})) for m in self._members)
 
     def served(self) -> dict[str, frozenset[str]]:
         """The routing keys each endpoint answered at least one call about."""
@@ -249,6 +248,7 @@ class Pooled:
                                completion_tokens=member.stats.completion_tokens + u.completion_tokens,
                                time_s=member.stats.time_s + elapsed)
         member.served.add(key)
+        member.stats = replace(member.stats, out=False)
         member.streak = 0
         member.out_s = OUT_S
 
@@ -265,7 +265,7 @@ class Pooled:
         member.out_until = self._clock() + member.out_s
         member.out_s = min(member.out_s * 2, OUT_MAX_S)
         member.streak = 0
-        member.stats = replace(member.stats, taken_out=member.stats.taken_out + 1)
+        member.stats = replace(member.stats, taken_out=member.stats.taken_out + 1, out=True)
         for key, home in list(self._home.items()):  # its keys move when their next call comes
             if home is member:
                 del self._home[key]
@@ -279,8 +279,12 @@ async def open_pool(settings: Settings, entries: Sequence[PoolEntry]) -> Pooled:
                         Endpoint(e.url, Account(e.api_key if e.api_key is not None else settings.api_key,
                                                 settings.organization, settings.project), timeout_s=timeout))
              for e in entries]
-    infos = await asyncio.gather(*(discover(chat.endpoint, replace(settings, model=e.model or settings.model))
-                                   for chat, e in zip(chats, entries, strict=True)), return_exceptions=True)
+    async def describe(chat: OpenAIChat, entry: PoolEntry) -> EndpointInfo:
+        own = replace(settings, model=entry.model or settings.model)
+        return await through_router(chat.endpoint, own, await discover(chat.endpoint, own))
+
+    infos = await asyncio.gather(*(describe(chat, e) for chat, e in zip(chats, entries, strict=True)),
+                                 return_exceptions=True)
     members, problems = [], []
     for entry, chat, info in zip(entries, chats, infos, strict=True):
         if isinstance(info, BaseException):
