@@ -64,15 +64,15 @@ class Process:
 
 
 @contextmanager
-def llama_servers(n: int, folder: Path, *, slots: int = 4) -> Iterator[list[Process]]:
-    """`n` llama-server processes on free ports, one thread each, `slots` slots of 8,192 tokens."""
+def llama_servers(n: int, folder: Path, *, slots: int = 4, extra: Sequence[str] = ()) -> Iterator[list[Process]]:
+    """`n` llama-server processes on free ports, one thread each, `slots` slots of 8,192 tokens; `extra` options."""
     require_llama()
     started: list[Process] = []
     try:
         for i in range(n):
             port = free_port()
             started.append(Process([str(SERVER), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-                                    "-c", str(8192 * slots), "-np", str(slots), "-t", "1", "--seed", "1"],
+                                    "-c", str(8192 * slots), "-np", str(slots), "-t", "1", "--seed", "1", *extra],
                                    port, folder / f"llama-{i}.log", "/health"))
         yield started
     finally:
