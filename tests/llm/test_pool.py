@@ -93,6 +93,8 @@ async def test_every_call_about_a_document_goes_to_one_endpoint_and_each_endpoin
     assert sum(e["prompt_tokens"] for e in by_endpoint) == usage["prompt_tokens"]
     assert [e["documents"] for e in by_endpoint] == [len(d) for d in docs_of]
     assert manifest["endpoint"]["pool"] == by_endpoint
+    page = result.report.read_text()
+    assert "Per endpoint of the pool" in page and all(s.base_url in page for s in servers)
     assert manifest["endpoint"]["context_window_source"].startswith("pool: the smallest")
 
 
