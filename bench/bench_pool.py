@@ -8,7 +8,7 @@ its affinity policy and r3con's routing key, and three behind a round-robin rout
 Every configuration starts fresh llama-server processes (../shared/llama.cpp, the tiny random-weight model
 whose replies end by themselves, `-c 32768 -np 4 -t 1`, ports 8330-8339), so no cache carries over, and
 runs `r3con run` over the first `--docs` documents of Dracula (../shared/data/dracula) with two relevance
-rounds, direct reasoning and replies capped at 48 tokens. The share is usage.json's cached_tokens over
+rounds, direct reasoning, notes and records capped at 48 tokens (the answer at 512). The share is usage.json's cached_tokens over
 prompt_tokens (what llama.cpp reports in `usage.prompt_tokens_details.cached_tokens`). The routers come
 from PyPI (`vllm-router`, `sglang-router`), found in $R3CON_ROUTER_BIN, .venv-routers/bin or on PATH.
 """
@@ -127,7 +127,7 @@ def r3con_run(urls: list[str], docs: list[Path], folder: Path, concurrency: int,
               watch: threading.Thread | None = None) -> tuple[int, dict, float]:
     """`r3con run` (exit code, usage.json, seconds)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
-    env.update(R3CON_NOTE_MAX_TOKENS="48", R3CON_POPULATE_MAX_TOKENS="48", R3CON_REASON_MAX_TOKENS="48",
+    env.update(R3CON_NOTE_MAX_TOKENS="48", R3CON_POPULATE_MAX_TOKENS="48", R3CON_REASON_MAX_TOKENS="512",
                R3CON_MAX_FAILED_SHARE="1", XDG_CACHE_HOME=str(folder / "xdg"))
     args = [str(Path(sys.executable).parent / "r3con"), "run", TASK, *map(str, docs), "--out", str(folder / "runs"),
             "--no-cache", "--reasoning", "direct", "--quiet", "--json", "--concurrency", str(concurrency),

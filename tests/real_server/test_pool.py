@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 TASK = "Which people are named in the documents, and how old are they?"
 FILLER = " ".join(f"The harbour ledger for week {w} lists cargo, weather and the names of the crew." for w in range(40))
 TEXTS = [(f"Letter {i}", f"Person {i} is {20 + i} years old and lives in town {i}. {FILLER}") for i in range(1, 10)]
-SMALL = dict(note_max_tokens=48, populate_max_tokens=48, reason_max_tokens=48, reasoning="direct",
+SMALL = dict(note_max_tokens=48, populate_max_tokens=48, reason_max_tokens=512, reasoning="direct",
              max_failed_share=1.0, cache=False)
 
 

@@ -57,7 +57,7 @@ async def test_a_run_through_the_router_plans_for_the_workers_window_and_reuses_
         routed, name, policy, tmp_path):
     with routed(name, policy) as (router, _):
         settings = Settings.resolve(env={}, base_url=f"{router.root}/v1", out_dir=tmp_path / "runs", cache=False,
-                                    note_max_tokens=48, populate_max_tokens=48, reason_max_tokens=48,
+                                    note_max_tokens=48, populate_max_tokens=48, reason_max_tokens=512,
                                     reasoning="direct", max_failed_share=1.0)
         async with build_llm(settings) as stack:
             assert stack.endpoint.context_window == 8192, "one slot of the workers, not the model's 32,768"
