@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import json
 import math
+import os
 import time
 import tomllib
 from collections.abc import Sequence
@@ -69,9 +70,8 @@ def pool_entries(settings: Settings, env: dict[str, str] | None = None) -> tuple
 
 
 def read_pool_file(path: Path, env: dict[str, str] | None = None) -> tuple[PoolEntry, ...]:
-    """The endpoints of a pool file: TOML (`[[endpoint]]` tables) or JSON (`{"endpoint": [...]}`)."""
-    import os
-
+    """The endpoints of a pool file: TOML (`[[endpoint]]` tables) or JSON (`{"endpoint": [...]}`); `key_env` names
+    a variable of `env` (default: the process environment, read when the pool opens) that holds the key."""
     env = dict(os.environ) if env is None else env
     try:
         text = path.read_text(encoding="utf-8")
