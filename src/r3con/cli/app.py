@@ -157,7 +157,8 @@ def run(
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
-    settings.require_endpoint()
+    if settings.pool_file is None:  # a pool file names its endpoints itself
+        settings.require_endpoint()
     corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
     if plan is not None:
         from ..resume import check_documents
