@@ -255,3 +255,24 @@ async def test_when_every_endpoint_is_out_the_call_fails_with_when_to_try_again(
     assert caught.value.status is None and caught.value.retry_after is not None and 0 < caught.value.retry_after <= 5
     clock.now += 5
     assert (await pool.complete(ask(1))).content == "ok"
+
+
+async def test_openais_own_api_also_gets_the_key_as_prompt_cache_key():
+    from r3con.llm.client import OpenAIChat
+    from r3con.llm.endpoint import Endpoint
+
+    server = Headers()
+
+    class OpenAIHere(Endpoint):  # OpenAI's base URL, answered by the local server
+        def url(self, path: str) -> str:
+            return server.url + path
+
+    try:
+        chat = OpenAIChat(Settings.resolve(env={}, model="gpt-4.1-mini"), OpenAIHere("https://api.openai.com/v1"))
+        await chat.complete(ChatRequest((Message("user", "hi"),), stage="populate", doc=3))
+        await chat.aclose()
+        headers, body = server.seen[-1]
+        assert body["prompt_cache_key"] == headers["X-Session-ID"] == "r3con-doc-3"
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
