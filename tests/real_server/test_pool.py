@@ -83,7 +83,8 @@ def test_a_run_over_three_servers_where_one_is_killed_mid_run_finishes_with_ever
     usage = json.loads((folder / "usage.json").read_text())
     dead = next(e for e in usage["by_endpoint"] if e["base_url"] == f"{victim.root}/v1")
     assert dead["taken_out"] >= 1 and dead["out"]
-    assert 1 <= dead["errors"] <= 8, "only the calls in flight when it died (at most its concurrency) failed there"
+    # failed there: the calls in flight when it died (at most its concurrency, 8) and one per later retry of it
+    assert 1 <= dead["errors"] <= 8 + dead["taken_out"] - 1
     assert usage["events"].get("failovers", 0) >= 1
     calls = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
     assert {c["doc"] for c in calls if c["stage"] == "relevance" and c["round"] == 1} == set(range(1, 19))

@@ -27,7 +27,7 @@ import math
 import os
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,7 @@ class _Member:
 class Pooled:
     """The bottom of the stack for a pool: each call goes to its document's endpoint, or another if that one is out."""
 
-    def __init__(self, members: Sequence[_Member], *, unreachable: Sequence[str] = (), clock: Any = time.monotonic):
+    def __init__(self, members: Sequence[_Member], *, unreachable: Sequence[str] = (), clock: Callable[[], float] = time.monotonic):
         self._members = list(members)
         self.unreachable = tuple(unreachable)  # endpoints that did not answer when the pool opened, and why
         self._home: dict[str, _Member] = {}
