@@ -29,3 +29,18 @@ def test_a_bad_pool_is_one_line_and_exit_2(corpus, tmp_path):
     assert proc.returncode == 2 and "unknown field(s) modle" in proc.stderr and "Traceback" not in proc.stderr
     proc = cli_in_process("run", "q", str(corpus), "--base-url", "http://127.0.0.1:9/v1", "--base-url", "ftp://x")
     assert proc.returncode == 2 and "ftp://" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_pool_run_resumes_on_other_endpoints(corpus, tmp_path):
+    """A replica gone for good: the run continues on the others (where calls go is not what the run computes)."""
+    with FakeLLMServer(port=0) as first, FakeLLMServer(port=0) as second:
+        runs = tmp_path / "runs"
+        proc = cli_in_process("run", "How old are the people named?", str(corpus), "--base-url", first.base_url,
+                              "--base-url", second.base_url, "--quiet", "--out", str(runs))
+        assert proc.returncode == 0, proc.stderr
+        (folder,) = list(runs.iterdir())
+        proc = cli_in_process("run", "--resume", str(folder), "--quiet")  # the same pool
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads((folder / "manifest.json").read_text())["endpoint"]["pool"][1]["base_url"] == second.base_url
+        proc = cli_in_process("run", "--resume", str(folder), "--base-url", second.base_url, "--quiet")
+        assert proc.returncode == 0, proc.stderr
