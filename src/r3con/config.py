@@ -17,6 +17,7 @@ from .errors import ConfigError
 
 STAGES = ("relevance", "schema", "populate", "reason", "judge")
 DEFAULT_CONTEXT_WINDOW = 32_768
+ROUTING_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")  # llm/routing.py
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Settings:
     base_url: str | None = None
     base_urls: tuple[str, ...] = ()  # a pool of endpoints (`--base-url` repeated, R3CON_BASE_URLS); base_url is the first
     pool_file: Path | None = None  # a TOML or JSON file of endpoints, each with its own key, model, weight, concurrency
-    routing_headers: tuple[str, ...] = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")
+    routing_headers: tuple[str, ...] = ROUTING_HEADERS  # carry each document's routing key to a router
     api_key: str | None = None
     model: str | None = None
     stage_models: Mapping[str, str] = field(default_factory=dict)

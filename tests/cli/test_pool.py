@@ -33,7 +33,7 @@ def test_a_bad_pool_is_one_line_and_exit_2(corpus, tmp_path):
 
 def test_a_pool_run_resumes_on_other_endpoints(corpus, tmp_path):
     """A replica gone for good: the run continues on the others (where calls go is not what the run computes)."""
-    with FakeLLMServer(port=0) as first, FakeLLMServer(port=0) as second:
+    with FakeLLMServer(port=0) as first, FakeLLMServer(port=0) as second, FakeLLMServer(port=0) as third:
         runs = tmp_path / "runs"
         proc = cli_in_process("run", "How old are the people named?", str(corpus), "--base-url", first.base_url,
                               "--base-url", second.base_url, "--quiet", "--out", str(runs))
@@ -42,5 +42,8 @@ def test_a_pool_run_resumes_on_other_endpoints(corpus, tmp_path):
         proc = cli_in_process("run", "--resume", str(folder), "--quiet")  # the same pool
         assert proc.returncode == 0, proc.stderr
         assert json.loads((folder / "manifest.json").read_text())["endpoint"]["pool"][1]["base_url"] == second.base_url
-        proc = cli_in_process("run", "--resume", str(folder), "--base-url", second.base_url, "--quiet")
+        proc = cli_in_process("run", "--resume", str(folder), "--base-url", second.base_url, "--base-url",
+                              third.base_url, "--quiet")
         assert proc.returncode == 0, proc.stderr
+    usage = json.loads((folder / "usage.json").read_text())
+    assert usage["calls"] == 0 and usage["cache_hits"] > 0, "the cache knows a pool by its models: other replicas, no call again"

@@ -163,7 +163,9 @@ class Pooled:
         self.unreachable = tuple(unreachable)  # endpoints that did not answer when the pool opened, and why
         self._home: dict[str, _Member] = {}
         self._clock = clock
-        self.base_url = "pool:" + ",".join(sorted(m.entry.url for m in self._members))  # the cache's endpoint identity
+        # the LLM cache's endpoint identity: the models served, so a run resumed over other replicas of them
+        # finds the answers it had
+        self.base_url = "pool:" + ",".join(sorted({m.entry.model or m.info.model for m in self._members}))
 
     async def aclose(self) -> None:
         for member in self._members:

@@ -3,7 +3,7 @@
 Every call about one document part (its relevance rounds, its population) carries the same key, so a
 router with an affinity policy sends them to the replica whose prefix cache holds that part. Calls
 about no document (the schema, the answer) share one key. The key goes in each header of
-`DEFAULT_HEADERS` (or `--routing-header`), and in OpenAI's `prompt_cache_key` body field where the
+`config.ROUTING_HEADERS` (or `--routing-header`), and in OpenAI's `prompt_cache_key` body field where the
 endpoint is OpenAI's own API. Where each header comes from:
 
 - `X-Session-ID`, `X-Correlation-ID`: the first and fifth headers vLLM router's `consistent_hash`
@@ -21,7 +21,6 @@ import urllib.parse
 
 from .types import ChatRequest
 
-DEFAULT_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")
 SHARED_KEY = "r3con-shared"  # calls about no one document (schema, answer): they share the notes' prefix
 
 
