@@ -289,13 +289,18 @@ async def open_pool(settings: Settings, entries: Sequence[PoolEntry]) -> Pooled:
                                  return_exceptions=True)
     members, problems = [], []
     for entry, chat, info in zip(entries, chats, infos, strict=True):
-        if isinstance(info, BaseException):
-            if not isinstance(info, ConfigError | ProviderError):
-                raise info
+        if isinstance(info, ConfigError | ProviderError):  # left out, and listed
             problems.append(str(info))
-            await chat.aclose()
+        elif not isinstance(info, BaseException):
+            members.append(_Member(entry, chat, info, entry.concurrency or settings.concurrency))
             continue
-        members.append(_Member(entry, chat, info, entry.concurrency or settings.concurrency))
-    if not members:
+        await chat.aclose()
+    unexpected = next((i for i in infos if isinstance(i, BaseException) and not isinstance(i, ConfigError | ProviderError)),
+                      None)
+    if unexpected is not None or not members:
+        for member in members:
+            await member.chat.aclose()
+        if unexpected is not None:
+            raise unexpected
         raise ConfigError(f"no endpoint of the pool answers: {'; '.join(problems)}")
     return Pooled(members, unreachable=problems)
