@@ -17,16 +17,18 @@ from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
 from .output import OutputChecked
 from .overflow import LearnedWindow, Overflows
+from .pool import EndpointStats, Pooled, open_pool, pool_entries
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .replay import FolderReplies, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
+from .routers import through_router
 from .slots import concurrency_for
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
 __all__ = [
-    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "LLMStack", "Ledger", "Message", "Price",
+    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "LLMStack", "Ledger", "Message", "Price",
     "PriceTable", "Usage", "build_llm", "request_headers",
 ]
 
@@ -43,6 +45,7 @@ class LLMStack:
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
     replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
+    pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
     window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
 
@@ -50,6 +53,10 @@ class LLMStack:
     def planning_window(self) -> int:
         """The window to plan parts and notes in: the endpoint's, or less when the server said so."""
         return self.endpoint.context_window if self.window is None else self.window.planning
+
+    def endpoints(self) -> list[dict[str, object]]:
+        """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
+        return [s.to_dict() for s in self.pool.stats()] if self.pool is not None else []
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -73,11 +80,21 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
     """
-    base = OpenAIChat(settings)
+    entries = pool_entries(settings)
+    pool: Pooled | None = None
+    base: OpenAIChat | Pooled
+    if entries:
+        base = pool = await open_pool(settings, entries)  # each endpoint's window discovered as for one
+    else:
+        base = OpenAIChat(settings)
     closing = ExitStack()
     try:
-        endpoint = await base.describe(settings)
-        concurrency = await concurrency_for(base.endpoint, settings)
+        if isinstance(base, Pooled):
+            endpoint = base.info()
+            concurrency = (sum(s.concurrency for s in base.stats()), "pool: each endpoint's own")
+        else:  # behind a router, the window is asked of its workers (`routers`)
+            endpoint = await through_router(base.endpoint, settings, await base.describe(settings))
+            concurrency = await concurrency_for(base.endpoint, settings)
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
         stack: LLM = base
@@ -90,7 +107,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     "does not exceed; raise --max-cost above what was spent to continue it")
         if cap is not None:
             check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
-        if settings.batch:
+        if settings.batch and isinstance(base, OpenAIChat):
             # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
             # a job's calls are in flight together, so all of them reserve
             stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
@@ -100,6 +117,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         else:
             if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
                 stack = BudgetGuard(stack, cap, prices)
+            # a pool limits each endpoint on its own (`Pooled`); all of them together here
             stack = ConcurrencyLimited(stack, concurrency[0])
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
         window = LearnedWindow(endpoint.context_window)
@@ -125,7 +143,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, replayed=replayed, window=window, concurrency=concurrency)
+                       cache=cache, replayed=replayed, pool=pool, window=window, concurrency=concurrency)
     finally:
         closing.close()
         await base.aclose()
