@@ -156,12 +156,11 @@ async def run(
     docs = tuple(documents)
     if llm is not None:
         parts = await split_documents_async(docs, part_budget(settings, llm.endpoint.context_window))
-        run_dir.open(new=not resumed)
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs)
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
-        # split before the folder is made: a run killed while a large document is split leaves no empty folder
+        # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
+        # killed while a large document is split or hashed leaves no empty folder
         parts = await split_documents_async(docs, part_budget(settings, stack.endpoint.context_window))
-        run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
                                  own=True)

@@ -72,6 +72,7 @@ class RunRecord:
         }
         manifest["fallbacks"] = self.fallbacks
         self.manifest = manifest
+        run_dir.open(new=not resumed)  # made only now, with its manifest: see pipeline.run
         run_dir.write_json("manifest.json", manifest)
         _write_documents(run_dir, docs)
 
