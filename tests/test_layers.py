@@ -139,3 +139,35 @@ def test_no_module_imports_another_packages_private_module():
                     and not package.startswith(owner + "."):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def attached_to_caught(tree: ast.AST) -> list[int]:
+    """Lines that set an attribute on an exception bound by `except ... as name` (`name.x = ...`,
+    `setattr(name, ...)`) inside that handler: an exception carries what its constructor was given."""
+    lines = []
+    for handler in ast.walk(tree):
+        if not isinstance(handler, ast.ExceptHandler) or not handler.name:
+            continue
+        for node in ast.walk(handler):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            if any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == handler.name
+                   for target in targets for t in ast.walk(target)):
+                lines.append(node.lineno)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                    and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == handler.name:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_exception_gets_attributes_attached_where_it_is_caught():
+    wrong = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(ROOT.rglob("*.py"))
+             for line in attached_to_caught(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not wrong, "give the exception's constructor what it carries, or hand it on beside the error: " + \
+        ", ".join(wrong)
+
+
+def test_the_attribute_check_sees_an_attached_attribute():
+    code = ("try:\n    pass\nexcept ValueError as exc:\n    exc.run_dir = 1\n    exc.a, exc.b = 1, 2\n"
+            "    setattr(exc, 'c', 3)\n    other.d = exc\n    raise\n")
+    assert attached_to_caught(ast.parse(code)) == [4, 5, 6]

@@ -21,7 +21,7 @@ from .errors import (  # noqa: E402
 from .evidence import Evidence  # noqa: E402
 from .inputs import Inputs  # noqa: E402
 from .pipeline import RunResult, run  # noqa: E402
-from .results import Failure  # noqa: E402
+from .results import Failure, RunEnd  # noqa: E402
 
 __all__ = [
     "BudgetExceeded",
@@ -39,6 +39,7 @@ __all__ = [
     "ProviderError",
     "R3conError",
     "RunFailed",
+    "RunEnd",
     "RunResult",
     "SandboxError",
     "Settings",
