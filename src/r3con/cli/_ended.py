@@ -31,8 +31,8 @@ def error_line(exc: BaseException, end: RunEnd | None = None) -> str:
     (`end`: how the run it ended left off, if it ended one)."""
     folder: Path | None = end.run_dir if end is not None else exc.run_dir if isinstance(exc, DiskFull) else None
     if isinstance(exc, R3conError):
-        where = end.stage if end is not None else exc.stage if isinstance(exc, DiskFull) else None
-        stage = f" in {where}" if where and where not in str(exc) else ""
+        during = end.stage if end is not None else exc.stage if isinstance(exc, DiskFull) else None
+        stage = f" in {during}" if during and during not in str(exc) else ""
         line = f"r3con: error{stage}: {exc}"
         if folder is not None:
             line = line.replace("--resume RUN_DIR", f"--resume {folder}")  # messages written before the folder was known
