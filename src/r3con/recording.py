@@ -19,6 +19,8 @@ from contextlib import suppress
 from typing import Any
 
 from ._fanout import cause_of
+from ._names import name_bytes
+from ._names import shown as shown_name
 from ._version import __version__
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
@@ -193,7 +195,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, **_absolute(d.source), "chars": len(d.text),
+            {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
              "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
              "parts": sum(1 for p in parts if p.number == d.number)}
             for d in docs
@@ -223,6 +225,16 @@ def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
         for d in docs))
 
 
-def _absolute(source: str) -> dict[str, str]:
-    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it."""
-    return {} if source.startswith("<") else {"path": os.path.abspath(source)}
+def _where(doc: Document) -> dict[str, str]:
+    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it;
+    with "source_b64" and "path_b64" (`_names.name_bytes`) when a name is shown escaped, so a resume finds
+    the very file, not its printable name."""
+    real = doc.path or doc.source
+    if real.startswith("<"):
+        return {}
+    absolute = os.path.abspath(real)
+    out = {"path": shown_name(absolute)}
+    for key, name in (("source_b64", real), ("path_b64", absolute)):
+        if (raw := name_bytes(name)) is not None:
+            out[key] = raw
+    return out
