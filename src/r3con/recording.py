@@ -72,6 +72,7 @@ class RunRecord:
         }
         manifest["fallbacks"] = self.fallbacks
         self.manifest = manifest
+        run_dir.open(new=not resumed)  # made only now, with its manifest: see pipeline.run
         run_dir.write_json("manifest.json", manifest)
         _write_documents(run_dir, docs)
 
@@ -157,7 +158,8 @@ class RunRecord:
 
     def ended(self, exc: BaseException) -> BaseException:
         """What ended the run, in error.json (with the traceback for our own bugs), and the usage and
-        manifest so far; returns the error to raise (DiskFull for a full disk). Never raises: the disk
+        manifest so far; returns the error to raise (DiskFull for a full disk), leaving `exc` as it was (the
+        pipeline hands the run folder and stage to `run(on_end=...)`). Never raises: the disk
         may be full, and the error that ended the run is the one to report."""
         stage = self.stage
         if isinstance(exc, R3conError):
@@ -169,9 +171,6 @@ class RunRecord:
         record: dict[str, Any] = {"stage": stage, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
         if kind == "internal error":
             record["traceback"] = "".join(traceback.format_exception(exc))
-        with suppress(AttributeError):
-            exc.run_dir = self.run_dir.path  # type: ignore[attr-defined]  # any exception takes attributes
-            exc.stage = stage  # type: ignore[attr-defined]
         with suppress(OSError):
             self.run_dir.write_json("error.json", record)
             self._save()
