@@ -8,12 +8,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
 from ._walk import WalkRules, walk_paths
 from .errors import EncryptedDocument, InputError
 from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
 from .tokens import estimate_tokens, longest_prefix_within
+
+if TYPE_CHECKING:
+    from .store import CorpusStore, FilesSeen
 
 
 @dataclass(frozen=True)
@@ -56,16 +60,25 @@ class Corpus:
 
     documents: tuple[Document, ...]
     inputs: Inputs
+    stored: FilesSeen | None = None  # with a corpus store: which files it had to read again
+
+
+def with_tokens(doc: Document, tokens: int) -> Document:
+    """`doc` with its token count already known (kept by the corpus store), so it is not counted again."""
+    doc.__dict__["tokens"] = tokens  # what `cached_property` would store on first use
+    return doc
 
 
 def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), include_hidden: bool = False,
-                pdf_password: str | None = None) -> Corpus:
+                pdf_password: str | None = None, store: CorpusStore | None = None) -> Corpus:
     """Read every file under `specs` into numbered documents, accounting for each file that was not read.
 
     Folder walks leave out run folders, hidden files, version control, virtualenvs and dependency
     folders, and what an `exclude` glob names. Unsupported, empty and binary files and PDFs without a
     text layer are skipped; files that cannot be read are unreadable; a file whose text equals an
-    earlier one's is read once. InputError when no document is left.
+    earlier one's is read once. InputError when no document is left. With a `store`, a file whose
+    content the store has seen is not read again (see `store`), and paths under the folders named that
+    are gone are forgotten.
     """
     walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
     docs: list[Document] = []
@@ -74,6 +87,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     unreadable: list[UnreadableInput] = list(walk.unreadable)
     duplicates: list[DuplicateInput] = []
     first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
+    reader = store.reader(pdf_password) if store is not None else None
     for path in walk.files:
         source = str(path)
         suffix = path.suffix.lower()
@@ -82,7 +96,11 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             skipped.append(SkippedInput(source, f"{kind} type: r3con reads {READABLE}", kind))
             continue
         try:
-            got = read_document(path, pdf_password=pdf_password)
+            if reader is not None:
+                got, digest = reader.read(path)
+            else:
+                got = read_document(path, pdf_password=pdf_password)
+                digest = hashlib.sha256(got.text.encode("utf-8", "surrogatepass")).hexdigest()
         except NotText as exc:
             skipped.append(SkippedInput(source, exc.reason, exc.kind))
             continue
@@ -94,7 +112,6 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         if not got.text.strip():
             skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
             continue
-        digest = hashlib.sha256(got.text.encode("utf-8", "surrogatepass")).hexdigest()
         if digest in first_with:
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
@@ -103,9 +120,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)
+    stored = reader.finish(specs) if reader is not None else None
     if not docs:
         raise InputError(_nothing_read(specs, inputs))
-    return Corpus(documents=tuple(docs), inputs=inputs)
+    return Corpus(documents=tuple(docs), inputs=inputs, stored=stored)
 
 
 def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:
