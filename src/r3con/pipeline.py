@@ -7,6 +7,7 @@ import json
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,7 @@ from .stages.plan import CacheSeen, Placement
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
-from .tokens import estimate_tokens
+from .store import CorpusStore, FilesSeen
 
 T = TypeVar("T")
 _PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
@@ -71,6 +72,7 @@ class RunResult:
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
+    corpus_store: Mapping[str, Any] | None = None  # what came from the corpus store (`store`), or None without one
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -102,6 +104,7 @@ class RunResult:
             "unknown_citations": list(self.unknown_citations),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
+            "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
         }
 
 
@@ -137,6 +140,7 @@ def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
 
 def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
               stack: LLMStack, budget: int) -> dict[str, Any]:
+    counts = Counter(p.number for p in parts)
     return {
         "task": task,
         "r3con_version": __version__,
@@ -149,8 +153,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
-             "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
-             "parts": sum(1 for p in parts if p.number == d.number)}
+             "sha256": content_hash(d.text), "tokens_estimate": d.tokens, "parts": counts[d.number]}
             for d in docs
         ],
     }
@@ -164,7 +167,7 @@ async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None,
-    cap: CostCap | None = None,
+    cap: CostCap | None = None, store: CorpusStore | None = None, files: FilesSeen | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
@@ -173,6 +176,8 @@ async def run(
     from (`load_corpus`); the run adds parts and degraded documents to it.
     had succeeded there costs nothing again, and `--max-cost` counts what its earlier attempts paid.
     `cap`: a spending cap shared with other runs (instead of one from `settings.max_cost_usd`).
+    `store`: the corpus store the documents were loaded through (`files`: what it reused of them);
+    parts, token counts and embeddings come from it where it holds them, and the manifest says so.
     The folder is created only once the endpoint answered; a start that fails before any LLM call
     leaves no folder behind.
     """
@@ -184,23 +189,26 @@ async def run(
     run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
     if llm is not None:
         run_dir.open(new=not resumed)
-        return await _run_in(run_dir, resumed, task, tuple(documents), settings, llm, progress or NoProgress(), inputs)
+        return await _run_in(run_dir, resumed, task, tuple(documents), settings, llm, progress or NoProgress(), inputs,
+                             stored=_Stored(store, files))
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
         run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs)
+            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
+                                 stored=_Stored(store, files))
         async with stack.embedder(settings, "relevance") as embedder:
             return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None)
+                                 embed=embedder.embed if embedder is not None else None, stored=_Stored(store, files))
 
 
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
                   llm: LLMStack, progress: Progress, inputs: Inputs | None,
-                  embed: Embed | None = None) -> RunResult:
+                  embed: Embed | None = None, stored: _Stored | None = None) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
     try:
-        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed)
+        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
+                            stored=stored or _Stored())
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
@@ -227,11 +235,13 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None, resumed: bool = False) -> RunResult:
+               embed: Embed | None = None, resumed: bool = False, stored: _Stored | None = None) -> RunResult:
     started = time.perf_counter()
     budget = part_budget(settings, llm.endpoint.context_window)
-    parts = split_documents(docs, budget)
+    stored = stored or _Stored()
+    parts, embed = stored.split(docs, budget, embed, settings.embedding_model)
     manifest = _manifest(task, docs, parts, settings, llm, budget)
+    manifest["corpus_store"] = stored.to_dict()
     account = (inputs or Inputs.of(docs)).with_parts(parts)
     manifest["inputs"] = account.to_dict()
     manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
@@ -351,6 +361,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         stage = "finish"
         account = account.with_degraded(failures)
         manifest["inputs"] = account.to_dict()
+        manifest["corpus_store"] = stored.to_dict()
         _finish_manifest(run_dir, manifest, selections, seen, placement)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
                                   {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
@@ -360,7 +371,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=account,
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(fallbacks),
+            fallbacks=tuple(fallbacks), corpus_store=manifest["corpus_store"],
         )
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
@@ -379,6 +390,33 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             raise full from exc
         raise
     return result
+
+
+@dataclass
+class _Stored:
+    """The corpus store a run reads through, and what it took from it: files (at load), parts, embeddings."""
+
+    store: CorpusStore | None = None
+    files: FilesSeen | None = None
+    split_seen: Any = None  # store.Split
+    embeddings: Any = None  # store.EmbeddingsSeen
+
+    def split(self, docs: Sequence[Document], budget: int, embed: Embed | None,
+              model: str | None) -> tuple[tuple[Document, ...], Embed | None]:
+        """The parts of `docs` (through the store when there is one), and `embed` keeping its vectors there."""
+        if self.store is None:
+            return split_documents(docs, budget), embed
+        self.split_seen = self.store.split(docs, budget)
+        if embed is not None:
+            embed, self.embeddings = self.store.embedder(embed, model or "")
+        return self.split_seen.parts, embed
+
+    def to_dict(self) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        return {"path": str(self.store.path), "files": self.files.to_dict() if self.files else None,
+                "parts": self.split_seen.to_dict() if self.split_seen else None,
+                "embeddings": self.embeddings.to_dict() if self.embeddings else None}
 
 
 def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:

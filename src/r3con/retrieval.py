@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,10 +35,22 @@ class BM25:
 
     def __init__(self, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
                  tokenize: Callable[[str], list[str]] = tokenize, distinct_query_terms: bool = False):
+        self._index([Counter(tokenize(t)) for t in texts], k1, b, tokenize, distinct_query_terms)
+
+    @classmethod
+    def from_counts(cls, counts: Sequence[Mapping[str, int]], *, k1: float = 1.5, b: float = 0.75,
+                    tokenize: Callable[[str], list[str]] = tokenize, distinct_query_terms: bool = False) -> BM25:
+        """The index of texts given by their term counts (kept by the corpus store), as `BM25(texts)` would be;
+        `tokenize` is the one the counts were made with (queries go through it)."""
+        index = cls.__new__(cls)
+        index._index(counts, k1, b, tokenize, distinct_query_terms)
+        return index
+
+    def _index(self, counts: Sequence[Mapping[str, int]], k1: float, b: float,
+               tokenize: Callable[[str], list[str]], distinct_query_terms: bool) -> None:
         self._tokenize = tokenize
         self._distinct = distinct_query_terms
-        self.size = len(texts)
-        counts = [Counter(tokenize(t)) for t in texts]
+        self.size = len(counts)
         lengths = np.array([sum(c.values()) for c in counts], dtype=float)
         avg = float(lengths.mean()) if self.size and lengths.sum() else 1.0
         norm = k1 * (1 - b + b * lengths / avg)

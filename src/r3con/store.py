@@ -413,6 +413,7 @@ class StoredReader:
         return FileText(title, text, encoding, warning), sha
 
 
-def default_corpus_dir(cache_path: Path | None) -> Path | None:
-    """The corpus folder beside the LLM cache file (`.../r3con/corpus`), or None without one."""
-    return None if cache_path is None else Path(cache_path).parent / "corpus"
+def open_store(enabled: bool, folder: Path | None) -> CorpusStore | None:
+    """The corpus store in `folder` when `enabled` (settings `corpus_store`, `corpus_dir`); None when it is
+    off or there is no folder to keep it in (no home directory)."""
+    return CorpusStore(folder) if enabled and folder is not None else None
