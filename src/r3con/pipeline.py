@@ -224,6 +224,12 @@ async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Documen
         run_dir.seal()
 
 
+def in_flight(settings: Settings) -> int | None:
+    """Per-document calls a stage prepares at once: a few times what the endpoint takes, so prompts are
+    built as slots free up and memory follows the calls in flight, not the corpus; a batch takes all."""
+    return None if settings.batch else 4 * settings.concurrency
+
+
 def notes_ranking(settings: Settings) -> str:
     """How notes are ranked when they exceed the budget: bm25, or embeddings (needs --embedding-model)."""
     if settings.notes_ranking == "embeddings" and not settings.embedding_model:
@@ -270,6 +276,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, RelevanceOptions(
                 rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
                 breakpoints=breakpoints, notes_budget=notes_tokens, placement=placement, embed=embed,
+                in_flight=in_flight(settings),
             ))
             rounds = relevance.rounds
             failures += relevance.failures
@@ -313,6 +320,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
                 temperature=settings.temperature, breakpoints=breakpoints, selector=selector,
                 placement=placement, reverse=settings.rounds % 2 == 1, cache=seen, unverified=settings.unverified,
+                in_flight=in_flight(settings),
             ))
             failures += filled.failures
             selections["populate"] = Selections(shared_first=filled.shared_first)

@@ -72,12 +72,16 @@ class BM25:
 
     def scores(self, query: str) -> list[float]:
         """The BM25 score of every text for `query`, in the texts' order."""
+        return self.score_array(query).tolist()
+
+    def score_array(self, query: str) -> np.ndarray:
+        """`scores(query)` as an array (no list of a float per text: for large indexes)."""
         total = np.zeros(self.size)
         for term, qf in Counter(self._tokenize(query)).items():
             hit = self._weights.get(term)
             if hit is not None:
                 total[hit[0]] += hit[1] if self._distinct else qf * hit[1]
-        return total.tolist()
+        return total
 
     def top_k(self, query: str, k: int) -> list[int]:
         """Indices of the `k` best texts for `query`, best first (ties in text order)."""

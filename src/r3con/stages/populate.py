@@ -66,6 +66,7 @@ class PopulateOptions:
     cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     selector: NotesSelector | None = field(default=None, compare=False)
+    in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ async def populate(
     async def one(call: CallPlan) -> _DocRecords:
         return await populate_document(llm, task, form, call, first, options)
 
-    sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key)
+    sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}

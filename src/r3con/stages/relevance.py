@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .._fanout import fan_out
@@ -52,6 +52,7 @@ class RelevanceOptions:
     notes_budget: int | None = None
     placement: Placement = Placement()
     embed: Embed | None = field(default=None, compare=False)
+    in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,12 @@ class _Round:
         selector, readers = self.selector, self.readers
         choices = [await selector.select(self._query(d), exclude=d.key) for d in readers[:1]]  # ranks the notes once
         choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key) for d in readers[1:]))
+        shared = []
         for doc, choice in zip(readers, choices, strict=True):
-            self.choices[doc.key] = choice
+            shared.append(self._shared(doc, choice))
+            self.choices[doc.key] = selector.compact(choice)  # its text is rendered when its call goes out
             self.planned += Selections(calls=1, selected=int(choice.selected))
-        return plan_round(self.options.placement, self.round_no, self.readers,
-                          [self._shared(doc, self.choices[doc.key]) for doc in self.readers])
+        return plan_round(self.options.placement, self.round_no, self.readers, shared)
 
     async def run(self, seen: CacheSeen) -> tuple[dict[str, _Read | Failure], CacheSeen]:
         """The round's outcome per document key, and what the cache was seen to hold after it."""
@@ -146,7 +148,8 @@ class _Round:
         return sent, seen.seen(r.seen for r in rest if isinstance(r, _Read))
 
     async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
-        return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}")
+        return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}",
+                             limit=self.options.in_flight)
 
     def _query(self, doc: Document) -> str:
         """What ranks the other notes for `doc`'s call: the task and its own last note."""
@@ -163,7 +166,8 @@ class _Round:
         doc, selector = call.doc, self.selector
         if selector is None:
             return _Read(*await self._ask(call, None), Selections())
-        first = self.choices[doc.key]
+        kept = self.choices.pop(doc.key)
+        first = replace(kept, text=selector.text_of(kept))
         tries: list[NotesChoice] = []
 
         async def once(choice: NotesChoice) -> _Read:
