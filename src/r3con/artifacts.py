@@ -29,6 +29,7 @@ import re
 import secrets
 import shutil
 import sqlite3
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ class RunDir:
     def write_json(self, name: str, data: Any) -> Path:
         return self.write_text(name, json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n")
 
-    def write_text(self, name: str, text: str) -> Path:
+    def write_text(self, name: str, text: str | Iterable[str]) -> Path:
         target = self.path / name
         self._folder(target)
         return write_atomic(target, text)

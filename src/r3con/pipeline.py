@@ -500,14 +500,14 @@ def _key_order(key: str) -> tuple[int, ...]:
 
 def _notes_json(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
     """Each note with `refs`: the keys of the documents it names ("document 12"), for links."""
-    keys = [p.key for p in parts]
+    keys = {p.key for p in parts}
     return [{"doc": p.key, "title": p.title, "note": notes[p.key],
              "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
 
 
 def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
     """documents.jsonl: each whole document's text as loaded, which records' `_span`s index."""
-    run_dir.write_text("documents.jsonl", "".join(
+    run_dir.write_text("documents.jsonl", (  # line by line: a large corpus's file need not be built in memory
         json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
         for d in docs))
 
