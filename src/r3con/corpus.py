@@ -88,6 +88,8 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     duplicates: list[DuplicateInput] = []
     first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
     reader = store.reader(pdf_password) if store is not None else None
+    if reader is not None:
+        reader.preload(specs)
     for path in walk.files:
         source = str(path)
         suffix = path.suffix.lower()

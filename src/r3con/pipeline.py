@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -263,7 +264,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         "ranking": "embeddings" if embed is not None else "bm25", "query": "the task, and in relevance rounds the document's own last note",
     }
     run_dir.write_json("manifest.json", manifest)
-    _write_documents(run_dir, docs)
+    documents = _Background(_write_documents, run_dir, docs)  # written while the first calls go out
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     failures: list[Failure] = []
     fallbacks: list[dict[str, str]] = []  # manifest.json and result.json keep them (fallback())
@@ -381,12 +382,14 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
             fallbacks=tuple(fallbacks), corpus_store=manifest["corpus_store"],
         )
+        documents.join()
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")
         run_dir.write_json("result.json", result.summary())
         (run_dir.path / "error.json").unlink(missing_ok=True)  # an earlier attempt's; the manifest's attempts keep it
     except BaseException as exc:
         def save() -> None:
+            documents.join()
             _write_usage(run_dir, llm)
             manifest["inputs"] = account.with_degraded(failures).to_dict()
             _finish_manifest(run_dir, manifest, selections, seen, placement)
@@ -503,6 +506,28 @@ def _notes_json(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dic
     keys = {p.key for p in parts}
     return [{"doc": p.key, "title": p.title, "note": notes[p.key],
              "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
+
+
+class _Background:
+    """`fn(*args)` in a thread; `join()` waits for it and raises what it raised."""
+
+    def __init__(self, fn: Callable[..., object], *args: Any):
+        self._error: BaseException | None = None
+
+        def work() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:  # raised in the run's thread by join()
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:

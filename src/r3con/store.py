@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ._readers import FileText, NotText, read_document
+from ._walk import real_path
 from .errors import ConfigError, InputError
 
 STORE_FILE = "corpus.sqlite"
@@ -201,9 +202,10 @@ class CorpusStore:
         out: list[Any] = []
         reused = computed = 0
         new: list[tuple[str, int, str, str]] = []
+        held = dict(self._all("SELECT sha, spans FROM parts WHERE budget = ? AND splitter = ?", (budget, SPLIT_VERSION)))
         for doc in docs:
             sha = text_hash(doc.text)
-            spans = self.spans(sha, budget)
+            spans = _spans(held[sha]) if sha in held else None
             if spans is None:
                 pieces = split([doc], budget)
                 spans = tuple(PartSpan(p.part, p.parts, p.offset, len(p.text), p.tokens) for p in pieces)
@@ -318,7 +320,8 @@ class StoredReader:
 
     store: CorpusStore
     pdf_password: str | None = None
-    _known: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)
+    _known: dict[str, tuple[int, int, int, str, str]] = field(default_factory=dict)
+    _folders: dict[str, str] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
     _files: list[tuple[Any, ...]] = field(default_factory=list)
     _texts: list[tuple[Any, ...]] = field(default_factory=list)
@@ -326,12 +329,28 @@ class StoredReader:
     _counts: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self._known = {row[0]: (row[1], row[2], row[3], row[4]) for row in
-                       self.store._all("SELECT path, size, mtime_ns, inode, raw FROM files")}
+        self._known = {row[0]: (row[1], row[2], row[3], row[4], row[5]) for row in
+                       self.store._all("SELECT path, size, mtime_ns, inode, raw, suffix FROM files")}
+        self._preloaded: dict[str, tuple[Any, ...]] = {}
+
+    def preload(self, roots: Sequence[str | Path]) -> None:
+        """Read what the store holds for the files under the folders `roots` in one query per folder, rather
+        than one per file (a second load of a large folder)."""
+        for root in roots:
+            folder = Path(root).expanduser()
+            if not folder.is_dir():
+                continue
+            prefix = real_path(folder).rstrip(os.sep) + os.sep
+            for row in self.store._all(
+                    "SELECT f.path, r.title, r.sha, r.encoding, r.warning, r.skip_kind, r.skip_reason, t.text "
+                    "FROM files f JOIN readings r ON r.raw = f.raw AND r.suffix = f.suffix AND r.reader = ? "
+                    "LEFT JOIN texts t ON t.sha = r.sha WHERE f.path >= ? AND f.path < ?",
+                    (READER_VERSION, prefix, prefix[:-1] + chr(ord(os.sep) + 1))):
+                self._preloaded[row[0]] = row[1:]
 
     def read(self, path: Path) -> tuple[FileText, str]:
         """The file's title and text, and the text's SHA-256; NotText or InputError as `read_document`."""
-        key = str(path.resolve())
+        key = real_path(path, self._folders)
         self._seen.add(key)
         suffix = path.suffix.lower()
         try:
@@ -340,8 +359,8 @@ class StoredReader:
             raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
         known = self._known.get(key)
         reading = None
-        if known is not None and known[:3] == (stat.st_size, stat.st_mtime_ns, stat.st_ino):
-            reading = self._reading(known[3], suffix)
+        if known is not None and known[:3] == (stat.st_size, stat.st_mtime_ns, stat.st_ino) and known[4] == suffix:
+            reading = self._preloaded.pop(key, None) or self._reading(known[3], suffix)
             if reading is not None:
                 self._counts["unchanged"] += 1
                 return self._deliver(reading)
@@ -372,7 +391,7 @@ class StoredReader:
             folder = Path(root).expanduser()
             if not folder.is_dir():
                 continue
-            prefix = str(folder.resolve()).rstrip(os.sep) + os.sep
+            prefix = real_path(folder).rstrip(os.sep) + os.sep
             gone += [(p,) for p in self._known if p.startswith(prefix) and p not in self._seen]
         self.store._write("DELETE FROM files WHERE path = ?", gone)
         c = self._counts
