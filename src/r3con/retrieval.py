@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -50,6 +50,7 @@ class BM25:
                tokenize: Callable[[str], list[str]], distinct_query_terms: bool) -> None:
         self._tokenize = tokenize
         self._distinct = distinct_query_terms
+        self._first: tuple[str, set[str], np.ndarray] | None = None
         self.size = len(counts)
         lengths = np.array([sum(c.values()) for c in counts], dtype=float)
         avg = float(lengths.mean()) if self.size and lengths.sum() else 1.0
@@ -75,9 +76,24 @@ class BM25:
         return self.score_array(query).tolist()
 
     def score_array(self, query: str) -> np.ndarray:
-        """`scores(query)` as an array (no list of a float per text: for large indexes)."""
-        total = np.zeros(self.size)
-        for term, qf in Counter(self._tokenize(query)).items():
+        """`scores(query)` as an array (no list of a float per text: for large indexes).
+
+        With `distinct_query_terms`, the scores of a query's first line are kept for the next queries
+        that start with it (a round's calls all start with the task): only the other lines' terms are
+        added per query, the same sum in the same order of terms.
+        """
+        if not self._distinct or "\n" not in query:
+            return self._add(np.zeros(self.size), Counter(self._tokenize(query)).items())
+        first, _, rest = query.partition("\n")
+        if self._first is None or self._first[0] != first:
+            terms = dict.fromkeys(self._tokenize(first), 1)
+            self._first = (first, set(terms), self._add(np.zeros(self.size), terms.items()))
+        _, seen, base = self._first
+        more = {t: 1 for t in self._tokenize(rest) if t not in seen}
+        return self._add(base.copy(), more.items())
+
+    def _add(self, total: np.ndarray, terms: Iterable[tuple[str, int]]) -> np.ndarray:
+        for term, qf in terms:
             hit = self._weights.get(term)
             if hit is not None:
                 total[hit[0]] += hit[1] if self._distinct else qf * hit[1]

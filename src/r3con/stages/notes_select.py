@@ -168,15 +168,19 @@ class NotesSelector:
         pos = self._positions.get(exclude) if exclude is not None else None
         return self._total - (self._full_cost[pos] if pos is not None else 0)
 
-    async def select(self, query: str, exclude: str | None = None, budget: int | None = None) -> NotesChoice:
+    async def select(self, query: str, exclude: str | None = None, budget: int | None = None, *,
+                     compact: bool = False) -> NotesChoice:
         """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
 
         `budget` overrides the selector's budget for this call (after a request did not fit the window).
+        `compact`: the choice without its text, as `compact` gives it (a plan of many calls; `text_of`).
         """
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
-        return await self._choose(query, exclude, budget)
+        choice = await self._choose(query, exclude, budget, render=not compact)
+        return self.compact(choice) if compact else choice
 
-    async def _choose(self, query: str, exclude: str | None, budget: int | None) -> NotesChoice:
+    async def _choose(self, query: str, exclude: str | None, budget: int | None, *,
+                      render: bool = True) -> NotesChoice:
         # Every step is bounded by the notes a call can show, not by the corpus: the ranking is read
         # best first only as far as the budget lasts (`_best_first`), and the loops stop once nothing
         # could fit any more; the choice is the same as ranking every note and scanning all of them.
@@ -185,7 +189,7 @@ class NotesSelector:
         full = self.full_tokens(exclude)
         if not count or budget is None or full <= budget:
             every = _Picks(_NONE, _NONE, 0, every_but=pos, every=True)
-            return NotesChoice(self._render(every), shown=count, indexed=0, tokens=full, picks=every)
+            return NotesChoice(self._render(every) if render else "", shown=count, indexed=0, tokens=full, picks=every)
         scores = await self._scores(query)
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
@@ -223,7 +227,7 @@ class NotesSelector:
         if indexed or omitted:
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
         picks = _Picks(np.array(sorted(shown), dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
-        return NotesChoice(self._render(picks), shown=len(shown), indexed=len(indexed), omitted=omitted,
+        return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed), omitted=omitted,
                            tokens=tokens, picks=picks)
 
     def compact(self, choice: NotesChoice) -> NotesChoice:

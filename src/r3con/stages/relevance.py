@@ -26,6 +26,7 @@ from .notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
+_PLANNED_AT_ONCE = 256  # notes choices made concurrently while a round is planned (embeddings: a call each)
 
 
 @dataclass(frozen=True)
@@ -127,12 +128,14 @@ class _Round:
         if self.selector is None:
             return plan_round(self.options.placement, self.round_no, self.readers)
         selector, readers = self.selector, self.readers
-        choices = [await selector.select(self._query(d), exclude=d.key) for d in readers[:1]]  # ranks the notes once
-        choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key) for d in readers[1:]))
+        choices = [await selector.select(self._query(d), exclude=d.key, compact=True) for d in readers[:1]]  # ranks once
+        for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept without their text: rendered when the call goes out
+            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True)
+                                              for d in readers[at:at + _PLANNED_AT_ONCE]))
         shared = []
         for doc, choice in zip(readers, choices, strict=True):
             shared.append(self._shared(doc, choice))
-            self.choices[doc.key] = selector.compact(choice)  # its text is rendered when its call goes out
+            self.choices[doc.key] = choice
             self.planned += Selections(calls=1, selected=int(choice.selected))
         return plan_round(self.options.placement, self.round_no, self.readers, shared)
 
