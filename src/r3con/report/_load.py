@@ -15,6 +15,7 @@ from typing import Any
 from ._diff import changed_share, word_diff
 
 TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)
+RECORDS_UP_TO = 20_000  # records per table a large run's page holds (and the cited documents')
 _SECRET_KEYS = ("api_key", "password", "pdf_password", "token", "secret")
 
 
@@ -87,8 +88,10 @@ def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("***" if k.lower().endswith(_SECRET_KEYS) and v else v) for k, v in settings.items()}
 
 
-def _notes(folder: Folder) -> tuple[int, dict[str, list[dict[str, Any]]]]:
-    """Each note key's rounds: text, the documents it names, and from round 2 on the word diff to the round before."""
+def _notes(folder: Folder, limit: int | None = None,
+           also: frozenset[str] = frozenset()) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    """Each note key's rounds: text, the documents it names, and from round 2 on the word diff to the round before.
+    With a `limit`: the notes of the first `limit` keys and of the documents in `also` (a large run)."""
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     rounds = 0
     while (folder.path / "notes" / f"round-{rounds + 1}.json").exists():
@@ -97,6 +100,8 @@ def _notes(folder: Folder) -> tuple[int, dict[str, list[dict[str, Any]]]]:
             if not isinstance(item, dict) or "doc" not in item:
                 continue
             key, note = str(item["doc"]), str(item.get("note", ""))
+            if limit is not None and key not in by_key and (len(by_key) >= limit and key.split(".")[0] not in also):
+                continue
             entry: dict[str, Any] = {"round": rounds, "note": note, "refs": [str(r) for r in _list(item.get("refs"))]}
             earlier = by_key[key]
             if earlier and earlier[-1]["round"] == rounds - 1:
@@ -163,10 +168,17 @@ def load(path: Path) -> dict[str, Any]:
                 listed.add(str(line["doc"]))
                 documents.append({"doc": line["doc"], "title": line.get("title", ""), "source": line.get("source", "")})
     if large:
-        folder.problems.append(f"{len(documents):,} documents: only the texts of the cited ones are in this page "
-                               "(all are in documents.jsonl)")
-    rounds, notes = _notes(folder)
+        folder.problems.append(f"{len(documents):,} documents: the texts of the cited ones and the notes of the first "
+                               f"{TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl and "
+                               "notes/)")
+    rounds, notes = _notes(folder, TEXTS_UP_TO if large else None, frozenset(cited))
     records = {str(k): [r for r in _list(v) if isinstance(r, dict)] for k, v in _dict(folder.json("records.json", {})).items()}
+    if large:
+        for table, rows in records.items():
+            if len(rows) > RECORDS_UP_TO:
+                records[table] = rows[:RECORDS_UP_TO] + [r for r in rows[RECORDS_UP_TO:] if str(r.get("_doc")) in cited]
+                folder.problems.append(f"records {table}: the first {RECORDS_UP_TO:,} of {len(rows):,} and the cited "
+                                       "documents' are in this page (all are in records.json)")
     schema = folder.json("schema.json")
     usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
     timing, calls = _timing(folder.each_line("calls.jsonl"))

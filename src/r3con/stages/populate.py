@@ -216,7 +216,8 @@ async def populate(
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     async def one(call: CallPlan) -> _DocRecords:
-        return await populate_document(llm, task, form, call, first, options)
+        done = await populate_document(llm, task, form, call, first, options)
+        return replace(done, conversation=())  # its prompt is not kept for every document until the stage ends
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
