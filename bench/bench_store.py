@@ -11,13 +11,17 @@ its own process, against the scripted server in another; LLM cache and corpus st
 1. question A on a store that has never seen the corpus, two rounds with a notes budget, schema,
    population and answer; SIGKILLed once the server has answered `--kill-at` of the calls a run
    makes (3 per document), then `r3con run --resume`. Measured: wall time, calls, peak RSS (the
-   larger of the two attempts, from wait4), harness CPU per call (both attempts' CPU over the calls
-   the server answered; the server is another process), prompt tokens per document, the run folder's
-   size per document, and how many successful calls the server answered twice (the resume must
-   repeat none: they come from the LLM cache);
-2. question B over the same folder: the seconds from starting the command to the server receiving
-   its first chat request (the store read, nothing parsed, split or counted again), and the same with
-   `--no-corpus-store`; both are stopped once that first request has arrived.
+   larger of the two attempts, from wait4), harness CPU per call (both attempts' CPU, imports and
+   the sandbox included, over the calls the server answered; the server is another process), prompt
+   tokens per document, the run folder's size per document, and the calls the first attempt had
+   logged as answered that the resume sent again (`repeated_successful_calls`, 0: they come from
+   the LLM cache). `lost_in_flight` counts the calls the server answered while the process was being
+   killed, before it could record them: those are asked again, as any in-flight call must be;
+2. question B over the same folder: the seconds from starting `r3con run` to the server receiving
+   its first chat request; the same from when Python is up and r3con imported (the corpus read
+   from the store, nothing parsed, split or counted again), and that without the store
+   (`--no-corpus-store`: every file read and split afresh). Each is stopped once its first request
+   has arrived.
 
 Prints one row per D and, for D = 10,000 and 100,000, the targets (PASS/FAIL).
 """
