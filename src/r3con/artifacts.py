@@ -96,7 +96,7 @@ class RunDir:
             target.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
 
     def write_json(self, name: str, data: Any) -> Path:
-        """`data` as JSON, indented for reading; beyond a megabyte on one line (indenting goes through
+        """`data` as JSON, indented for reading; beyond 200,000 characters on one line (indenting goes through
         Python's slow encoder: seconds for a large corpus's manifest)."""
         text = json.dumps(data, ensure_ascii=False, default=str)
         if len(text) <= _INDENT_UP_TO:
@@ -123,7 +123,7 @@ class RunDir:
         return write_atomic(target, buffer.getvalue(), newline="")
 
 
-_INDENT_UP_TO = 1_000_000  # characters of JSON a run folder's file is indented up to
+_INDENT_UP_TO = 200_000  # characters of JSON a run folder's file is indented up to
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
