@@ -11,8 +11,8 @@ import pytest
 
 from r3con import store as store_module
 from r3con.corpus import load_corpus, split_documents
+from r3con.notes import terms
 from r3con.retrieval import BM25
-from r3con.stages.notes_select import terms
 from r3con.store import CorpusStore, text_hash
 
 from .conftest import cli_in_process

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
 from ._walk import WalkRules, walk_paths
@@ -17,7 +17,50 @@ from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableI
 from .tokens import estimate_tokens, longest_prefix_within
 
 if TYPE_CHECKING:
-    from .store import CorpusStore, FilesSeen
+    from ._readers import FileText
+
+
+class FileReader(Protocol):
+    """Reads a corpus's files for one load (`store.StoredReader`): `preload`, `read` each, `finish`."""
+
+    def preload(self, roots: Sequence[str | Path]) -> None: ...
+
+    def read(self, path: Path) -> tuple[FileText, str]: ...
+
+    def finish(self, roots: Sequence[str | Path] = ()) -> FilesSeen: ...
+
+
+class ReadsFiles(Protocol):
+    """What `load_corpus` reads through: the corpus store (`store.CorpusStore`)."""
+
+    def reader(self, pdf_password: str | None = None) -> FileReader: ...
+
+
+@dataclass(frozen=True)
+class FilesSeen:
+    """What loading a corpus took from the store and what it had to read again, in files.
+
+    `unchanged`: stat matched, neither read nor hashed; `touched`: stat changed, bytes the same
+    (hashed, not extracted); `renamed`: a path the store did not know holding bytes it did (renamed or
+    copied; not extracted); `read`: new or changed content, read and extracted; `deleted`: paths the
+    store knew under the folders walked that are gone (they drop out, their content stays keyed).
+    """
+
+    unchanged: int = 0
+    touched: int = 0
+    renamed: int = 0
+    read: int = 0
+    deleted: int = 0
+
+    @property
+    def reused(self) -> int:
+        return self.unchanged + self.touched + self.renamed
+
+    def to_dict(self) -> dict[str, int]:
+        return {"unchanged": self.unchanged, "touched": self.touched, "renamed": self.renamed,
+                "read": self.read, "reused": self.reused, "deleted": self.deleted}
+
+
 
 
 @dataclass(frozen=True)
@@ -70,7 +113,7 @@ def with_tokens(doc: Document, tokens: int) -> Document:
 
 
 def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), include_hidden: bool = False,
-                pdf_password: str | None = None, store: CorpusStore | None = None) -> Corpus:
+                pdf_password: str | None = None, store: ReadsFiles | None = None) -> Corpus:
     """Read every file under `specs` into numbered documents, accounting for each file that was not read.
 
     Folder walks leave out run folders, hidden files, version control, virtualenvs and dependency

@@ -39,6 +39,7 @@ import numpy as np
 
 from ._readers import FileText, NotText, read_document
 from ._walk import real_path
+from .corpus import Document, FilesSeen, split_documents, with_tokens
 from .errors import ConfigError, InputError
 
 STORE_FILE = "corpus.sqlite"
@@ -84,36 +85,11 @@ class PartSpan:
 
 
 @dataclass(frozen=True)
-class FilesSeen:
-    """What loading a corpus took from the store and what it had to read again, in files.
-
-    `unchanged`: stat matched, neither read nor hashed; `touched`: stat changed, bytes the same
-    (hashed, not extracted); `renamed`: a path the store did not know holding bytes it did (renamed or
-    copied; not extracted); `read`: new or changed content, read and extracted; `deleted`: paths the
-    store knew under the folders walked that are gone (they drop out, their content stays keyed).
-    """
-
-    unchanged: int = 0
-    touched: int = 0
-    renamed: int = 0
-    read: int = 0
-    deleted: int = 0
-
-    @property
-    def reused(self) -> int:
-        return self.unchanged + self.touched + self.renamed
-
-    def to_dict(self) -> dict[str, int]:
-        return {"unchanged": self.unchanged, "touched": self.touched, "renamed": self.renamed,
-                "read": self.read, "reused": self.reused, "deleted": self.deleted}
-
-
-@dataclass(frozen=True)
 class Split:
     """Documents split into parts through the store: the parts, and how many documents' cuts (and token
     counts) came from it (`reused`) or were computed and kept (`computed`)."""
 
-    parts: tuple[Any, ...]  # tuple[Document, ...]; Any: corpus imports this module
+    parts: tuple[Document, ...]
     reused: int = 0
     computed: int = 0
 
@@ -192,14 +168,10 @@ class CorpusStore:
 
     # -- splitting --
 
-    def split(self, docs: Sequence[Any], budget: int,
-              splitter: Callable[[Sequence[Any], int], tuple[Any, ...]] | None = None) -> Split:
+    def split(self, docs: Sequence[Document], budget: int) -> Split:
         """`split_documents(docs, budget)`, with each document's cuts and token counts from the store when
         it holds them, else computed and kept. The parts are the same either way."""
-        from .corpus import split_documents, with_tokens
-
-        split = splitter or split_documents
-        out: list[Any] = []
+        out: list[Document] = []
         reused = computed = 0
         new: list[tuple[str, int, str, str]] = []
         held = dict(self._all("SELECT sha, spans FROM parts WHERE budget = ? AND splitter = ?", (budget, SPLIT_VERSION)))
@@ -207,7 +179,7 @@ class CorpusStore:
             sha = text_hash(doc.text)
             spans = _spans(held[sha]) if sha in held else None
             if spans is None:
-                pieces = split([doc], budget)
+                pieces = split_documents([doc], budget)
                 spans = tuple(PartSpan(p.part, p.parts, p.offset, len(p.text), p.tokens) for p in pieces)
                 new.append((sha, budget, SPLIT_VERSION, json.dumps([[s.offset, s.length, s.tokens] for s in spans])))
                 out.extend(pieces)
