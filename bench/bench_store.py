@@ -163,9 +163,16 @@ main()
 """
 
 
-def first_call(cmd: list[str], log: Path, *, imported: bool = False) -> float:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a running process has used (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def first_call(cmd: list[str], log: Path, *, imported: bool = False) -> tuple[float, float]:
     """Seconds from starting `cmd` (`imported`: from when Python is up and r3con imported) to the server's first
-    chat request of it; the command is then stopped."""
+    chat request of it, and the CPU seconds the command had used by then (all of it, imports included; within
+    the 50 ms this polls at); the command is then stopped."""
     before = len(served(log))
     started = time.time()
     if imported:
@@ -174,13 +181,13 @@ def first_call(cmd: list[str], log: Path, *, imported: bool = False) -> float:
         assert proc.stdout is not None
         started = float(proc.stdout.readline())
     else:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     try:
         while True:
             records = served(log)[before:]
             chats = [r for r in records if r.get("stage") == "relevance"]
             if chats:
-                return min(r["time"] for r in chats) - started
+                return min(r["time"] for r in chats) - started, cpu_seconds(proc.pid)
             if proc.poll() is not None:
                 raise SystemExit(f"the second question ended (exit {proc.returncode}) before any call")
             time.sleep(0.05)
@@ -243,10 +250,10 @@ def one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         ok = [r["request_hash"] for r in records if r.get("status") == 200]
         answered_twice = len(ok) - len(set(ok))
         repeated = repeated_calls(run_dir / "calls.jsonl", logged)
-        second = first_call(command(QUESTION_B, corpus, work, base_url, args.budget), log)
-        second_imported = first_call(command(QUESTION_B, corpus, work, base_url, args.budget), log, imported=True)
-        second_off = first_call(command(QUESTION_B, corpus, work, base_url, args.budget, "--no-corpus-store"), log,
-                                imported=True)
+        second, second_cpu = first_call(command(QUESTION_B, corpus, work, base_url, args.budget), log)
+        second_imported, _ = first_call(command(QUESTION_B, corpus, work, base_url, args.budget), log, imported=True)
+        second_off, off_cpu = first_call(command(QUESTION_B, corpus, work, base_url, args.budget, "--no-corpus-store"),
+                                         log, imported=True)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -266,10 +273,33 @@ def one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         "largest_files": [f"{name} {n / 1024:.0f} KiB" for n, name in sizes],
         "second_question_first_call_s": round(second, 3),
         "second_question_first_call_after_import_s": round(second_imported, 3),
+        "second_question_cpu_s_to_first_call": round(second_cpu, 2),
         "no_store_first_call_after_import_s": round(second_off, 3),
+        "no_store_cpu_s_to_first_call": round(off_cpu, 2),
         "corpus_store": summary.get("corpus_store"),
         "degraded": len(summary.get("degraded") or []),
     }
+
+
+def first_calls(size: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The second question's first call (with the store, and without) over the corpus and store of an earlier run."""
+    work = Path(args.work) / f"D{size}"
+    corpus = Path(args.work) / f"corpus-{size}-{args.chars}"
+    if not (work / "corpus").is_dir():
+        raise SystemExit(f"no corpus store in {work}: run this script for D = {size} first")
+    log = work / "first-calls.jsonl"
+    log.unlink(missing_ok=True)
+    server, base_url = start_server(log)
+    try:
+        row: dict[str, Any] = {"D": size}
+        for name, extra, imported in (("from_start", (), False), ("after_import", (), True),
+                                      ("no_store_after_import", ("--no-corpus-store",), True)):
+            wall, cpu = first_call(command(QUESTION_B, corpus, work, base_url, args.budget, *extra), log, imported=imported)
+            row[f"{name}_s"], row[f"{name}_cpu_s"] = round(wall, 3), round(cpu, 2)
+        return row
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
@@ -309,8 +339,14 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=4000, help="notes budget (tokens)")
     parser.add_argument("--kill-at", type=float, default=0.5, help="SIGKILL after this share of the calls (0: never)")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "r3con-bench-store"))
+    parser.add_argument("--first-call-only", action="store_true",
+                        help="only the second question's first call, over a corpus an earlier run of this script stored")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.first_call_only:
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(json.dumps(first_calls(size, args)), flush=True)
+        return
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         row = one(size, args)
