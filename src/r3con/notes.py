@@ -7,7 +7,9 @@ read's notes, population and the answer for the final notes (`FinalNotes`), the 
 records (notes/round-N.json, notes/shown-N.jsonl) and the report reads them.
 
 When the other documents' notes exceed a token budget, the most relevant go in full and the rest become
-a compact index (document number, title, first words), so the model still knows they exist. Ranking is
+a compact index (document number, title, first words), so the model still knows they exist. Both are in
+corpus order, and the index does not count the notes it leaves out: a call's notes text changes only
+when what it is shown changes, so a later run over a grown corpus (`reuse`) can find it unchanged. Ranking is
 BM25 over the notes, with the task (and, in the relevance rounds, the document's own previous note) as
 the query, or embeddings when an embeddings endpoint is configured. When everything fits, the text is
 exactly what the paper's method shows: `format_notes` of all the notes.
@@ -281,7 +283,7 @@ class NotesSelector:
                     shown.append(i)
                     remaining -= extra
             taken = set(shown)
-            indexed = [i for i in _best_first(scores, pos) if i not in taken]
+            indexed = [i for i in range(len(self.refs)) if i != pos and i not in taken]
         else:  # the index alone would crowd out the notes: half for the best in full, half for index lines
             remaining = budget // 2
             for i in _best_first(scores, pos):
@@ -299,6 +301,7 @@ class NotesSelector:
                 if i not in taken and line_cost[i] <= remaining:
                     indexed.append(i)
                     remaining -= line_cost[i]
+        indexed.sort()  # the index lines in corpus order, as the notes in full
         omitted = count - len(shown) - len(indexed)
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
         if indexed or omitted:

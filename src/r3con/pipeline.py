@@ -13,18 +13,19 @@ from typing import Any
 from ._fanout import DOCUMENT_ERRORS, check_failed_share
 from .artifacts import RunDir
 from .config import Settings
-from .corpus import Document, FilesSeen, split_documents
+from .corpus import Document, FilesSeen, split_documents_async
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
-from .llm.layers import Progressed
-from .llm.types import Usage
+from .llm.layers import Progressed, Replayed
+from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
 from .recording import RunRecord
 from .report import try_write_report
 from .results import Failure
+from .reuse import Reuse
 from .sandbox import SandboxLimits
 from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
 from .stages.plan import Placement
@@ -65,6 +66,7 @@ class RunResult:
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
     corpus_store: Mapping[str, Any] | None = None  # what came from the corpus store (`store`), or None without one
+    reuse: Mapping[str, Any] | None = None  # what came from earlier runs of the question (`reuse`), per stage
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -98,6 +100,7 @@ class RunResult:
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
             "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
+            "reuse": dict(self.reuse) if self.reuse is not None else None,
         }
 
 
@@ -163,20 +166,21 @@ async def run(
         run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
             return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 stored=_Stored(store, files))
+                                 own=True, stored=_Stored(store, files))
         async with stack.embedder(settings, "relevance") as embedder:
             return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None, stored=_Stored(store, files))
+                                 embed=embedder.embed if embedder is not None else None, own=True,
+                                 stored=_Stored(store, files))
 
 
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
                   llm: LLMStack, progress: Progress, inputs: Inputs | None,
-                  embed: Embed | None = None, stored: _Stored | None = None) -> RunResult:
+                  embed: Embed | None = None, own: bool = False, stored: _Stored | None = None) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
     try:
         result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
-                            stored=stored)
+                            replayed=llm.replayed if own else None, stored=stored)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
@@ -207,11 +211,11 @@ class _Stored:
     split_seen: Split | None = None
     embeddings: Any = None  # store.EmbeddingsSeen, counted as the calls go
 
-    def split(self, docs: Sequence[Document], budget: int, embed: Embed | None,
-              model: str | None) -> tuple[tuple[Document, ...], Embed | None]:
+    async def split(self, docs: Sequence[Document], budget: int, embed: Embed | None,
+                    model: str | None) -> tuple[tuple[Document, ...], Embed | None]:
         """The parts of `docs` (through the store when there is one), and `embed` keeping its vectors there."""
         if self.store is None:
-            return split_documents(docs, budget), embed
+            return await split_documents_async(docs, budget), embed
         self.split_seen = self.store.split(docs, budget)
         if embed is not None:
             embed, self.embeddings = self.store.embedder(embed, model or "")
@@ -237,14 +241,15 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None, resumed: bool = False, stored: _Stored | None = None) -> RunResult:
+               embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None,
+               stored: _Stored | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes."""
     started = time.perf_counter()
     window = llm.endpoint.context_window
     part_tokens = part_budget(settings, window)
     stored = stored or _Stored()
-    parts, embed = stored.split(docs, part_tokens, embed, settings.embedding_model)
+    parts, embed = await stored.split(docs, part_tokens, embed, settings.embedding_model)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
@@ -252,13 +257,21 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                        breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
                        corpus_store=stored.to_dict)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
+    reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
+                       run_dir.path, parts, new_schema=settings.new_schema)
+    ask = reuse.bind(llm, replayed)  # the endpoint, or an earlier run's reply to the same request
+    note = getattr(progress, "note", None)  # a Progress written before notes has none
+    if llm.retrier is not None and note is not None:
+        llm.retrier.subscribe(note)
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:
             progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, options.relevance)
+            relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
+                options.relevance, keep=reuse.note_keeper))
             record.relevance(relevance, parts)
             rounds = relevance.rounds
+            reuse.decide_relevance(rounds, relevance.shown, relevance.kept)
             check_failed_share("relevance", record.failures, len(parts), settings.max_failed_share)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
@@ -269,19 +282,25 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         evidence_stats: EvidenceStats | None = None
         if settings.structuring:
             record.stage = "schema"
-            schema = await _schema(llm, task, final, settings, record, progress)
+            schema = reuse.schema()
+            if schema is not None:
+                record.kept_schema(schema)
+            else:
+                schema = await _schema(ask, task, final, settings, record, progress)
         if schema is not None:
             record.stage = "populate"
             progress.stage("populate", len(parts))
-            filled = await populate(Progressed(llm, progress.advance), task, schema, parts, final.text, replace(
-                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen))
+            filled = await populate(Progressed(ask, progress.advance), task, schema, parts, final.text, replace(
+                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen,
+                keep=reuse.records_keeper(final_notes)))
             record.records(filled)
             tables, evidence_stats = filled.tables, filled.evidence
+            reuse.decide_populate(tables, filled.per_doc, filled.kept, final_notes)
             check_failed_share("populate", record.failures, len(parts), settings.max_failed_share)
 
         record.stage = "reason"
         progress.stage("reason", 1)
-        answer = await _answer(llm, task, final, final_notes, schema, tables, options.answer, settings, record)
+        answer = await _answer(ask, task, final, final_notes, schema, tables, options.answer, settings, record)
         progress.advance("reason")
         record.answer(answer, settings.sandbox_mode)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
@@ -297,14 +316,19 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, corpus_store=stored.to_dict(),
+            fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, reuse=reuse.summary(),
+            corpus_store=stored.to_dict(),
         )
+        record.reuse(reuse.decisions.to_dict(), reuse.summary())
         record.finish(result.answer, result.summary())
+        reuse.finish(schema)
     except BaseException as exc:
         ended = record.ended(exc)
         if ended is not exc:
             raise ended from exc
         raise
+    finally:
+        reuse.close()
     return result
 
 
@@ -341,7 +365,7 @@ def stage_options(settings: Settings, context_window: int, *, breakpoints: bool 
     )
 
 
-async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
+async def _schema(llm: LLM, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
                   progress: Progress) -> Mapping[str, Any] | None:
     """A schema proposed from the final notes; None when none was usable (the answer then comes from the
     notes alone)."""
@@ -359,7 +383,7 @@ async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Setting
         progress.advance("schema")
 
 
-async def _answer(llm: LLMStack, task: str, final: FinalNotes, final_notes: Mapping[str, str],
+async def _answer(llm: LLM, task: str, final: FinalNotes, final_notes: Mapping[str, str],
                   schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
                   options: AnswerOptions, settings: Settings, record: RunRecord) -> AnswerResult:
     """The answer: by the coding agent over the records, or directly from the notes and records when

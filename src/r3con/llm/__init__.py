@@ -14,10 +14,11 @@ from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
 from .cache import Cached, CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
-from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
+from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
 from .output import OutputChecked
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
+from .replay import FolderReplies, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
@@ -39,6 +40,7 @@ class LLMStack:
     retrier: Retrier | None = None  # the run's retry policy and budget, for other clients too
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
+    replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -54,7 +56,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
-    Top to bottom: stage models, call log, accounting, cache, output checks, retries, rate and
+    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a resumed folder's own replies (`FolderReplies`), output checks, retries, rate and
     concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
@@ -93,18 +95,22 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
+        replies = replies_in(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
+        if replies:
+            stack = FolderReplies(stack, replies)
         cache: CallCache | None = None
         if settings.cache and settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
-        stack = Accounted(stack, ledger, prices)
+        replayed = Replayed(stack)
+        stack = Accounted(replayed, ledger, prices)
         log = CallLog(calls_log, detail=settings.log_calls)
         closing.callback(log.close)
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache)
+                       cache=cache, replayed=replayed)
     finally:
         closing.close()
         await base.aclose()
