@@ -143,7 +143,7 @@ class CorpusStore:
     def text(self, sha: str) -> str | None:
         """The text whose SHA-256 is `sha`, or None when the store does not hold it."""
         row = self._one("SELECT text FROM texts WHERE sha = ?", (sha,))
-        return None if row is None else str(row[0])
+        return None if row is None else _str(row[0])
 
     def tokens(self, sha: str) -> int | None:
         """The estimated tokens of the text `sha`, or None."""
@@ -280,6 +280,16 @@ class CorpusStore:
                                   "pass --corpus-dir DIR or --no-corpus-store") from exc
 
 
+def _bytes(text: str) -> bytes:
+    """A path, title or text as stored: UTF-8, with the lone surrogates a file name's undecodable bytes or a
+    JSON escape leave in a str kept as they are (SQLite's TEXT would refuse them)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _str(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
 def _spans(raw: str) -> tuple[PartSpan, ...]:
     cuts = json.loads(raw)
     return tuple(PartSpan(i, len(cuts), offset, length, tokens)
@@ -301,7 +311,7 @@ class StoredReader:
     _counts: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self._known = {row[0]: (row[1], row[2], row[3], row[4], row[5]) for row in
+        self._known = {_str(row[0]): (row[1], row[2], row[3], row[4], row[5]) for row in
                        self.store._all("SELECT path, size, mtime_ns, inode, raw, suffix FROM files")}
         self._preloaded: dict[str, tuple[Any, ...]] = {}
 
@@ -317,8 +327,8 @@ class StoredReader:
                     "SELECT f.path, r.title, r.sha, r.encoding, r.warning, r.skip_kind, r.skip_reason, t.text "
                     "FROM files f JOIN readings r ON r.raw = f.raw AND r.suffix = f.suffix AND r.reader = ? "
                     "LEFT JOIN texts t ON t.sha = r.sha WHERE f.path >= ? AND f.path < ?",
-                    (READER_VERSION, prefix, prefix[:-1] + chr(ord(os.sep) + 1))):
-                self._preloaded[row[0]] = row[1:]
+                    (READER_VERSION, _bytes(prefix), _bytes(prefix[:-1] + chr(ord(os.sep) + 1)))):
+                self._preloaded[_str(row[0])] = row[1:]
 
     def read(self, path: Path) -> tuple[FileText, str]:
         """The file's title and text, and the text's SHA-256; NotText or InputError as `read_document`."""
@@ -349,7 +359,7 @@ class StoredReader:
             reading = self._extract(path, raw, suffix)
             self._counts["read"] += 1
         racy = stat.st_mtime_ns >= time.time_ns() - _RACY_NS
-        self._files.append((key, stat.st_size, -1 if racy else stat.st_mtime_ns, stat.st_ino, raw, suffix, time.time()))
+        self._files.append((_bytes(key), stat.st_size, -1 if racy else stat.st_mtime_ns, stat.st_ino, raw, suffix, time.time()))
         if len(self._files) >= _BATCH:
             self._flush()
         return self._deliver(reading)
@@ -358,13 +368,13 @@ class StoredReader:
         """Record the files read; forget paths under the folders `roots` that were not seen (deleted or
         now excluded). The counts of this load."""
         self._flush()
-        gone: list[tuple[str]] = []
+        gone: list[tuple[bytes]] = []
         for root in roots:
             folder = Path(root).expanduser()
             if not folder.is_dir():
                 continue
             prefix = real_path(folder).rstrip(os.sep) + os.sep
-            gone += [(p,) for p in self._known if p.startswith(prefix) and p not in self._seen]
+            gone += [(_bytes(p),) for p in self._known if p.startswith(prefix) and p not in self._seen]
         self.store._write("DELETE FROM files WHERE path = ?", gone)
         c = self._counts
         return FilesSeen(unchanged=c["unchanged"], touched=c["touched"], renamed=c["renamed"], read=c["read"],
@@ -391,17 +401,20 @@ class StoredReader:
             from .tokens import estimate_tokens
 
             sha = text_hash(got.text)
-            self._texts.append((sha, got.text, estimate_tokens(got.text)))
+            self._texts.append((sha, _bytes(got.text), estimate_tokens(got.text)))
             row = (got.title, sha, got.encoding, got.warning, None, None, got.text)
-        self._readings.append((raw, suffix, READER_VERSION, *row[:6]))  # with the file's row, in `_flush`
+        title, sha, encoding, warning, skip_kind, skip_reason = row[:6]
+        self._readings.append((raw, suffix, READER_VERSION, None if title is None else _bytes(title), sha, encoding,
+                               None if warning is None else _bytes(warning), skip_kind,
+                               None if skip_reason is None else _bytes(skip_reason)))  # with the file's row, in `_flush`
         return row
 
     @staticmethod
     def _deliver(reading: tuple[Any, ...]) -> tuple[FileText, str]:
         title, sha, encoding, warning, skip_kind, skip_reason, text = reading
         if skip_kind is not None:
-            raise NotText(skip_reason, skip_kind)
-        return FileText(title, text, encoding, warning), sha
+            raise NotText(_str(skip_reason), skip_kind)
+        return FileText(_str(title), _str(text), encoding, None if warning is None else _str(warning)), sha
 
 
 def open_store(enabled: bool, folder: Path | None) -> CorpusStore | None:
