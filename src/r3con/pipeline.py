@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -24,7 +23,7 @@ from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
 from .recording import RunRecord
 from .report import try_write_report
-from .results import Failure
+from .results import Failure, RunEnd
 from .reuse import Reuse
 from .sandbox import SandboxLimits
 from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
@@ -32,7 +31,7 @@ from .stages.plan import Placement
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
-from .store import CorpusStore, Split
+from .store import CorpusStore, EmbeddingsSeen, Split
 
 _PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 
@@ -65,8 +64,8 @@ class RunResult:
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
-    corpus_store: Mapping[str, Any] | None = None  # what came from the corpus store (`store`), or None without one
     reuse: Mapping[str, Any] | None = None  # what came from earlier runs of the question (`reuse`), per stage
+    corpus_store: Mapping[str, Any] | None = None  # what came from the corpus store (`store`), or None without one
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -99,8 +98,8 @@ class RunResult:
             "unsupported_numbers": list(self.unsupported_numbers),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
-            "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
             "reuse": dict(self.reuse) if self.reuse is not None else None,
+            "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
         }
 
 
@@ -138,7 +137,8 @@ async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None,
-    cap: CostCap | None = None, store: CorpusStore | None = None, files: FilesSeen | None = None,
+    cap: CostCap | None = None, on_end: Callable[[RunEnd], object] | None = None,
+    store: CorpusStore | None = None, files: FilesSeen | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
@@ -147,6 +147,8 @@ async def run(
     from (`load_corpus`); the run adds parts and degraded documents to it.
     had succeeded there costs nothing again, and `--max-cost` counts what its earlier attempts paid.
     `cap`: a spending cap shared with other runs (instead of one from `settings.max_cost_usd`).
+    `on_end`: called, before the error propagates, with how a run that raises ended (its run folder, stage
+    and report); the error itself is raised as it was (see errors.py).
     `store`: the corpus store the documents were loaded through (`files`: what it reused of them);
     parts, token counts and embeddings come from it where it holds them, and the manifest says so.
     The folder is created only once the endpoint answered; a start that fails before any LLM call
@@ -158,39 +160,44 @@ async def run(
         raise InputError("no documents given; pass files, folders or globs")
     resumed = run_folder is not None
     run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
+    docs = tuple(documents)
+    stored = _Stored(store, files)
     if llm is not None:
-        run_dir.open(new=not resumed)
-        return await _run_in(run_dir, resumed, task, tuple(documents), settings, llm, progress or NoProgress(), inputs,
-                             stored=_Stored(store, files))
+        parts = await stored.split(docs, part_budget(settings, llm.endpoint.context_window))
+        return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
+                             on_end=on_end, stored=stored)
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
-        run_dir.open(new=not resumed)
+        # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
+        # killed while a large document is split or hashed leaves no empty folder
+        parts = await stored.split(docs, part_budget(settings, stack.endpoint.context_window))
         if notes_ranking(settings) != "embeddings":
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 own=True, stored=_Stored(store, files))
+            return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
+                                 own=True, on_end=on_end, stored=stored)
         async with stack.embedder(settings, "relevance") as embedder:
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None, own=True,
-                                 stored=_Stored(store, files))
+            embed = stored.embedder(embedder.embed, settings.embedding_model) if embedder is not None else None
+            return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
+                                 embed=embed, own=True, on_end=on_end, stored=stored)
 
 
-async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
-                  llm: LLMStack, progress: Progress, inputs: Inputs | None,
-                  embed: Embed | None = None, own: bool = False, stored: _Stored | None = None) -> RunResult:
+async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...],
+                  parts: tuple[Document, ...], settings: Settings, llm: LLMStack, progress: Progress,
+                  inputs: Inputs | None, embed: Embed | None = None, own: bool = False,
+                  on_end: Callable[[RunEnd], object] | None = None, stored: _Stored | None = None) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
+    stopped: list[str] = []  # the stage a run that raised was in (none if it raised before its record began)
     try:
-        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
-                            replayed=llm.replayed if own else None, stored=stored)
+        result = await _run(task, docs, parts, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
+                            replayed=llm.replayed if own else None, stopped=stopped.append, stored=stored)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
         used = llm.ledger.total()
         if not resumed and not (used.calls or used.cache_hits):
             run_dir.discard_if_unused()  # a start that failed before any LLM call leaves no folder
-        if run_dir.path.is_dir():
-            path, problem = try_write_report(run_dir.path)
-            with suppress(AttributeError):  # for the CLI's report line
-                exc.report, exc.report_error = path, problem  # type: ignore[attr-defined]
+        path, problem = try_write_report(run_dir.path) if run_dir.path.is_dir() else (None, None)
+        if stopped and on_end is not None:
+            on_end(RunEnd(exc, run_dir.path, stopped[-1], path, problem))
         raise
     finally:
         run_dir.seal()
@@ -209,17 +216,21 @@ class _Stored:
     store: CorpusStore | None = None
     files: FilesSeen | None = None
     split_seen: Split | None = None
-    embeddings: Any = None  # store.EmbeddingsSeen, counted as the calls go
+    embeddings: EmbeddingsSeen | None = None  # counted as the calls go
 
-    async def split(self, docs: Sequence[Document], budget: int, embed: Embed | None,
-                    model: str | None) -> tuple[tuple[Document, ...], Embed | None]:
-        """The parts of `docs` (through the store when there is one), and `embed` keeping its vectors there."""
+    async def split(self, docs: tuple[Document, ...], budget: int) -> tuple[Document, ...]:
+        """The parts of `docs`: through the store when there is one (cuts and token counts kept by content)."""
         if self.store is None:
-            return await split_documents_async(docs, budget), embed
+            return await split_documents_async(docs, budget)
         self.split_seen = self.store.split(docs, budget)
-        if embed is not None:
-            embed, self.embeddings = self.store.embedder(embed, model or "")
-        return self.split_seen.parts, embed
+        return self.split_seen.parts
+
+    def embedder(self, embed: Embed, model: str | None) -> Embed:
+        """`embed`, keeping its vectors in the store when there is one."""
+        if self.store is None:
+            return embed
+        embed, self.embeddings = self.store.embedder(embed, model or "")
+        return embed
 
     def to_dict(self) -> dict[str, Any] | None:
         """What came from the store, for the manifest and `--json`; None without a store."""
@@ -239,23 +250,21 @@ def notes_ranking(settings: Settings) -> str:
     return settings.notes_ranking
 
 
-async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
-               run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
+async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], settings: Settings,
+               llm: LLMStack, run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
                embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None,
-               stored: _Stored | None = None) -> RunResult:
+               stopped: Callable[[str], object] = lambda stage: None, stored: _Stored | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
-    outcome goes to the run folder's record as it comes."""
+    outcome goes to the run folder's record as it comes (and `stopped` hears the stage a failure ended)."""
     started = time.perf_counter()
     window = llm.endpoint.context_window
     part_tokens = part_budget(settings, window)
-    stored = stored or _Stored()
-    parts, embed = await stored.split(docs, part_tokens, embed, settings.embedding_model)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
                        notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
                        breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
-                       corpus_store=stored.to_dict)
+                       corpus_store=stored.to_dict if stored else lambda: None)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
                        run_dir.path, parts, new_schema=settings.new_schema)
@@ -317,13 +326,14 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
             fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, reuse=reuse.summary(),
-            corpus_store=stored.to_dict(),
+            corpus_store=stored.to_dict() if stored else None,
         )
         record.reuse(reuse.decisions.to_dict(), reuse.summary())
         record.finish(result.answer, result.summary())
         reuse.finish(schema)
     except BaseException as exc:
         ended = record.ended(exc)
+        stopped(record.stage)
         if ended is not exc:
             raise ended from exc
         raise

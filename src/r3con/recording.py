@@ -21,6 +21,8 @@ from contextlib import suppress
 from typing import Any
 
 from ._fanout import cause_of
+from ._names import name_bytes
+from ._names import shown as shown_name
 from ._version import __version__
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
@@ -74,6 +76,7 @@ class RunRecord:
         manifest["corpus_store"] = corpus_store()
         self._corpus_store = corpus_store  # what came from the corpus store, again at the end (embeddings)
         self.manifest = manifest
+        run_dir.open(new=not resumed)  # made only now, with its manifest: see pipeline.run
         run_dir.write_json("manifest.json", manifest)
         self._documents = _Background(_write_documents, run_dir, docs)  # written while the first calls go out
 
@@ -143,7 +146,8 @@ class RunRecord:
 
     def ended(self, exc: BaseException) -> BaseException:
         """What ended the run, in error.json (with the traceback for our own bugs), and the usage and
-        manifest so far; returns the error to raise (DiskFull for a full disk). Never raises: the disk
+        manifest so far; returns the error to raise (DiskFull for a full disk), leaving `exc` as it was (the
+        pipeline hands the run folder and stage to `run(on_end=...)`). Never raises: the disk
         may be full, and the error that ended the run is the one to report."""
         stage = self.stage
         if isinstance(exc, R3conError):
@@ -155,9 +159,6 @@ class RunRecord:
         record: dict[str, Any] = {"stage": stage, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
         if kind == "internal error":
             record["traceback"] = "".join(traceback.format_exception(exc))
-        with suppress(AttributeError):
-            exc.run_dir = self.run_dir.path  # type: ignore[attr-defined]  # any exception takes attributes
-            exc.stage = stage  # type: ignore[attr-defined]
         with suppress(OSError):
             self.run_dir.write_json("error.json", record)
             self._save()
@@ -172,8 +173,10 @@ class RunRecord:
         total = self.llm.ledger.total().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
         total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
-        self.run_dir.write_json("usage.json", total)
         manifest, selections = self.manifest, self.selections
+        if self.llm.pool is not None:  # per endpoint of a pool, in both
+            total["by_endpoint"] = manifest["endpoint"]["pool"] = self.llm.endpoints()
+        self.run_dir.write_json("usage.json", total)
         manifest["inputs"] = self.degraded().to_dict()
         manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
                                                 for stage, s in selections.items() if s.calls}
@@ -216,11 +219,13 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
                      "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source},
+                     "context_window_source": stack.endpoint.context_window_source,
+                     **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
+                        if stack.pool is not None else {})},
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, **_absolute(d.source), "chars": len(d.text),
+            {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
              "sha256": content_hash(d.text), "tokens_estimate": d.tokens, "parts": counts[d.number]}
             for d in docs
         ],
@@ -249,6 +254,16 @@ def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
         for d in docs))
 
 
-def _absolute(source: str) -> dict[str, str]:
-    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it."""
-    return {} if source.startswith("<") else {"path": os.path.abspath(source)}
+def _where(doc: Document) -> dict[str, str]:
+    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it;
+    with "source_b64" and "path_b64" (`_names.name_bytes`) when a name is shown escaped, so a resume finds
+    the very file, not its printable name."""
+    real = doc.path or doc.source
+    if real.startswith("<"):
+        return {}
+    absolute = os.path.abspath(real)
+    out = {"path": shown_name(absolute)}
+    for key, name in (("source_b64", real), ("path_b64", absolute)):
+        if (raw := name_bytes(name)) is not None:
+            out[key] = raw
+    return out

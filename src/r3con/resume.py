@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ._names import from_name_bytes, shown
 from .config import Settings
 from .corpus import Document, text_sha256
 from .errors import ConfigError, InputError
@@ -26,7 +27,7 @@ T = TypeVar("T")
 _NOT_RESUMED = {"api_key"}  # hidden in manifests; comes from the environment or --api-key again
 # Settings a resume may change: how the run reaches the endpoint and what it may spend, not what it computes.
 OPERATIONAL = frozenset({
-    "base_url", "api_key", "concurrency", "request_timeout_s", "organization", "project", "max_call_s", "max_cost_usd", "batch_poll_s",
+    "base_url", "base_urls", "pool_file", "routing_headers", "api_key", "concurrency", "request_timeout_s", "organization", "project", "max_call_s", "max_cost_usd", "batch_poll_s",
     "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
     "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
     "corpus_store", "corpus_dir",
@@ -69,7 +70,8 @@ def read_resume(run_dir: Path) -> ResumePlan:
                          "from the library with the same documents (the LLM cache makes that free)")
     known = {f.name for f in dataclasses.fields(Settings)} - _NOT_RESUMED
     settings = {k: v for k, v in saved.items() if k in known and v is not None
-                and (isinstance(v, str | int | float | bool) or k == "stage_models")}
+                and (isinstance(v, str | int | float | bool) or k == "stage_models"
+                     or (k in ("base_urls", "routing_headers") and isinstance(v, list)))}
     return ResumePlan(run_dir=Path(run_dir), task=task, sources=sources, settings=settings, documents=entries,
                       inputs=inputs)
 
@@ -119,12 +121,13 @@ def locate_sources(plan: ResumePlan) -> tuple[list[str], str | None]:
     moved: list[str] = []
     gone: list[str] = []
     for source, entry in zip(plan.sources, plan.documents or [{}] * len(plan.sources), strict=True):
-        absolute = str(entry.get("path") or "")
-        if Path(source).exists() and (not absolute or os.path.abspath(source) == absolute or not Path(absolute).exists()):
-            found.append(source)
+        named = from_name_bytes(entry.get("source_b64")) or source  # the very name, where it is shown escaped
+        absolute = from_name_bytes(entry.get("path_b64")) or str(entry.get("path") or "")
+        if Path(named).exists() and (not absolute or os.path.abspath(named) == absolute or not Path(absolute).exists()):
+            found.append(named)
         elif absolute and Path(absolute).exists():
             found.append(absolute)
-            moved.append(absolute)
+            moved.append(shown(absolute))
         else:
             gone.append(source)
     if gone:

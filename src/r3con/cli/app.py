@@ -10,21 +10,25 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .._names import shown
-from ..config import Settings, parse_stage_models
+from ..config import Settings, endpoint_flags, parse_stage_models
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, reuse_line, usage_line
 from ..errors import ConfigError, InputError
 from ..store import CorpusStore, open_store
+from ._ended import failed, report_line
 from ._inputs import report_inputs, summary_line
 from ._question import read_question
 from ._warnings import warn_many_rounds, warn_unknown_variables
+
+if TYPE_CHECKING:
+    from ..results import RunEnd
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -48,7 +52,9 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL)")]
+BaseUrl = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL); repeat it for a pool of replicas (env R3CON_BASE_URLS)")]
+Pool = Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file: [[endpoint]] tables with url, key (or key_env), model, weight, concurrency (env R3CON_POOL_FILE); see docs/scale.md")]
+RoutingHeader = Annotated[list[str] | None, typer.Option("--routing-header", help="Header that carries each document's routing key to a router (repeatable; default X-Session-ID, X-Correlation-ID, X-SMG-Routing-Key, X-Dynamo-Session-ID; 'none' sends none)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
 Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")]
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
@@ -108,13 +114,15 @@ def run(
     paths: Annotated[list[str] | None, typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
+    pool: Pool = None,
+    routing_header: RoutingHeader = None,
     api_key: ApiKey = None,
     stage_model: StageModel = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (0 skips the stage; default 2)")] = None,
     reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (the coding agent, default) or direct")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Agent step bound (default 10)")] = None,
     context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens; default: from /v1/models")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default 8)")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default 8; per endpoint of a pool)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (document first, default) or paper")] = None,
     notes_budget: NotesBudget = None,
     cache_breakpoints: CacheBreakpoints = None,
@@ -148,7 +156,7 @@ def run(
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     flags: dict[str, Any] = dict(
-        base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
+        **endpoint_flags(base_url, pool, routing_header), api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
         concurrency=concurrency, layout=layout, sandbox_mode=sandbox, out_dir=out,
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
@@ -181,7 +189,8 @@ def run(
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
-    settings.require_endpoint()
+    if settings.pool_file is None:  # a pool file names its endpoints itself
+        settings.require_endpoint()
     warn_many_rounds(settings.rounds)
     with ExitStack() as closing:
         store = open_store(settings.corpus_store, settings.corpus_dir)
@@ -206,25 +215,25 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
         check_documents(plan, corpus.documents)
         corpus = dataclasses.replace(corpus, inputs=carried_inputs(plan, corpus.inputs))
     progress = make_progress(quiet)
-    interrupted: KeyboardInterrupt | None = None
+    ends: list[RunEnd] = []  # how the run left off, if it raised
+    stopped: BaseException | None = None
     try:
         with terminate_as_interrupt() as signals:
             result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
-                                              run_folder=resume, inputs=corpus.inputs, store=store,
-                                              files=corpus.stored))
-    except KeyboardInterrupt as exc:
-        interrupted = exc
-    except Exception as exc:
-        with suppress(AttributeError):
-            exc.quiet = quiet  # type: ignore[attr-defined]  # main() then prints no report line after the error
-        raise
+                                              run_folder=resume, inputs=corpus.inputs, on_end=ends.append,
+                                              store=store, files=corpus.stored))
+    except (KeyboardInterrupt, Exception) as exc:
+        stopped = exc  # said once the progress display is closed
     finally:
         if progress is not None:
             progress.close()
-    if interrupted is not None:
-        print(interrupted_line(interrupted), file=sys.stderr)
-        report_line(interrupted, quiet=quiet)
+    end = ends[-1] if ends else None
+    if isinstance(stopped, KeyboardInterrupt):
+        print(interrupted_line(end), file=sys.stderr)
+        report_line(end, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
+    if stopped is not None:
+        raise typer.Exit(failed(stopped, end, quiet=quiet))
     with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
         _print_run(result, as_json, quiet, strict)
 
@@ -250,18 +259,6 @@ def _names_input(spec: str) -> bool:
     if os.path.lexists(os.path.expanduser(spec)):
         return True
     return glob.has_magic(spec) and bool(glob.glob(os.path.expanduser(spec), recursive=True))
-
-
-def report_line(outcome: object, *, quiet: bool = False) -> None:
-    """`report: PATH` on stderr for a run's result or the exception that ended it, or one warning line
-    when the report could not be written (the run's own outcome stands either way)."""
-    links = (outcome, getattr(outcome, "__context__", None), getattr(outcome, "__cause__", None))
-    source = next((o for o in links if hasattr(o, "report") or hasattr(o, "report_error")), outcome)
-    path, problem = getattr(source, "report", None), getattr(source, "report_error", None)
-    if problem:
-        print(f"r3con: warning: {problem}", file=sys.stderr)
-    elif path is not None and not quiet:
-        print(f"report: {path}", file=sys.stderr)
 
 
 @app.command()
@@ -316,12 +313,11 @@ def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began
         raise typer.Exit(130) from None
 
 
-def interrupted_line(exc: BaseException) -> str:
+def interrupted_line(end: RunEnd | None) -> str:
     """What an interrupted run says: where the run folder is, what it kept, and how to continue."""
-    folder = next((getattr(e, "run_dir", None) for e in (exc, exc.__context__, exc.__cause__)
-                   if getattr(e, "run_dir", None) is not None), None)
-    if folder is None:
+    if end is None:
         return "r3con: interrupted before the run began; nothing was sent"
+    folder = end.run_dir
     calls = Path(folder) / "calls.jsonl"
     count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
     return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
@@ -372,7 +368,8 @@ def estimate(
 
     warn_unknown_variables()
     settings = Settings.resolve(
-        base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
+        base_url=base_url[0] if base_url else None, api_key=api_key, model=model,
+        stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
         notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
     )
