@@ -221,10 +221,8 @@ def one(size: int, args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.work) / f"D{size}"
     corpus = Path(args.work) / f"corpus-{size}-{args.chars}"
     build(corpus, size, args.chars)
-    for name in ("runs", "llm.sqlite", "llm.sqlite-wal", "llm.sqlite-shm", "corpus", "server.jsonl"):
-        target = work / name
-        shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # a fresh run: no LLM cache, no earlier run to reuse, an empty store
+    work.mkdir(parents=True)
     log = work / "server.jsonl"
     server, base_url = start_server(log)
     try:
