@@ -1,4 +1,4 @@
-"""Typer commands: run, demo, fake-llm, and the eval group."""
+"""Typer commands: run, show, demo, estimate, servers, sql, fake-llm, and the eval group."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ..corpus import load_corpus
 from ..display import cached_line, make_progress, usage_line
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
+from ._local import with_local_server
 from ._question import read_question
 
 app = typer.Typer(
@@ -152,8 +153,7 @@ def run(
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
-    settings = Settings.resolve(**flags)
-    settings.require_endpoint()
+    settings = with_local_server(Settings.resolve(**flags), quiet=quiet)
     corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
     if plan is not None:
         from ..resume import check_documents
@@ -302,7 +302,7 @@ def estimate(
     if sample < 0:
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
     if sample:
-        settings.require_endpoint()
+        settings = with_local_server(settings)
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
     corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
@@ -347,6 +347,32 @@ def print_estimate(result: Any) -> None:
     console.print("Assumptions:")
     for line in result.assumptions:
         console.print(f"- {line}", markup=False)
+
+
+@app.command()
+def servers(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead of a table")] = False,
+) -> None:
+    """List the local servers on the usual ports (Ollama, llama.cpp, vLLM, SGLang, LM Studio) with their windows."""
+    from ..llm.local import find_servers
+    from ._local import local_ports, servers_table
+
+    ports = local_ports()
+    found = asyncio.run(find_servers(ports))
+    rows = servers_table(found)
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not found:
+        looked = ", ".join(f"{port} ({kind})" for port, kind in ports)
+        print(f"no local server answers on ports {looked}", file=sys.stderr)
+        raise typer.Exit(1)
+    for server in found:
+        print(f"{server.kind} at {server.base_url}")
+        for row in (r for r in rows if r["base_url"] == server.base_url):
+            window = f"{row['window']:,} tokens ({row['window_source']})" if row["window"] else "window not reported"
+            marks = ", ".join(m for m, on in (("loaded", row["loaded"]), ("used without --model", row["chosen"])) if on)
+            print(f"  {row['model']}: {window}{f' [{marks}]' if marks else ''}")
 
 
 @app.command("fake-llm")

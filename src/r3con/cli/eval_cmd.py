@@ -157,11 +157,15 @@ def run(
             outcome += f" (rating {verdict.rating})"
         print(f"[{done}/{total}] {record.method} {record.task_id}: {action}, {outcome}", file=sys.stderr, flush=True)
 
-    from ..methods import available_methods, configured_methods
+    from ..methods import available_methods, check_extras, configured_methods
 
     unknown = [m for m in methods if m not in available_methods()]
     if unknown:
         raise ConfigError(f"unknown method {unknown[0]!r}; choose one of {', '.join(available_methods())}")
+    check_extras(methods)
+    from ._local import with_local_server
+
+    settings = with_local_server(settings, quiet=quiet)
     method_fn: Any = None
     if option:
         chosen = configured_methods(methods, option)

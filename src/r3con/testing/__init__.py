@@ -6,9 +6,10 @@ import signal
 import sys
 from typing import Any
 
+from ._local import LMStudioServer, OllamaServer
 from ._server import FakeLLMServer, FaultPlan, LatencyModel
 
-__all__ = ["FakeLLMServer", "FaultPlan", "LatencyModel", "serve"]
+__all__ = ["FakeLLMServer", "FaultPlan", "LMStudioServer", "LatencyModel", "OllamaServer", "serve"]
 
 
 def serve(port: int = 0, **kwargs: Any) -> None:
