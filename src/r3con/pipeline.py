@@ -71,6 +71,7 @@ class RunResult:
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
+    warnings: tuple[str, ...] = ()  # what the run noticed that may affect the answer (prompts near an unreported window)
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -102,6 +103,7 @@ class RunResult:
             "unknown_citations": list(self.unknown_citations),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
+            "warnings": list(self.warnings),
         }
 
 
@@ -360,7 +362,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=account,
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(fallbacks),
+            fallbacks=tuple(fallbacks), warnings=llm.warnings(),
         )
         _write_usage(run_dir, llm)
         run_dir.write_text("answer.txt", result.answer + "\n")

@@ -187,6 +187,8 @@ def run(
         print(f"run folder: {result.run_dir}", file=sys.stderr)
     for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
         print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
+    for line in result.warnings:
+        print(f"warning: {line}", file=sys.stderr)
     report_line(result, quiet=quiet)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
 

@@ -15,6 +15,7 @@ from .cache import Cached, CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
+from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
@@ -39,6 +40,12 @@ class LLMStack:
     retrier: Retrier | None = None  # the run's retry policy and budget, for other clients too
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
+    near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
+
+    def warnings(self) -> tuple[str, ...]:
+        """What the run should warn about once it ends (prompts close to an unreported window)."""
+        line = self.near_window.warning() if self.near_window is not None else None
+        return (line,) if line else ()
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -98,13 +105,16 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             cache = CallCache(settings.cache_path)
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
+        near: NearWindow | None = None
+        if not window_was_asked(endpoint.context_window_source):
+            stack = near = NearWindow(stack, ledger, endpoint)
         stack = Accounted(stack, ledger, prices)
         log = CallLog(calls_log, detail=settings.log_calls)
         closing.callback(log.close)
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache)
+                       cache=cache, near_window=near)
     finally:
         closing.close()
         await base.aclose()
