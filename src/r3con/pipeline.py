@@ -87,6 +87,12 @@ class RunResult:
 
         return summary_html(self)
 
+    def records_frame(self) -> dict[str, Any]:
+        """The records as pandas DataFrames, one per record type (`r3con.tables` names the columns)."""
+        from .tables import frames
+
+        return frames(self.records)
+
     def summary(self) -> dict[str, Any]:
         """The JSON object `r3con run --json` prints."""
         usage = self.usage.to_dict()
@@ -317,6 +323,7 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
                 run_dir.write_json("dropped_records.json", list(filled.dropped))
             for name, rows in tables.items():
                 run_dir.write_table_csv(name, [dict(r) for r in rows])
+            manifest["tables"] = _write_tables(run_dir, tables)
             _check_failures("populate", failures, len(parts), settings)
 
         stage = "reason"
@@ -381,6 +388,21 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             raise full from exc
         raise
     return result
+
+
+def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:
+    """The records as Parquet and a DuckDB file (with r3con[sql]); what was written, or why not, for the manifest."""
+    from .tables import NEEDS_DUCKDB, write_tables
+
+    try:
+        written = write_tables(run_dir.path, tables)
+    except Exception as exc:  # noqa: BLE001 - the tables are a convenience: records.json and the CSVs stand
+        if is_disk_full(exc):
+            raise
+        return {"files": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if not written:
+        return {"files": [], "error": f"Parquet and records.duckdb {NEEDS_DUCKDB}"}
+    return {"files": [str(p.relative_to(run_dir.path)) for p in written]}
 
 
 def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:

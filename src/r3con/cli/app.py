@@ -352,6 +352,38 @@ def print_estimate(result: Any) -> None:
 
 
 @app.command()
+def sql(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (or an evaluation's report folder)", show_default=False)],
+    query: Annotated[str, typer.Argument(help='SQL, e.g. "SELECT * FROM people WHERE unverified"', show_default=False)],
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of rows instead of a table")] = False,
+) -> None:
+    """Run an SQL query (DuckDB) over RUN_DIR's records: one table per record type."""
+    from ..tables import query as run_query
+    from ..tables import require_duckdb
+
+    require_duckdb("r3con sql")
+    columns, rows = run_query(run_dir, query)
+    if as_json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], ensure_ascii=False, default=str))
+    elif as_csv:
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(*columns, caption=f"{len(rows):,} rows")
+        for row in rows:  # as Text: a record's "[b]" is its own text, not console markup
+            table.add_row(*(Text("" if v is None else str(v)) for v in row))
+        Console().print(table)
+
+
+@app.command()
 def servers(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead of a table")] = False,
 ) -> None:
