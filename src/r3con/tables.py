@@ -92,6 +92,21 @@ def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]
     return [*written, database]
 
 
+def write_parquet(target: Path, rows: Sequence[Mapping[str, Any]]) -> Path | None:
+    """`rows` as one Parquet file (an evaluation's summary); None without DuckDB or without rows."""
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    (frame,) = frames({"rows": rows}).values()
+    if frame.empty:
+        return None
+    with duckdb.connect() as con:
+        con.register("frame", frame)
+        con.execute(f"COPY frame TO '{_quoted(target)}' (FORMAT parquet)")
+    return target
+
+
 def load_records(run_dir: Path) -> dict[str, pd.DataFrame]:
     """The DataFrames of a run folder's records (from records.json)."""
     path = Path(run_dir) / "records.json"

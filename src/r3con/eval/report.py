@@ -341,11 +341,15 @@ def _csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
 
 
 def write_report(report: Report, out_dir: Path, *, plots: bool = True) -> list[Path]:
-    """Write report.md, summary.csv, categories.csv and (when matplotlib is installed) the PNG plots.
+    """Write report.md, summary.csv, categories.csv, (with DuckDB) the same as .parquet, and (when
+    matplotlib is installed) the PNG plots.
 
     Returns the paths written. Without matplotlib (the `eval` extra) the plots are left out, never the
-    tables: `plots.unavailable()` says so in a line for the caller to print.
+    tables: `plots.unavailable()` says so in a line for the caller to print; without DuckDB (the `sql`
+    extra) the Parquet files are left out.
     """
+    from ..tables import write_parquet
+
     written = []
     written.append(write_atomic(out_dir / "report.md", render_markdown(report)))
     summary = [{"benchmark": b, **r} for b in report.benchmarks for r in summary_rows(report, b)]
@@ -353,6 +357,10 @@ def write_report(report: Report, out_dir: Path, *, plots: bool = True) -> list[P
     categories = [{"benchmark": b, **r} for b in report.benchmarks for r in category_rows(report, b)]
     columns = ("benchmark", "source", "method", "model", "category", "value", "n", "correct", "accuracy", "se")
     written.append(write_atomic(out_dir / "categories.csv", _csv(categories, columns)))
+    for name, rows in (("summary", summary), ("categories", categories)):
+        parquet = write_parquet(out_dir / f"{name}.parquet", rows)
+        if parquet is not None:
+            written.append(parquet)
     written.append(write_atomic(out_dir / "report.json",
                                 json.dumps(report.to_dict(), ensure_ascii=False, indent=1, default=str) + "\n"))
     if plots and unavailable() is None:
