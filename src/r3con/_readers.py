@@ -18,10 +18,17 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ._formats import OFFICE_SUFFIXES, read_office
 from .errors import EncryptedDocument, InputError
 
-SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf"})
-READABLE = ".txt .md .json .jsonl .csv .html .pdf"  # for messages: the kinds, in the order users know them
+SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf",
+                                *OFFICE_SUFFIXES})
+# for messages and --help: every suffix, in the order users know the kinds
+READABLE = ".txt .md .markdown .json .jsonl .csv .html .htm .pdf .docx .xlsx .eml .epub"
+# a title that names a file or a tool's placeholder ("pdfsrc.html", "Microsoft Word - a.doc", "Untitled")
+_JUNK_TITLE = re.compile(r"^(?:[\w ~$.-]*\.(?:html?|pdf|docx?|rtf|odt|txt|tex|dvi|indd|qxd|tmp|xlsx?|pptx?|ps)"
+                         r"|microsoft (?:word|excel|powerpoint) - .*|untitled(?: document)?\d*|title|document\d*|"
+                         r"\(?anonymous\)?|-+)$", re.IGNORECASE)
 _MAX_TITLE = 160
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
@@ -51,6 +58,9 @@ def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
     """The title and text of the file at `path` (`pdf_password` opens encrypted PDFs); NotText or InputError
     when there is none to read."""
     suffix = path.suffix.lower()
+    if suffix in OFFICE_SUFFIXES:
+        title, body, warning = read_office(path, lambda html: _read_html(html, path))
+        return FileText(usable_title(title, path), body, warning=warning)
     try:
         if suffix == ".pdf":
             return _read_pdf(path, pdf_password)
@@ -72,6 +82,12 @@ def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
         return FileText((m.group(1).strip()[:_MAX_TITLE] if m else path.stem), text, encoding)
     title, text = _title_from_first_line(text, path)
     return FileText(title, text, encoding)
+
+
+def usable_title(title: object, path: Path) -> str:
+    """A document's own title when it is one, else the file's name (a browser-printed PDF says "pdfsrc.html")."""
+    text = " ".join(str(title or "").split())
+    return text[:_MAX_TITLE] if text and not _JUNK_TITLE.match(text) else path.stem
 
 
 def decode(raw: bytes) -> tuple[str, str | None]:
@@ -214,7 +230,7 @@ def _read_pdf(path: Path, password: str | None = None) -> FileText:
                                         "check --pdf-password (or R3CON_PDF_PASSWORD)")
             raise EncryptedDocument(f"{path} is encrypted: pass --pdf-password (or set R3CON_PDF_PASSWORD)")
         pages = [page.extract_text() or "" for page in reader.pages]
-        title = (reader.metadata.title if reader.metadata and reader.metadata.title else "") or path.stem
+        title = usable_title(reader.metadata.title if reader.metadata else None, path)
     except DependencyError as exc:
         raise InputError(f"{path} is encrypted with AES, which needs the cryptography package: "
                          "pip install cryptography") from exc

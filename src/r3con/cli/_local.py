@@ -31,19 +31,22 @@ def local_ports(env: Mapping[str, str] | None = None) -> tuple[tuple[int, str], 
     return tuple(ports)
 
 
-def with_local_server(settings: Settings, *, quiet: bool = False,
+def with_local_server(settings: Settings, *, quiet: bool = False, required: bool = True,
                       ports: Sequence[tuple[int, str]] | None = None) -> Settings:
     """`settings` unchanged when they name an endpoint; else the local server's base URL and model.
 
-    ConfigError when none listens, when several do, or when the server offers several models and none
-    is chosen with --model or loaded; one line on stderr says what was found.
+    ConfigError when none listens (unless not `required`: then `settings` unchanged), when several do,
+    or when the server offers several models and none is chosen with --model or loaded; one line on
+    stderr says what was found.
     """
     if settings.base_url:
         return settings
     ports = local_ports() if ports is None else ports
-    if not ports:
+    if not ports and required:
         settings.require_endpoint()
-    servers = asyncio.run(find_servers(ports))
+    servers = asyncio.run(find_servers(ports)) if ports else ()
+    if not servers and not required:
+        return settings
     if not servers:
         looked = ", ".join(f"{port} ({kind})" for port, kind in ports)
         raise ConfigError(f"no endpoint configured and no local server answers on ports {looked}: {HOW}")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._readers import READABLE
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, usage_line
@@ -90,7 +91,7 @@ def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: in
 @app.command()
 def run(
     question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
-    paths: Annotated[list[str] | None, typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf", show_default=False)] = None,
+    paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub with r3con[office])", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,

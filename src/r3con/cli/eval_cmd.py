@@ -165,7 +165,7 @@ def run(
     check_extras(methods)
     from ._local import with_local_server
 
-    settings = with_local_server(settings, quiet=quiet)
+    settings = with_local_server(settings, quiet=quiet, required=False)  # some methods need no endpoint
     method_fn: Any = None
     if option:
         chosen = configured_methods(methods, option)
