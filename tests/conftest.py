@@ -14,7 +14,6 @@ from r3con.testing import FakeLLMServer
 
 from .fakes import FIXTURE_DATA, data_dir
 
-
 NO_LOCAL_SERVERS = {"R3CON_LOCAL_PORTS": ""}  # a test never finds the servers others run on the usual ports
 
 
