@@ -11,7 +11,7 @@ ROOT = Path(r3con.__file__).parent
 # lowest first; a top-level module or package of r3con in each
 LAYERS = [
     {"errors", "_files", "_json", "tokens", "config", "_prompts", "prompts", "__version__"},
-    {"_readers", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence",
+    {"_readers", "_formats", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence", "tables",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
     {"llm", "sandbox", "testing"},
     {"results", "progress", "display", "_fanout"},

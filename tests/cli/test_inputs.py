@@ -19,7 +19,8 @@ FAST_RETRIES = {"R3CON_RETRY_BASE_S": "0.001"}
 
 
 def stderr_lines(proc) -> list[str]:
-    return [line for line in proc.stderr.splitlines() if line.strip()]
+    """stderr's lines, a closing line wrapped at 80 columns joined again."""
+    return [line for line in proc.stderr.replace("\n  ", " ").splitlines() if line.strip()]
 
 
 def one_line(proc, prefix: str) -> str:

@@ -16,7 +16,7 @@ def test_run_finds_ollama_uses_its_loaded_model_and_says_how_to_raise_its_window
         proc = cli_in_process("run", "How old are the people named?", str(corpus), "--out", str(tmp_path / "runs"),
                               env={"R3CON_LOCAL_PORTS": f"{free_port()}=vLLM,{server.port}=Ollama"})
     assert proc.returncode == 0, proc.stderr
-    line = next(x for x in proc.stderr.splitlines() if x.startswith("r3con: using"))
+    line = next(x for x in proc.stderr.replace("\n  ", " ").splitlines() if x.startswith("r3con: using"))
     assert f"using Ollama at {server.base_url}, model llama3.2:latest (window 8,192 tokens" in line
     assert "OLLAMA_CONTEXT_LENGTH" in line
     (manifest,) = (tmp_path / "runs").glob("*/manifest.json")

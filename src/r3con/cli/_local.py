@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ..config import Settings
+from ..display import wrapped
 from ..errors import ConfigError
 from ..llm.local import PORTS, LocalModel, LocalServer, find_servers, window_hint
 
@@ -64,7 +65,7 @@ def with_local_server(settings: Settings, *, quiet: bool = False, required: bool
         raise ConfigError(f"{server.kind} at {server.base_url} serves {len(server.models)} models "
                           f"({_names(server.models)}) and none alone is loaded: pass one with --model")
     if not quiet:
-        print(f"r3con: {found_line(server, chosen)}", file=sys.stderr)
+        print(wrapped(f"r3con: {found_line(server, chosen)}"), file=sys.stderr)
     return dataclasses.replace(settings, base_url=server.base_url, model=chosen.id)
 
 

@@ -17,7 +17,7 @@ import typer
 from .._readers import READABLE
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
-from ..display import cached_line, make_progress, usage_line
+from ..display import cached_line, make_progress, path_lines, usage_line, wrapped
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
@@ -180,18 +180,19 @@ def run(
         report_line(interrupted, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     print_result(result.summary(), as_json)
-    if not quiet:
-        print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
-        print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+    if not quiet:  # the closing lines fit 80 columns; the folder and the report on lines of their own
+        print(wrapped(f"usage: {usage_line(result.usage)}"), file=sys.stderr)
+        print(wrapped(f"prefix cache: {cached_line(result.by_stage)}"), file=sys.stderr)
         if result.evidence_stats is not None:
-            print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
-        print(f"run folder: {result.run_dir}", file=sys.stderr)
+            print(wrapped(f"evidence: {result.evidence_stats.line()}"), file=sys.stderr)
     for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
-        print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
+        print(wrapped(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}"), file=sys.stderr)
     for line in result.warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    report_line(result, quiet=quiet)
+        print(wrapped(f"warning: {line}"), file=sys.stderr)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
+    if not quiet:
+        print(path_lines("run folder", result.run_dir), file=sys.stderr)
+    report_line(result, quiet=quiet)
 
 
 def report_line(outcome: object, *, quiet: bool = False) -> None:
@@ -203,7 +204,7 @@ def report_line(outcome: object, *, quiet: bool = False) -> None:
     if problem:
         print(f"r3con: warning: {problem}", file=sys.stderr)
     elif path is not None and not quiet:
-        print(f"report: {path}", file=sys.stderr)
+        print(path_lines("report", path), file=sys.stderr)
 
 
 @app.command()
