@@ -5,6 +5,7 @@ the standard input of a process)."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,14 @@ def test_run_json_has_the_documented_shape(fake_server, corpus, tmp_path):
     assert data["documents"] == 3 and data["degraded"] == []
     assert set(data["usage"]) >= {"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "by_stage"}
     assert set(data["usage"]["by_stage"]) == {"relevance", "schema", "populate", "reason"}
+    assert set(data) == documented_json_keys(), "docs/usage.md lists every --json key, and only those"
+
+
+def documented_json_keys() -> set[str]:
+    """The keys of the `--json` table in docs/usage.md (its first column)."""
+    text = (Path(__file__).parents[2] / "docs" / "usage.md").read_text()
+    table = text[text.index("| key | what |"):].split("\n\n")[0]
+    return {line.split("`")[1] for line in table.splitlines()[2:]}
 
 
 @pytest.mark.parametrize("args, env, code, message", [
