@@ -34,6 +34,11 @@ def test_frames_have_the_source_and_evidence_columns_and_one_type_per_column():
     assert frame["tags"][0] == '["a", "b"]' and frame["span_start"].tolist()[0] == 0
 
 
+def test_record_types_whose_names_meet_as_identifiers_stay_apart():
+    assert list(frames({"People": [{"a": 1}], "people": [{"a": 2}], "2025 data": [{"a": 3}]})) == [
+        "people", "people_2", "t_2025_data"]
+
+
 def test_parquet_and_duckdb_in_the_folder_answer_sql(tmp_path):
     written = write_tables(tmp_path, TABLES)
     assert [p.relative_to(tmp_path).as_posix() for p in written] == ["records/people_2025.parquet", "records.duckdb"]

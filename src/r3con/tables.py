@@ -65,7 +65,10 @@ def frames(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, pd.Da
             kinds = {type(v) for v in values}
             if kinds and not kinds <= {int, float} and not kinds <= {bool} and kinds != {str}:
                 frame[column] = frame[column].map(lambda v: None if v is None or v != v else str(v))
-        out[table_name(name)] = frame
+        key, n = table_name(name), 2
+        while key in out:  # "People" and "people" both become people: the second is people_2
+            key, n = f"{table_name(name)}_{n}", n + 1
+        out[key] = frame
     return out
 
 
