@@ -10,13 +10,14 @@ ROOT = Path(r3con.__file__).parent
 
 # lowest first; a top-level module or package of r3con in each
 LAYERS = [
-    {"errors", "_files", "_json", "tokens", "config", "_prompts", "prompts", "__version__"},
-    {"_readers", "_formats", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence", "tables",
+    {"errors", "_files", "_json", "tokens", "config", "_prompts", "prompts", "_version"},
+    {"_readers", "_formats", "_walk", "inputs", "corpus", "retrieval", "artifacts", "resume", "evidence", "notes",
+     "tables",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
     {"llm", "sandbox", "testing"},
     {"results", "progress", "display", "_fanout"},
     {"stages"},
-    {"pipeline", "baselines", "estimate"},
+    {"pipeline", "recording", "baselines", "estimate"},
     {"methods", "eval", "demo"},
     {"cli", "__main__", ""},
 ]
@@ -32,16 +33,13 @@ def top(module: str) -> str:
 
 
 def imports(path: Path) -> list[tuple[str, int]]:
-    """(imported r3con module, line) for every import outside `if TYPE_CHECKING:` blocks."""
+    """(imported r3con module, line) for every import: at the top, in functions, and under `if TYPE_CHECKING:`
+    (a type a module names is part of what it depends on)."""
     module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
     package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     out = []
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
@@ -76,3 +74,68 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path / "r3con")
     assert imports(fake / "bad.py") == [("r3con.stages.relevance", 1)]
     assert layer(top("r3con.stages.relevance")) > layer(top("r3con.llm.bad"))
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each r3con module and the r3con modules it imports (a package's name for its __init__)."""
+    modules = {_module(p): p for p in ROOT.rglob("*.py")}
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {m: {t for name, _ in imports(p) if (t := known(name)) and t != m} for m, p in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or through others (Tarjan's components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    assert cycles(_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_lazy_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_another_packages_private_module():
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        package = _module(path) if path.name == "__init__.py" else _module(path).rpartition(".")[0]
+        for target, line in imports(path):
+            owner, _, name = target.rpartition(".")
+            if name.startswith("_") and not name.startswith("__") and owner != package \
+                    and not package.startswith(owner + "."):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)

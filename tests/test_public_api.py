@@ -4,7 +4,7 @@ import r3con
 def test_public_api_is_small_sorted_and_pinned():
     assert r3con.__all__ == sorted(r3con.__all__)
     assert set(r3con.__all__) == {
-        "BudgetExceeded", "ConfigError", "Corpus", "Document", "EndpointUnreachable", "Evidence", "Failure", "InputError",
+        "BudgetExceeded", "ConfigError", "ContextTooLong", "Corpus", "DiskFull", "Document", "EndpointUnreachable", "Evidence", "Failure", "InputError",
         "Inputs", "OutputError", "ProviderError", "R3conError", "RunFailed", "RunResult", "SandboxError", "Settings",
         "__version__", "documents_from_texts", "load_corpus", "load_documents", "run", "split_documents",
     }
@@ -14,7 +14,7 @@ def test_public_api_is_small_sorted_and_pinned():
 
 def test_every_error_is_an_r3con_error_with_an_exit_code():
     for name in ("ConfigError", "EndpointUnreachable", "InputError", "OutputError", "ProviderError",
-                 "BudgetExceeded", "SandboxError", "RunFailed"):
+                 "BudgetExceeded", "SandboxError", "RunFailed", "DiskFull", "ContextTooLong"):
         cls = getattr(r3con, name)
         assert issubclass(cls, r3con.R3conError)
         assert cls.exit_code in (1, 2)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .config import Settings  # noqa: E402
 from .corpus import Corpus, Document, documents_from_texts, load_corpus, load_documents, split_documents  # noqa: E402
 from .errors import (  # noqa: E402
     BudgetExceeded,
     ConfigError,
+    ContextTooLong,
+    DiskFull,
     EndpointUnreachable,
     InputError,
     OutputError,
@@ -25,7 +26,9 @@ from .results import Failure  # noqa: E402
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
+    "ContextTooLong",
     "Corpus",
+    "DiskFull",
     "Document",
     "EndpointUnreachable",
     "Evidence",

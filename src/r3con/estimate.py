@@ -20,9 +20,9 @@ from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
-from .pipeline import notes_budget, part_budget
-from .stages._common import SHARED_OVERHEAD
-from .stages.plan import CacheSeen, Placement, Shared, plan_populate, plan_round
+from .pipeline import part_budget, stage_options
+from .stages.messages import SHARED_OVERHEAD
+from .stages.plan import CacheSeen, Shared, plan_populate, plan_round
 from .tokens import EstimateCounter, TokenCounter
 
 PER_MESSAGE = 4  # chat-template tokens around each message
@@ -142,13 +142,14 @@ async def estimate_run(
     model = model or settings.model or "unknown"
     window = settings.context_window or DEFAULT_CONTEXT_WINDOW
     parts = split_documents(documents, part_budget(settings, window))
-    budget = notes_budget(settings, window, part_budget(settings, window))
+    options = stage_options(settings, window)
+    budget = options.relevance.notes_budget
     n = len(parts)
     first_notes = (a.note_tokens + a.note_tags_tokens, _relevant(n, a.relevant_share))
     last_notes = ((a.note_tokens if a.final_note_tokens is None else a.final_note_tokens) + a.note_tags_tokens,
                   _relevant(n, a.final_share))
     wrapped_note, relevant = first_notes
-    placement = Placement.of(settings)
+    placement = options.relevance.placement
     position = {p.key: i for i, p in enumerate(parts)}
 
     def notes_size(count: int) -> tuple[int, bool]:  # the notes part of a call, and whether selection applied
@@ -277,12 +278,10 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     read the notes the whole corpus would give. First-round calls are the run's own, so with the LLM
     cache the run does not pay for them again."""
     from .llm import build_llm
+    from .notes import format_notes, note_refs, notes_bm25
     from .retrieval import ranking
-    from .stages._common import format_notes, note_refs
-    from .stages._evidence import with_passage
-    from .stages.notes_select import notes_bm25
-    from .stages.populate import PopulateOptions, populate
-    from .stages.relevance import RelevanceOptions, extract_relevance, reread
+    from .stages.populate import populate, sent_schema
+    from .stages.relevance import extract_relevance, reread
     from .stages.schema import propose_schema, schema_text
 
     counter = counter or EstimateCounter()
@@ -294,11 +293,9 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
         places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]
         picks = [parts[i] for i in sorted(ranked[i] for i in places)]
-        placement = Placement.of(settings)
         recorded = _ByRound(stack)
-        options = RelevanceOptions(rounds=1, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
-                                   placement=placement, notes_budget=notes_budget(settings, window,
-                                                                                  part_budget(settings, window)))
+        stages = stage_options(settings, window)
+        options = replace(stages.relevance, rounds=1)
         notes = dict((await extract_relevance(recorded, task, picks, options)).rounds[0])
         read = recorded.usage.get(1, Usage())
         probed = {i: notes[parts[ranked[i]].key] for i in places}
@@ -336,10 +333,8 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
             text = format_notes(note_refs(picks, found_final))
             proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
                                             temperature=settings.temperature)
-            schema_tokens = round((await counter.count([schema_text(with_passage(proposed.schema))]))[0] * scale)
-            await populate(stack, task, proposed.schema, picks, text, PopulateOptions(
-                max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
-                temperature=settings.temperature, placement=placement, unverified=settings.unverified))
+            schema_tokens = round((await counter.count([schema_text(sent_schema(proposed.schema))]))[0] * scale)
+            await populate(stack, task, proposed.schema, picks, text, stages.populate)
             filled = stack.ledger.by_stage().get("populate", Usage())
             if filled.calls:
                 records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k

@@ -9,11 +9,29 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .corpus import Document
-    from .results import Failure
+
+class Part(Protocol):
+    """A document or one of its parts, as the account counts them (`corpus.Document` is one)."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def part(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+
+
+class Degrading(Protocol):
+    """What a stage reports of a document it went on without (`results.Failure` is one)."""
+
+    @property
+    def doc(self) -> str: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def error(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -104,16 +122,16 @@ class Inputs:
     degraded: tuple[DegradedInput, ...] = ()
 
     @classmethod
-    def of(cls, documents: Iterable[Document]) -> Inputs:
+    def of(cls, documents: Iterable[Part]) -> Inputs:
         """The account of documents given in memory (every one read)."""
         return cls(read=tuple(ReadInput(doc=d.number, source=d.source) for d in documents if d.part == 1))
 
-    def with_parts(self, parts: Sequence[Document]) -> Inputs:
+    def with_parts(self, parts: Sequence[Part]) -> Inputs:
         """The same account, with how many parts each read document was split into."""
         counts = Counter(p.number for p in parts)
         return replace(self, read=tuple(replace(r, parts=counts.get(r.doc, r.parts)) for r in self.read))
 
-    def with_degraded(self, failures: Iterable[Failure]) -> Inputs:
+    def with_degraded(self, failures: Iterable[Degrading]) -> Inputs:
         """The same account, with the documents the stages had to go on without."""
         seen = {(d.doc, d.stage) for d in self.degraded}
         added = [DegradedInput(doc=f.doc, stage=f.stage, cause=f.error) for f in failures

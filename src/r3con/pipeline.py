@@ -2,45 +2,36 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 import time
-import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
-from . import __version__
-from ._fanout import DOCUMENT_ERRORS, cause_of, check_failed_share
-from .artifacts import RunDir, disk_full, is_disk_full
+from ._fanout import DOCUMENT_ERRORS, check_failed_share
+from .artifacts import RunDir
 from .config import Settings
 from .corpus import Document, split_documents
-from .errors import ConfigError, InputError, OutputError, R3conError
-from .evidence import Evidence, EvidenceStats, document_refs, resolve_citations
+from .errors import ConfigError, InputError, OutputError
+from .evidence import Evidence, EvidenceStats, resolve_citations
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
-from .llm.budget import spent_in
 from .llm.layers import Progressed
 from .llm.types import Usage
+from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
+from .recording import RunRecord
 from .report import try_write_report
 from .results import Failure
-from .resume import content_hash
 from .sandbox import SandboxLimits
-from .stages._common import note_refs
-from .stages.answer import AgentStep, AnswerOptions, answer_direct, answer_with_code
-from .stages.notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
-from .stages.plan import CacheSeen, Placement
+from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
+from .stages.plan import Placement
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
-from .tokens import estimate_tokens
 
-T = TypeVar("T")
 _PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 
 
@@ -143,31 +134,6 @@ def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
     return "anthropic" in names or "claude" in names
 
 
-def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
-              stack: LLMStack, budget: int) -> dict[str, Any]:
-    return {
-        "task": task,
-        "r3con_version": __version__,
-        "python": sys.version.split()[0],
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
-                     "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source},
-        "settings": settings.public(),
-        "part_tokens": budget,
-        "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
-             "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
-             "parts": sum(1 for p in parts if p.number == d.number)}
-            for d in docs
-        ],
-    }
-
-
-def _check_failures(stage: str, failures: Sequence[Failure], total: int, settings: Settings) -> None:
-    check_failed_share(stage, failures, total, settings.max_failed_share)
-
-
 async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
@@ -236,262 +202,140 @@ def notes_ranking(settings: Settings) -> str:
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
                embed: Embed | None = None, resumed: bool = False) -> RunResult:
+    """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
+    outcome goes to the run folder's record as it comes."""
     started = time.perf_counter()
-    budget = part_budget(settings, llm.endpoint.context_window)
-    parts = split_documents(docs, budget)
-    manifest = _manifest(task, docs, parts, settings, llm, budget)
-    account = (inputs or Inputs.of(docs)).with_parts(parts)
-    manifest["inputs"] = account.to_dict()
-    manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
-    notes_tokens = notes_budget(settings, llm.endpoint.context_window, budget)
-    breakpoints = use_breakpoints(settings, llm)
-    placement = Placement.of(settings)
-    seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
-    selections: dict[str, Selections] = {}
-    manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
-    manifest["notes_selection"] = {
-        "budget_tokens": notes_tokens,
-        "budget_source": "off" if notes_tokens is None else ("config" if settings.notes_budget_tokens else "window"),
-        "ranking": "embeddings" if embed is not None else "bm25", "query": "the task, and in relevance rounds the document's own last note",
-    }
-    run_dir.write_json("manifest.json", manifest)
-    _write_documents(run_dir, docs)
+    window = llm.endpoint.context_window
+    part_tokens = part_budget(settings, window)
+    parts = split_documents(docs, part_tokens)
+    options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
+                            scratch_root=run_dir.scratch_root)
+    record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
+                       notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
+                       breakpoints=options.relevance.breakpoints, placement=options.relevance.placement)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
-    failures: list[Failure] = []
-    fallbacks: list[dict[str, str]] = []  # manifest.json and result.json keep them (fallback())
-    manifest["fallbacks"] = fallbacks
-    stage = "relevance"
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:
             progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, RelevanceOptions(
-                rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
-                breakpoints=breakpoints, notes_budget=notes_tokens, placement=placement, embed=embed,
-            ))
+            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, options.relevance)
+            record.relevance(relevance, parts)
             rounds = relevance.rounds
-            failures += relevance.failures
-            seen = relevance.cache
-            selections["relevance"] = relevance.selections  # _finish_manifest keeps what is not empty
-            for i, notes in enumerate(rounds, start=1):
-                run_dir.write_json(f"notes/round-{i}.json", _notes_json(parts, notes))
-            _check_failures("relevance", failures, len(parts), settings)
+            check_failed_share("relevance", record.failures, len(parts), settings.max_failed_share)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
-        selector = NotesSelector(note_refs(parts, final_notes), notes_tokens, embed=embed)
-        final_choice = await selector.select(task)
-        notes_text = final_choice.text
-        manifest["notes_selection"]["final"] = {
-            "notes": len(selector.refs), "shown": final_choice.shown, "indexed": final_choice.indexed,
-            "omitted": final_choice.omitted, "tokens": final_choice.tokens, "full_tokens": selector.full_tokens(),
-        }
+        final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
+        record.final_notes(final)
 
         schema: Mapping[str, Any] | None = None
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
         evidence_stats: EvidenceStats | None = None
         if settings.structuring:
-            stage = "schema"
-            progress.stage("schema", 1)
-            try:
-                proposal = await _fitting(selector, task, final_choice, lambda notes: propose_schema(
-                    llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
-            except OutputError as exc:  # no usable schema: the answer comes from the notes alone
-                fallbacks.append(fallback("schema", exc, "answered directly from the notes, without records"))
-            else:
-                run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
-                schema = proposal.schema
-                llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
-                run_dir.write_json("schema.json", schema)
-            finally:
-                progress.advance("schema")
-
+            record.stage = "schema"
+            schema = await _schema(llm, task, final, settings, record, progress)
         if schema is not None:
-            stage = "populate"
+            record.stage = "populate"
             progress.stage("populate", len(parts))
-            filled = await populate(Progressed(llm, progress.advance), task, schema, parts, notes_text, PopulateOptions(
-                max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
-                temperature=settings.temperature, breakpoints=breakpoints, selector=selector,
-                placement=placement, reverse=settings.rounds % 2 == 1, cache=seen, unverified=settings.unverified,
-            ))
-            failures += filled.failures
-            selections["populate"] = Selections(shared_first=filled.shared_first)
-            llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
-            tables = filled.tables
-            run_dir.write_json("records.json", {k: list(v) for k, v in tables.items()})
-            evidence_stats = filled.evidence
-            manifest["evidence_stats"] = evidence_stats.to_dict()
-            if filled.dropped:  # --unverified drop: listed, never silently lost
-                run_dir.write_json("dropped_records.json", list(filled.dropped))
-            for name, rows in tables.items():
-                run_dir.write_table_csv(name, [dict(r) for r in rows])
-            manifest["tables"] = _write_tables(run_dir, tables)
-            _check_failures("populate", failures, len(parts), settings)
+            filled = await populate(Progressed(llm, progress.advance), task, schema, parts, final.text, replace(
+                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen))
+            record.records(filled)
+            tables, evidence_stats = filled.tables, filled.evidence
+            check_failed_share("populate", record.failures, len(parts), settings.max_failed_share)
 
-        stage = "reason"
+        record.stage = "reason"
         progress.stage("reason", 1)
-        missing = sorted({f.doc for f in failures}, key=_key_order)
-        options = AnswerOptions(
-            mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,
-            temperature=settings.temperature, data_view_chars=settings.data_view_chars,
-            sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
-            sandbox_mode=settings.sandbox_mode, scratch_root=run_dir.scratch_root,
-        )
-        schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
-        answer = None
-        if settings.reasoning == "code" and not fallbacks:
-            try:
-                answer = await _fitting(selector, task, final_choice, lambda notes: answer_with_code(
-                    llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
-            except DOCUMENT_ERRORS as exc:  # the agent's calls broke: answer from the notes and the data
-                fallbacks.append(fallback("reason", exc, "answered directly from the notes and the records"))
-            else:
-                if answer.capped and not answer.answer.strip():
-                    fallbacks.append(fallback("reason", f"the agent gave no answer in {settings.max_steps} steps",
-                                              "answered directly from the notes and the records"))
-                    answer = None
-        if answer is None:
-            answer = await _fitting(selector, task, final_choice, lambda notes: answer_direct(
-                llm, task, notes, schema_json, tables, options, missing))
+        answer = await _answer(llm, task, final, final_notes, schema, tables, options.answer, settings, record)
         progress.advance("reason")
-        if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
-            manifest["sandbox"] = {"mode": settings.sandbox_mode, **answer.isolation}
-        run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
-                                                "isolation": answer.isolation,
-                                                "steps": [s.to_dict() for s in answer.steps]})
-        stage = "finish"
-        account = account.with_degraded(failures)
-        manifest["inputs"] = account.to_dict()
-        _finish_manifest(run_dir, manifest, selections, seen, placement)
+        record.answer(answer, settings.sandbox_mode)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
                                   {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
         result = RunResult(
             answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
-            records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(failures),
+            records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(record.failures),
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
-            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=account,
+            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(fallbacks), warnings=llm.warnings(),
+            fallbacks=tuple(record.fallbacks), warnings=llm.warnings(),
         )
-        _write_usage(run_dir, llm)
-        run_dir.write_text("answer.txt", result.answer + "\n")
-        run_dir.write_json("result.json", result.summary())
-        (run_dir.path / "error.json").unlink(missing_ok=True)  # an earlier attempt's; the manifest's attempts keep it
+        record.finish(result.answer, result.summary())
     except BaseException as exc:
-        def save() -> None:
-            _write_usage(run_dir, llm)
-            manifest["inputs"] = account.with_degraded(failures).to_dict()
-            _finish_manifest(run_dir, manifest, selections, seen, placement)
-
-        _record_end(run_dir, stage, exc, save)
-        if is_disk_full(exc):
-            full = disk_full(run_dir.path, exc)
-            full.run_dir, full.stage = run_dir.path, stage
-            raise full from exc
+        ended = record.ended(exc)
+        if ended is not exc:
+            raise ended from exc
         raise
     return result
 
 
-def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:
-    """The records as Parquet and a DuckDB file (with r3con[sql]); what was written, or why not, for the manifest."""
-    from .tables import NEEDS_DUCKDB, write_tables
+@dataclass(frozen=True)
+class StageOptions:
+    """What each stage is given from the settings: one mapping, for the run and for `estimate`."""
 
+    relevance: RelevanceOptions
+    populate: PopulateOptions
+    answer: AnswerOptions
+
+
+def stage_options(settings: Settings, context_window: int, *, breakpoints: bool = False,
+                  embed: Embed | None = None, scratch_root: Path | None = None) -> StageOptions:
+    """The stages' options for `settings` on an endpoint with `context_window` tokens."""
+    placement = Placement.of(settings)
+    return StageOptions(
+        relevance=RelevanceOptions(
+            rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+            breakpoints=breakpoints, placement=placement, embed=embed,
+            notes_budget=notes_budget(settings, context_window, part_budget(settings, context_window)),
+        ),
+        populate=PopulateOptions(
+            max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
+            temperature=settings.temperature, breakpoints=breakpoints, placement=placement,
+            unverified=settings.unverified,
+        ),
+        answer=AnswerOptions(
+            mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,
+            temperature=settings.temperature, data_view_chars=settings.data_view_chars,
+            sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
+            sandbox_mode=settings.sandbox_mode, scratch_root=scratch_root,
+        ),
+    )
+
+
+async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
+                  progress: Progress) -> Mapping[str, Any] | None:
+    """A schema proposed from the final notes; None when none was usable (the answer then comes from the
+    notes alone)."""
+    progress.stage("schema", 1)
     try:
-        written = write_tables(run_dir.path, tables)
-    except Exception as exc:  # noqa: BLE001 - the tables are a convenience: records.json and the CSVs stand
-        if is_disk_full(exc):
-            raise
-        return {"files": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
-    if not written:
-        return {"files": [], "error": f"Parquet and records.duckdb {NEEDS_DUCKDB}"}
-    return {"files": [str(p.relative_to(run_dir.path)) for p in written]}
-
-
-def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
-    """What failed in `stage` (an error or what went wrong) and how the run went on without it, for the
-    manifest, the result and a warning line."""
-    return {"stage": stage, "failed": failed if isinstance(failed, str) else cause_of(failed), "fallback": how}
-
-
-async def _fitting(selector: NotesSelector, task: str, choice: NotesChoice,
-                   call: Callable[[str], Awaitable[T]]) -> T:
-    """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""
-    async def fewer(budget: int) -> NotesChoice:
-        return await selector.select(task, budget=budget)
-
-    return await fitting(lambda chosen: call(chosen.text), choice, fewer)
-
-
-def _finish_manifest(run_dir: RunDir, manifest: dict[str, Any], selections: Mapping[str, Selections],
-                     seen: CacheSeen, placement: Placement) -> None:
-    """The manifest again, with how many calls had their notes selected, and put them first, per stage,
-    and whether the endpoint kept the documents' prefixes between stages."""
-    manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
-                                            for stage, s in selections.items() if s.calls}
-    manifest["layout"]["shared_first_calls"] = {stage: s.shared_first for stage, s in selections.items()
-                                                if s.shared_first or stage == "populate"}
-    manifest["layout"]["document_reuse"] = seen.to_dict(placement.adaptive)
-    run_dir.write_json("manifest.json", manifest)
-
-
-def _record_end(run_dir: RunDir, stage: str, exc: BaseException, save: Callable[[], object]) -> None:
-    """What ended the run, in error.json (with the traceback for our own bugs), and the usage and
-    manifest so far; tags `exc` with the run folder and stage for the CLI. Never raises: the disk may
-    be full, and the error that ended the run is the one to report."""
-    if isinstance(exc, R3conError):
-        kind = "error"
-    elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
-        kind = "interrupted"
+        proposal = await final.fit(lambda notes: propose_schema(
+            llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
+    except OutputError as exc:
+        record.went_on("schema", exc, "answered directly from the notes, without records")
+        return None
     else:
-        kind = "disk full" if is_disk_full(exc) else "internal error"
-    record: dict[str, Any] = {"stage": stage, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
-    if kind == "internal error":
-        record["traceback"] = "".join(traceback.format_exception(exc))
-    try:
-        exc.run_dir = run_dir.path  # type: ignore[attr-defined]  # any exception takes attributes
-        exc.stage = stage  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
-    try:
-        run_dir.write_json("error.json", record)
-        save()
-    except OSError:
-        pass
+        record.schema(proposal)
+        return proposal.schema
+    finally:
+        progress.advance("schema")
 
 
-def _attempts(run_dir: RunDir, resumed: bool, started: str) -> list[dict[str, Any]]:
-    """The attempts made in this folder so far (from its manifest when resumed), this one last."""
-    earlier: list[dict[str, Any]] = []
-    if resumed:
+async def _answer(llm: LLMStack, task: str, final: FinalNotes, final_notes: Mapping[str, str],
+                  schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
+                  options: AnswerOptions, settings: Settings, record: RunRecord) -> AnswerResult:
+    """The answer: by the coding agent over the records, or directly from the notes and records when
+    reasoning is direct, an earlier stage fell back, or the agent failed or gave no answer."""
+    missing = sorted({f.doc for f in record.failures}, key=_key_order)
+    schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
+    if settings.reasoning == "code" and not record.fallbacks:
         try:
-            old = json.loads((run_dir.path / "manifest.json").read_text(encoding="utf-8"))
-            earlier = list(old.get("attempts") or [{"started": old.get("started")}])
-            error = json.loads((run_dir.path / "error.json").read_text(encoding="utf-8"))
-            if earlier and "error" not in earlier[-1]:
-                earlier[-1]["error"] = error.get("error")
-        except (OSError, ValueError, AttributeError):
-            pass
-    return [*earlier, {"started": started}]
+            answer = await final.fit(lambda notes: answer_with_code(
+                llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
+        except DOCUMENT_ERRORS as exc:  # the agent's calls broke: answer from the notes and the data
+            record.went_on("reason", exc, "answered directly from the notes and the records")
+        else:
+            if not (answer.capped and not answer.answer.strip()):
+                return answer
+            record.went_on("reason", f"the agent gave no answer in {settings.max_steps} steps",
+                           "answered directly from the notes and the records")
+    return await final.fit(lambda notes: answer_direct(llm, task, notes, schema_json, tables, options, missing))
 
 
 def _key_order(key: str) -> tuple[int, ...]:
     return tuple(int(p) for p in key.split("."))
-
-
-def _notes_json(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Each note with `refs`: the keys of the documents it names ("document 12"), for links."""
-    keys = [p.key for p in parts]
-    return [{"doc": p.key, "title": p.title, "note": notes[p.key],
-             "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
-
-
-def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
-    """documents.jsonl: each whole document's text as loaded, which records' `_span`s index."""
-    run_dir.write_text("documents.jsonl", "".join(
-        json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
-        for d in docs))
-
-
-def _write_usage(run_dir: RunDir, llm: LLMStack) -> None:
-    total = llm.ledger.total().to_dict()
-    total["by_stage"] = {k: v.to_dict() for k, v in llm.ledger.by_stage().items()}
-    total["run_folder_cost_usd"] = spent_in(run_dir.calls_path)  # this attempt and earlier ones (--resume)
-    run_dir.write_json("usage.json", total)

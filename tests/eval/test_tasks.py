@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from r3con.errors import ConfigError, InputError
-from r3con.eval.tasks import TaskFilter, default_data_dir, load_benchmark, resolve_data_dir, safe_name
+from r3con.eval.benchmarks import load_benchmark
+from r3con.eval.tasks import TaskFilter, default_data_dir, resolve_data_dir, safe_name
 
 
 def test_filter_keeps_only_matching_categories_and_ids():

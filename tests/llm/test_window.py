@@ -10,7 +10,7 @@ import pytest
 
 from r3con.config import DEFAULT_CONTEXT_WINDOW, Settings
 from r3con.llm.endpoint import Endpoint
-from r3con.llm.local import OLLAMA_DEFAULT
+from r3con.llm.native import OLLAMA_DEFAULT
 from r3con.llm.window import discover
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from .. import __version__
 from .._fanout import check_failed_share, fan_out
 from .._prompts import Rendered
+from .._version import __version__
 from ..artifacts import RunDir
 from ..config import Settings
 from ..corpus import Document, cut_point, split_documents, split_text

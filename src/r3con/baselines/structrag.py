@@ -22,7 +22,7 @@ from ..corpus import Document
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest
 from ..results import MethodFn, MethodOutcome
-from ..stages._common import document_messages
+from ..stages.messages import document_messages
 from ..stages.plan import Placement
 from ..tokens import estimate_tokens
 from ._common import (

@@ -31,7 +31,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from .._version import __version__
 
         print(f"r3con {__version__}")
         raise typer.Exit()

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from .benchmarks import load_benchmark
 from .corpusqa import extract_final_answer, load_corpusqa
 from .download import DownloadError, download, download_loong
 from .dracula import load_dracula
@@ -30,7 +31,6 @@ from .tasks import (
     TaskFilter,
     TaskSet,
     default_data_dir,
-    load_benchmark,
     resolve_data_dir,
 )
 

@@ -131,8 +131,3 @@ def read_record(path: Path) -> TaskRecord:
         return TaskRecord.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path} is not a task record ({exc}); delete it to redo that task") from exc
-
-
-def method_records(method_dir: Path) -> list[TaskRecord]:
-    """Every task record in a method's folder, in file-name order."""
-    return [read_record(p) for p in sorted(method_dir.glob("*.json"))]

@@ -193,10 +193,6 @@ def build_report(dirs: Sequence[Path]) -> Report:
 
 # ---- tables -------------------------------------------------------------------------------------------
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return NOT_AVAILABLE if value is None else f"{value:.{digits}f}"
-
-
 def _cell(acc: Accuracy | None) -> str:
     return NOT_AVAILABLE if acc is None or acc.n == 0 else f"{acc.percent:.2f} ± {acc.se_percent:.2f} ({acc.n})"
 

@@ -142,20 +142,3 @@ def safe_name(task_id: str) -> str:
     if name == task_id:
         return name
     return f"{name or 'task'}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
-
-
-def load_benchmark(benchmark: str, data: Path, filters: TaskFilter = TaskFilter()) -> TaskSet:
-    """Load the tasks of `benchmark` (loong, corpusqa, dracula) from `data`, keeping those `filters` select."""
-    if benchmark == "loong":
-        from .loong import load_loong
-
-        return load_loong(data, filters)
-    if benchmark == "corpusqa":
-        from .corpusqa import load_corpusqa
-
-        return load_corpusqa(data, filters)
-    if benchmark == "dracula":
-        from .dracula import load_dracula
-
-        return load_dracula(data, filters)
-    raise ConfigError(f"unknown benchmark {benchmark!r}; use {', '.join(BENCHMARKS)}")

@@ -21,7 +21,7 @@ from typing import Any
 from ..config import DEFAULT_CONTEXT_WINDOW, Settings
 from ..errors import ConfigError, EndpointUnreachable, ProviderError
 from .endpoint import Endpoint, HTTPFailure
-from .local import native_window, same_model
+from .native import native_window, same_model
 
 PROBE_S = 10.0  # seconds a discovery probe may take; a server that does not answer one is asked no more
 

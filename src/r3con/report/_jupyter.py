@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
+from ..evidence import Evidence, EvidenceStats
 from ._render import _environment
 
-if TYPE_CHECKING:
-    from ..pipeline import RunResult
+
+class Summarised(Protocol):
+    """What the summary shows of a run's result (`pipeline.RunResult` is one)."""
+
+    @property
+    def answer(self) -> str: ...
+    @property
+    def evidence(self) -> Sequence[Evidence]: ...
+    @property
+    def evidence_stats(self) -> EvidenceStats | None: ...
+    @property
+    def records(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
+    @property
+    def report(self) -> Path | None: ...
+    @property
+    def unknown_citations(self) -> Sequence[str]: ...
+    @property
+    def documents(self) -> Sequence[object]: ...
+    @property
+    def usage(self) -> object: ...  # an llm.types.Usage
 
 
-def summary_html(result: RunResult, limit: int = 10) -> str:
+def summary_html(result: Summarised, limit: int = 10) -> str:
     """The answer, the evidence it cites (document, passage, whether found), the counts and the report's path."""
     stats = result.evidence_stats
     return _environment().get_template("summary.html.j2").render(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..corpus import Document
-from ._common import SYSTEM_TOKENS
+from .messages import SYSTEM_TOKENS
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -101,7 +101,7 @@ class CallPlan:
     shared_first: bool = False
     probe: bool = False  # sent before the others, to learn whether the cache kept its document
     cold: bool = False  # the cache will not have kept the document: the shared part leads whatever it is
-    prefix_order: bool = False  # the notes lead, every one of them: in `notes_select.prefix_order`
+    prefix_order: bool = False  # the notes lead, every one of them: in `notes.prefix_order`
 
     @property
     def where(self) -> str:

@@ -26,11 +26,11 @@ from ..errors import OutputError
 from ..evidence import EvidenceStats, Haystack
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
+from ..notes import NotesChoice, NotesSelector, fitting
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, document_messages
 from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
-from .notes_select import NotesChoice, NotesSelector, fitting
+from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
 
@@ -191,6 +191,11 @@ async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, op
     tables = {name: list(value.get(name) or []) for name in form.schema["properties"]}
     check(tables, doc, hay)
     return replace(result, records=tables, evidence_reasked=True)
+
+
+def sent_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The schema as population sends it: each record with its passage field."""
+    return with_passage(schema)
 
 
 def stamp(record: Mapping[str, Any], doc: Document) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 From round 2 on, each document is re-read with the previous round's notes of all OTHER documents
 (never its own), labelled with their document numbers and titles. Rounds are barriers. When those
-notes exceed the notes budget, the most relevant go in full and the rest as an index (notes_select);
+notes exceed the notes budget, the most relevant go in full and the rest as an index (`notes`);
 a request refused as too long for the window is retried with half the notes, never cut silently.
 Where each call puts its document is planned before the round's calls go out (`plan`).
 """
@@ -19,10 +19,10 @@ from .._prompts import render
 from ..corpus import Document
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
+from ..notes import Embed, NotesChoice, NotesSelector, Selections, Shown, fitting, note_refs
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._common import SHARED_OVERHEAD, document_messages, note_refs
-from .notes_select import Embed, NotesChoice, NotesSelector, Selections, fitting
+from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
@@ -37,6 +37,7 @@ class RelevanceResult:
     failures: tuple[Failure, ...] = ()
     selections: Selections = Selections()
     cache: CacheSeen = CacheSeen()
+    shown: tuple[tuple[Shown, ...], ...] = ()  # per round from the second, what each answered read was shown
 
     @property
     def final(self) -> Mapping[str, str]:
@@ -61,6 +62,7 @@ class _Read:
     note: str
     seen: Seen
     selections: Selections
+    shown: Shown | None = None
 
 
 def parse_note(text: str) -> str:
@@ -77,6 +79,7 @@ async def extract_relevance(
     """Run the relevance rounds over `docs`; a document whose call fails is recorded and skipped."""
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
+    shown: list[tuple[Shown, ...]] = []
     failures: list[Failure] = []
     selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
@@ -84,6 +87,7 @@ async def extract_relevance(
         round_ = _Round(llm, task, round_no, options, previous, docs)
         sent, seen = await round_.run(seen)
         notes: dict[str, str] = {}
+        round_shown: list[Shown] = []
         for doc in docs:  # corpus order
             outcome = sent[doc.key]
             if isinstance(outcome, Failure):
@@ -93,10 +97,15 @@ async def extract_relevance(
             else:
                 notes[doc.key] = outcome.note
                 selections += outcome.selections
+                if outcome.shown is not None:
+                    round_shown.append(outcome.shown)
         selections += round_.planned
         rounds.append(MappingProxyType(notes))
+        if previous is not None:
+            shown.append(tuple(round_shown))
         previous = notes
-    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen)
+    return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen,
+                           shown=tuple(shown))
 
 
 async def reread(llm: LLM, task: str, docs: Sequence[Document], notes: Mapping[str, str],
@@ -172,7 +181,8 @@ class _Round:
             notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
             note, seen = await self._ask(placed, notes)
             return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
-                                                shared_first=int(placed.shared_first)))
+                                                shared_first=int(placed.shared_first)),
+                         Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries)))
 
         async def fewer(budget: int) -> NotesChoice:
             tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))

@@ -1,9 +1,16 @@
-"""Selective notes: when the other documents' notes exceed a token budget, show the most relevant in full.
+"""The notes: what each document's relevance read wrote, and what every later call is shown of them.
 
-The rest become a compact index (document number, title, first words), so the model still knows they
-exist. Ranking is BM25 over the notes, with the task (and, in the relevance rounds, the document's own
-previous note) as the query, or embeddings when an embeddings endpoint is configured. When everything
-fits, the text is exactly what the paper's method shows: `format_notes` of all the notes.
+One module owns them: the notes of a round (`round_entries`, with the documents each names), the
+selection each call is shown (`NotesSelector`, recorded as a `Shown`), their formatting, fitting a call
+to the window (`fitting`), and the references between notes. The relevance stage asks it for each
+read's notes, population and the answer for the final notes (`FinalNotes`), the run folder keeps its
+records (notes/round-N.json, notes/shown-N.jsonl) and the report reads them.
+
+When the other documents' notes exceed a token budget, the most relevant go in full and the rest become
+a compact index (document number, title, first words), so the model still knows they exist. Ranking is
+BM25 over the notes, with the task (and, in the relevance rounds, the document's own previous note) as
+the query, or embeddings when an embeddings endpoint is configured. When everything fits, the text is
+exactly what the paper's method shows: `format_notes` of all the notes.
 
 One `NotesSelector` is built per set of notes (a relevance round, or the final notes) and answers
 each call's `select(query, exclude)`, so the index and the per-note sizes are computed once.
@@ -11,18 +18,20 @@ each call's `select(query, exclude)`, so the index and the per-note sizes are co
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from .._prompts import render
-from ..errors import ContextTooLong
-from ..retrieval import BM25, unit_rows
-from ..tokens import CJK_CHAR, estimate_tokens
-from ._common import NoteRef, format_notes
+from ._prompts import render
+from .corpus import Document
+from .errors import ContextTooLong
+from .evidence import document_refs
+from .retrieval import BM25, unit_rows
+from .tokens import CJK_CHAR, estimate_tokens
 
 T = TypeVar("T")
 INDEX_WORDS = 12
@@ -34,6 +43,40 @@ _STOP = frozenset(
 )
 
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
+
+
+@dataclass(frozen=True)
+class NoteRef:
+    """A note as it appears in a prompt: labelled with its document number and title."""
+
+    label: str
+    title: str
+    text: str
+
+
+def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str | None = None) -> list[NoteRef]:
+    """Non-empty notes of `docs` in corpus order, without the note of `exclude` (a document key)."""
+    refs = []
+    for doc in docs:
+        text = notes.get(doc.key, "")
+        if doc.key != exclude and text:
+            refs.append(NoteRef(label=doc.key, title=doc.title, text=text))
+    return refs
+
+
+def format_notes(refs: Sequence[NoteRef]) -> str:
+    """Notes as a prompt shows them in full: each labelled with its document number and title."""
+    if not refs:
+        return "<notes>\n(no document was found relevant)\n</notes>"
+    return render("notes", notes=refs).text
+
+
+def round_entries(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A round's notes for its record (notes/round-N.json): each with `refs`, the keys of the documents
+    it names ("document 12"), for links and for knowing which notes name a document that left."""
+    keys = [p.key for p in parts]
+    return [{"doc": p.key, "title": p.title, "note": notes[p.key],
+             "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
 
 
 def terms(text: str) -> list[str]:
@@ -87,11 +130,44 @@ class NotesChoice:
     indexed: int
     omitted: int = 0
     tokens: int = 0
+    full: tuple[str, ...] = ()  # the keys of the notes shown in full, and of those shown as index lines
+    listed: tuple[str, ...] = ()
 
     @property
     def selected(self) -> bool:
         """True when some notes were left out of the full text (the budget applied)."""
         return self.indexed + self.omitted > 0
+
+
+def text_digest(text: str) -> str:
+    """A short hash of a text: equal texts, equal digests."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What one read was shown of the other notes, and why: all of them, a selection within the budget,
+    or a smaller selection after the endpoint refused the call as too long for its window."""
+
+    doc: str
+    round: int
+    why: str  # "every note", "selected", "refit"
+    full: tuple[str, ...]
+    listed: tuple[str, ...]
+    omitted: int
+    tokens: int
+    digest: str  # a hash of the notes text the call was sent: their identities and texts, in order
+
+    @classmethod
+    def of(cls, doc: str, round_no: int, choice: NotesChoice, text: str, *, refit: bool = False) -> Shown:
+        """What `doc`'s read in `round_no` was shown: `choice`, sent as `text` (in prefix order, it may be
+        the same notes in another order); `refit` when it is a smaller choice after a refusal."""
+        why = "refit" if refit else "selected" if choice.selected else "every note"
+        return cls(doc, round_no, why, choice.full, choice.listed, choice.omitted, choice.tokens, text_digest(text))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
+                "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}
 
 
 @dataclass(frozen=True)
@@ -166,7 +242,8 @@ class NotesSelector:
         full = self.full_tokens(exclude)
         if not keep or budget is None or full <= budget:
             refs = [self.refs[i] for i in keep]
-            return NotesChoice(format_notes(refs), shown=len(refs), indexed=0, tokens=full)
+            return NotesChoice(format_notes(refs), shown=len(refs), indexed=0, tokens=full,
+                               full=tuple(r.label for r in refs))
         order = await self._rank(query, keep)
         lines, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + sum(line_cost[i] for i in keep)
@@ -199,7 +276,8 @@ class NotesSelector:
         if index or omitted:
             text += "\n" + render("notes_index", lines=index, omitted=omitted).text
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
-        return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted, tokens=tokens)
+        return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted, tokens=tokens,
+                           full=tuple(r.label for r in full_refs), listed=tuple(self.refs[i].label for i in indexed))
 
     def _index(self) -> tuple[list[_IndexLine], list[int]]:
         if self._lines is None:
@@ -248,3 +326,34 @@ async def fitting(call: Callable[[NotesChoice], Awaitable[T]], choice: NotesChoi
                 raise ContextTooLong(too_long, status=exc.status, body=exc.body) from exc
             budget = shrink(budget, choice)
             choice = await reselect(budget)
+
+
+class FinalNotes:
+    """The last round's notes as the schema, population and the answer are shown them: one selection for
+    the task (`choice`), and a smaller one whenever a call does not fit the window (`fit`)."""
+
+    def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice):
+        self.task, self.selector, self.choice = task, selector, choice
+
+    @classmethod
+    async def of(cls, task: str, docs: Sequence[Document], notes: Mapping[str, str], budget: int | None,
+                 embed: Embed | None = None) -> FinalNotes:
+        selector = NotesSelector(note_refs(docs, notes), budget, embed=embed)
+        return cls(task, selector, await selector.select(task))
+
+    @property
+    def text(self) -> str:
+        return self.choice.text
+
+    def summary(self) -> dict[str, Any]:
+        """How the final notes were chosen, for the manifest."""
+        choice = self.choice
+        return {"notes": len(self.selector.refs), "shown": choice.shown, "indexed": choice.indexed,
+                "omitted": choice.omitted, "tokens": choice.tokens, "full_tokens": self.selector.full_tokens()}
+
+    async def fit(self, call: Callable[[str], Awaitable[T]]) -> T:
+        """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""
+        async def fewer(budget: int) -> NotesChoice:
+            return await self.selector.select(self.task, budget=budget)
+
+        return await fitting(lambda chosen: call(chosen.text), self.choice, fewer)

@@ -5,16 +5,15 @@ import re
 import r3con
 from r3con.corpus import documents_from_texts
 from r3con.llm import build_llm
+from r3con.notes import NoteRef, NotesSelector, format_notes, notes_bm25, prefix_order, terms
 from r3con.pipeline import run
-from r3con.stages._common import NoteRef, format_notes
-from r3con.stages.notes_select import NotesSelector, notes_bm25, prefix_order, terms
 from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
 from r3con.tokens import estimate_tokens
 
-from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, user_text
+from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, user_text
 
 FILLER = "The weather stayed grey and the roads were quiet for most of the week. " * 6
 

@@ -1,24 +1,11 @@
-"""Helpers shared by the stages: per-document message layout, note formatting."""
+"""The messages of a per-document call: the shared system message, the document and the stage's instructions."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from .._prompts import Rendered, render
 from ..corpus import Document
 from ..llm.types import Message
 from ..tokens import estimate_tokens
-
-
-@dataclass(frozen=True)
-class NoteRef:
-    """A note as it appears in a prompt: labelled with its document number and title."""
-
-    label: str
-    title: str
-    text: str
-
 
 SHARED_OVERHEAD = 120  # tokens of a stage's instructions besides the task, schema and notes (an estimate)
 SYSTEM_TOKENS = estimate_tokens(render("reader_system").text)  # the per-document calls' system message
@@ -48,19 +35,3 @@ def document_messages(doc: Document, instructions: Rendered, layout: str, breakp
         return (Message("system", system), Message("user", body, cache_breakpoint=True),
                 Message("user", instructions.text))
     return (Message("system", system), Message("user", f"{body}\n\n{instructions.text}"))
-
-
-def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str | None = None) -> list[NoteRef]:
-    """Non-empty notes of `docs` in corpus order, without the note of `exclude` (a document key)."""
-    refs = []
-    for doc in docs:
-        text = notes.get(doc.key, "")
-        if doc.key != exclude and text:
-            refs.append(NoteRef(label=doc.key, title=doc.title, text=text))
-    return refs
-
-
-def format_notes(refs: Sequence[NoteRef]) -> str:
-    if not refs:
-        return "<notes>\n(no document was found relevant)\n</notes>"
-    return render("notes", notes=refs).text

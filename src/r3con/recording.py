@@ -1,0 +1,228 @@
+"""A run's record in its folder: the manifest, each stage's outputs as they come, and how the run ended.
+
+The pipeline says what happened (`relevance`, `schema`, `records`, `answer`, `finish`, `ended`); this
+module alone decides which files hold it: manifest.json, documents.jsonl, notes/round-N.json and
+notes/shown-N.jsonl, schema.json, records.json and its CSV tables, transcript.json, usage.json,
+answer.txt, result.json, error.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from typing import Any
+
+from ._fanout import cause_of
+from ._version import __version__
+from .artifacts import RunDir, disk_full, is_disk_full
+from .config import Settings
+from .corpus import Document
+from .errors import R3conError
+from .inputs import Inputs
+from .llm import LLMStack
+from .llm.budget import spent_in
+from .llm.types import Usage
+from .notes import FinalNotes, Selections, round_entries
+from .results import Failure
+from .resume import content_hash
+from .stages.answer import AnswerResult
+from .stages.plan import CacheSeen, Placement
+from .stages.populate import PopulateResult
+from .stages.relevance import RelevanceResult
+from .stages.schema import SchemaResult
+from .tokens import estimate_tokens
+
+
+def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
+    """What failed in `stage` (an error or what went wrong) and how the run went on without it, for the
+    manifest, the result and a warning line."""
+    return {"stage": stage, "failed": failed if isinstance(failed, str) else cause_of(failed), "fallback": how}
+
+
+class RunRecord:
+    """The run folder of one attempt, written as the run goes: what each stage produced, what failed and
+    how the run went on (`failures`, `fallbacks`), the stage it is in (`stage`)."""
+
+    def __init__(self, run_dir: RunDir, resumed: bool, llm: LLMStack, settings: Settings, task: str,
+                 docs: Sequence[Document], parts: Sequence[Document], part_tokens: int, inputs: Inputs | None,
+                 *, notes_budget: int | None, ranking: str, breakpoints: bool, placement: Placement):
+        self.run_dir, self.llm, self.placement = run_dir, llm, placement
+        self.stage = "relevance"
+        self.failures: list[Failure] = []
+        self.fallbacks: list[dict[str, str]] = []  # manifest.json and result.json keep them (fallback())
+        self.selections: dict[str, Selections] = {}
+        self.seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
+        self.account = (inputs or Inputs.of(docs)).with_parts(parts)
+        manifest = _manifest(task, docs, parts, settings, llm, part_tokens)
+        manifest["inputs"] = self.account.to_dict()
+        manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
+        manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
+        manifest["notes_selection"] = {
+            "budget_tokens": notes_budget,
+            "budget_source": "off" if notes_budget is None else ("config" if settings.notes_budget_tokens else "window"),
+            "ranking": ranking, "query": "the task, and in relevance rounds the document's own last note",
+        }
+        manifest["fallbacks"] = self.fallbacks
+        self.manifest = manifest
+        run_dir.write_json("manifest.json", manifest)
+        _write_documents(run_dir, docs)
+
+    def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
+        """`stage` failed and the run went on without it (`fallback`)."""
+        self.fallbacks.append(fallback(stage, failed, how))
+
+    def relevance(self, result: RelevanceResult, parts: Sequence[Document]) -> None:
+        """Each round's notes, what each later read was shown, the failed reads."""
+        self.failures += result.failures
+        self.seen = result.cache
+        self.selections["relevance"] = result.selections  # the manifest keeps what is not empty
+        for i, notes in enumerate(result.rounds, start=1):
+            self.run_dir.write_json(f"notes/round-{i}.json", round_entries(parts, notes))
+        for i, shown in enumerate(result.shown, start=2):
+            self.run_dir.write_text(f"notes/shown-{i}.jsonl", "".join(
+                json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in shown))
+
+    def final_notes(self, final: FinalNotes) -> None:
+        self.manifest["notes_selection"]["final"] = final.summary()
+
+    def schema(self, proposal: SchemaResult) -> None:
+        self.run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
+        self.llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
+        self.run_dir.write_json("schema.json", proposal.schema)
+
+    def records(self, filled: PopulateResult) -> None:
+        """The records, per table and as CSV, the records left out, and how their passages were found."""
+        self.failures += filled.failures
+        self.selections["populate"] = Selections(shared_first=filled.shared_first)
+        self.llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
+        self.run_dir.write_json("records.json", {k: list(v) for k, v in filled.tables.items()})
+        self.manifest["evidence_stats"] = filled.evidence.to_dict()
+        if filled.dropped:  # --unverified drop: listed, never silently lost
+            self.run_dir.write_json("dropped_records.json", list(filled.dropped))
+        for name, rows in filled.tables.items():
+            self.run_dir.write_table_csv(name, [dict(r) for r in rows])
+        self.manifest["tables"] = _write_tables(self.run_dir, filled.tables)
+
+    def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:
+        if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
+            self.manifest["sandbox"] = {"mode": sandbox_mode, **answer.isolation}
+        self.run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
+                                                    "isolation": answer.isolation,
+                                                    "steps": [s.to_dict() for s in answer.steps]})
+
+    def degraded(self) -> Inputs:
+        """The inputs' account with the documents that failed a stage."""
+        return self.account.with_degraded(self.failures)
+
+    def finish(self, answer: str, summary: Mapping[str, Any]) -> None:
+        """The end of a run that answered: the manifest, usage, answer.txt and result.json."""
+        self.stage = "finish"
+        self._save()
+        self.run_dir.write_text("answer.txt", answer + "\n")
+        self.run_dir.write_json("result.json", dict(summary))
+        (self.run_dir.path / "error.json").unlink(missing_ok=True)  # an earlier attempt's; the manifest's attempts keep it
+
+    def ended(self, exc: BaseException) -> BaseException:
+        """What ended the run, in error.json (with the traceback for our own bugs), and the usage and
+        manifest so far; returns the error to raise (DiskFull for a full disk). Never raises: the disk
+        may be full, and the error that ended the run is the one to report."""
+        stage = self.stage
+        if isinstance(exc, R3conError):
+            kind = "error"
+        elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+            kind = "interrupted"
+        else:
+            kind = "disk full" if is_disk_full(exc) else "internal error"
+        record: dict[str, Any] = {"stage": stage, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
+        if kind == "internal error":
+            record["traceback"] = "".join(traceback.format_exception(exc))
+        with suppress(AttributeError):
+            exc.run_dir = self.run_dir.path  # type: ignore[attr-defined]  # any exception takes attributes
+            exc.stage = stage  # type: ignore[attr-defined]
+        with suppress(OSError):
+            self.run_dir.write_json("error.json", record)
+            self._save()
+        if is_disk_full(exc):
+            full = disk_full(self.run_dir.path, exc)
+            full.run_dir, full.stage = self.run_dir.path, stage
+            return full
+        return exc
+
+    def _save(self) -> None:
+        """usage.json and the manifest, with how many calls had their notes selected and put them first,
+        per stage, and whether the endpoint kept the documents' prefixes between stages."""
+        total = self.llm.ledger.total().to_dict()
+        total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
+        total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
+        self.run_dir.write_json("usage.json", total)
+        manifest, selections = self.manifest, self.selections
+        manifest["inputs"] = self.degraded().to_dict()
+        manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
+                                                for stage, s in selections.items() if s.calls}
+        manifest["layout"]["shared_first_calls"] = {stage: s.shared_first for stage, s in selections.items()
+                                                    if s.shared_first or stage == "populate"}
+        manifest["layout"]["document_reuse"] = self.seen.to_dict(self.placement.adaptive)
+        self.run_dir.write_json("manifest.json", manifest)
+
+
+def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
+              stack: LLMStack, budget: int) -> dict[str, Any]:
+    return {
+        "task": task,
+        "r3con_version": __version__,
+        "python": sys.version.split()[0],
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
+                     "context_window": stack.endpoint.context_window,
+                     "context_window_source": stack.endpoint.context_window_source},
+        "settings": settings.public(),
+        "part_tokens": budget,
+        "documents": [
+            {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
+             "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
+             "parts": sum(1 for p in parts if p.number == d.number)}
+            for d in docs
+        ],
+    }
+
+
+def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:
+    """The records as Parquet and a DuckDB file (with r3con[sql]); what was written, or why not, for the manifest."""
+    from .tables import NEEDS_DUCKDB, write_tables
+
+    try:
+        written = write_tables(run_dir.path, tables)
+    except Exception as exc:  # noqa: BLE001 - the tables are a convenience: records.json and the CSVs stand
+        if is_disk_full(exc):
+            raise
+        return {"files": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if not written:
+        return {"files": [], "error": f"Parquet and records.duckdb {NEEDS_DUCKDB}"}
+    return {"files": [str(p.relative_to(run_dir.path)) for p in written]}
+
+
+def _attempts(run_dir: RunDir, resumed: bool, started: str) -> list[dict[str, Any]]:
+    """The attempts made in this folder so far (from its manifest when resumed), this one last."""
+    earlier: list[dict[str, Any]] = []
+    if resumed:
+        try:
+            old = json.loads((run_dir.path / "manifest.json").read_text(encoding="utf-8"))
+            earlier = list(old.get("attempts") or [{"started": old.get("started")}])
+            error = json.loads((run_dir.path / "error.json").read_text(encoding="utf-8"))
+            if earlier and "error" not in earlier[-1]:
+                earlier[-1]["error"] = error.get("error")
+        except (OSError, ValueError, AttributeError):
+            pass
+    return [*earlier, {"started": started}]
+
+
+def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
+    """documents.jsonl: each whole document's text as loaded, which records' `_span`s index."""
+    run_dir.write_text("documents.jsonl", "".join(
+        json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
+        for d in docs))
