@@ -68,6 +68,7 @@ def test_servers_lists_each_server_with_its_models_windows():
         rows = json.loads(cli_in_process("servers", "--json", env=env).stdout)
     assert table.returncode == 0, table.stderr
     assert f"Ollama at {ollama.base_url}" in table.stdout and "llama3.2:latest: 8,192 tokens" in table.stdout
+    assert "OLLAMA_CONTEXT_LENGTH" in table.stdout  # how to raise it
     assert f"LM Studio at {lms.base_url}" in table.stdout and "m: 4,096 tokens" in table.stdout
     assert [(r["server"], r["model"], r["window"], r["loaded"]) for r in rows] == [
         ("Ollama", "llama3.2:latest", 8192, True), ("LM Studio", "m", 4096, True)]

@@ -390,7 +390,7 @@ def servers(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead of a table")] = False,
 ) -> None:
     """List the local servers on the usual ports (Ollama, llama.cpp, vLLM, SGLang, LM Studio) with their windows."""
-    from ..llm.local import find_servers
+    from ..llm.local import find_servers, window_hint
     from ._local import local_ports, servers_table
 
     ports = local_ports()
@@ -409,6 +409,9 @@ def servers(
             window = f"{row['window']:,} tokens ({row['window_source']})" if row["window"] else "window not reported"
             marks = ", ".join(m for m, on in (("loaded", row["loaded"]), ("used without --model", row["chosen"])) if on)
             print(f"  {row['model']}: {window}{f' [{marks}]' if marks else ''}")
+        hint = window_hint(server, server.models[0]) if server.models else ""
+        if hint:
+            print(f"  ({hint})")
 
 
 @app.command("fake-llm")
