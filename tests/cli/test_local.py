@@ -88,3 +88,18 @@ def test_eval_hipporag_without_the_graph_extra_fails_before_any_call(fake_server
     assert proc.returncode == 2
     assert "r3con[graph]" in proc.stderr
     assert fake_server.calls() == []
+
+
+def test_prompts_near_a_window_the_server_did_not_report_end_the_run_with_a_warning(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Ledger\n\n" + " ".join(
+        f"Supplier {i} delivered {i * 3} crates to Rotterdam on day {i}." for i in range(300)))
+    with OllamaServer(models=("m:latest",)) as server:  # not loaded: Ollama's default window, not asked
+        proc = cli_in_process("run", "Which suppliers delivered to Rotterdam?", str(docs), "--out",
+                              str(tmp_path / "runs"), "--json", env={"R3CON_LOCAL_PORTS": str(server.port)})
+    assert proc.returncode == 0, proc.stderr
+    near = json.loads(proc.stdout)["usage"]["events"].get("near_window", 0)
+    warnings = [w for w in proc.stderr.replace("\n  ", " ").splitlines() if w.startswith("warning: ")]
+    assert near > 0 and any(f"{near} prompt(s) reached 90% or more of the 4,096-token window" in w
+                            and "--context-window" in w for w in warnings), proc.stderr

@@ -41,7 +41,7 @@ class NearWindow:
         if not self.near:
             return None
         e = self.endpoint
-        return (f"{self.near} prompt(s) came within 10% of the {e.context_window:,}-token window of {e.model} "
+        return (f"{self.near} prompt(s) reached 90% or more of the {e.context_window:,}-token window of {e.model} "
                 f"(up to {self.largest:,} tokens), a window the server did not report ({e.context_window_source}); "
                 "if it cuts long prompts silently, answers may miss text: pass --context-window with the "
                 "window it really serves, or raise it")
