@@ -409,7 +409,7 @@ def servers(
             window = f"{row['window']:,} tokens ({row['window_source']})" if row["window"] else "window not reported"
             marks = ", ".join(m for m, on in (("loaded", row["loaded"]), ("used without --model", row["chosen"])) if on)
             print(f"  {row['model']}: {window}{f' [{marks}]' if marks else ''}")
-        hint = window_hint(server, server.models[0]) if server.models else ""
+        hint = next((h for m in server.models if (h := window_hint(server, m))), "")
         if hint:
             print(f"  ({hint})")
 

@@ -21,8 +21,9 @@ from .window import window_of
 PORTS: tuple[tuple[int, str], ...] = (
     (11434, "Ollama"), (8080, "llama.cpp"), (8000, "vLLM"), (30000, "SGLang"), (1234, "LM Studio"),
 )
+ROOMY = 32768  # a window this large needs no advice on raising it
 CONNECT_S = 0.3  # a local port that does not accept within this is taken as closed
-RAISE_OLLAMA = "raise it with OLLAMA_CONTEXT_LENGTH=32768 ollama serve (or PARAMETER num_ctx in a Modelfile)"
+RAISE_OLLAMA = f"raise it with OLLAMA_CONTEXT_LENGTH={ROOMY} ollama serve (or PARAMETER num_ctx in a Modelfile)"
 _OWNERS = {"llamacpp": "llama.cpp", "vllm": "vLLM", "sglang": "SGLang"}
 
 
@@ -47,11 +48,14 @@ class LocalServer:
 
 
 def window_hint(server: LocalServer, model: LocalModel) -> str:
-    """How to give the model a larger window, where the server needs telling ("" where it does not)."""
+    """How to give the model a larger window, where the server needs telling and the window is under 32,768
+    tokens ("" otherwise)."""
+    if model.window and model.window >= ROOMY:
+        return ""
     if server.kind == "Ollama":
         return RAISE_OLLAMA
     if server.kind == "LM Studio":
-        return "raise it with lms load MODEL --context-length 32768 (or in the model's load settings)"
+        return f"raise it with lms load {model.id} --context-length {ROOMY} (or in the model's load settings)"
     return ""
 
 
