@@ -67,6 +67,9 @@ async def test_report_files_show_the_run_beside_the_paper(tmp_path):
     columns, parquet = query(tmp_path / "report", "SELECT source, accuracy, judge_calls FROM summary")
     assert [(r[0], r[1]) for r in parquet] == [("run", 50.0), ("paper", 37.43), (rows[2]["source"], float(rows[2]["accuracy"]))]
     assert query(tmp_path / "report", "SELECT count(*) FROM categories")[1] == [(len(cats),)]
+    tasks = query(tmp_path / "report", "SELECT method, model, count(*), sum(CASE WHEN correct THEN 1 ELSE 0 END) "
+                                       "FROM tasks GROUP BY method, model")[1]
+    assert tasks == [("r3con", "m1", 4, 2)]  # one row per task: 2 of 4 correct, as the summary says
 
 
 async def test_cost_counts_calls_served_from_the_cache_and_paid_shows_the_bill(tmp_path):
@@ -84,7 +87,7 @@ async def test_folders_with_other_models_become_rows_of_one_report(tmp_path):
     report = build_report([a, b])
     assert sorted(r.model for r in report.rows) == ["large", "small"]
     assert "| run | r3con | small |" in render_markdown(report)
-    assert len(write_report(report, tmp_path / "r", plots=False)) == 6  # md, 2 csv, json, 2 parquet
+    assert len(write_report(report, tmp_path / "r", plots=False)) == 7  # md, 2 csv, json, 3 parquet
 
 
 def test_a_folder_without_an_evaluation_is_refused(tmp_path):
