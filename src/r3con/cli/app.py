@@ -45,9 +45,9 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL)")]
+BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
-Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")]
+Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")]
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
 NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens the other documents' notes may take in a call; beyond it the most relevant go in full, the rest as an index (0: all in full, as the paper; default: what the window leaves)")]
 CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
@@ -91,7 +91,7 @@ def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: in
 @app.command()
 def run(
     question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
-    paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub with r3con[office])", show_default=False)] = None,
+    paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub need r3con\\[office])", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
