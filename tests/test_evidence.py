@@ -204,9 +204,9 @@ def test_citations_resolve_to_records_and_documents_and_unknown_ones_are_kept():
     cited = resolve_citations(["R1.1.1", "Document 2", "2", "R9.9.9", "R1.1.1"], records, {1: "Log", 2: "Letter"})
     assert [e.to_dict() for e in cited.evidence] == [
         {"id": "R1.1.1", "kind": "record", "doc": 1, "title": "Log", "passage": "At noon set sail.", "span": [10, 27],
-         "match": "exact"},
+         "match": "exact", "differences": [], "ungrounded": []},
         {"id": "Document 2", "kind": "document", "doc": 2, "title": "Letter", "passage": None, "span": None,
-         "match": None},
+         "match": None, "differences": [], "ungrounded": []},
     ]
     assert cited.unknown == ("R9.9.9",)
     texts = {1: "Log entry. At  noon\nset sail. East wind."}

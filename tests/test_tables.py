@@ -19,6 +19,9 @@ TABLES = {
          "_passage": "Ann Lee is 34", "_span": [0, 13], "_match": "exact"},
         {"name": "Bob [b]Stone[/b]", "age": "forty-one", "_id": "R2.1.1", "_doc": 2, "_title": "Letter",
          "_passage": "Bob, aged 41", "_span": None, "_match": "none"},
+        {"name": "Cara Holm", "age": 30, "_id": "R3.1.1", "_doc": 3, "_title": "Census", "_passage": "Cara Holm, 29",
+         "_span": [0, 13], "_match": "mismatch", "_mismatch": [{"field": "age", "record": "30", "passage": "29"}],
+         "_ungrounded": ["age"]},
     ],
     "empty": [],
 }
@@ -28,9 +31,10 @@ def test_frames_have_the_source_and_evidence_columns_and_one_type_per_column():
     (name, frame), = [(k, v) for k, v in frames(TABLES).items() if not v.empty]
     assert name == "people_2025"
     assert list(frame.columns) == ["name", "age", "tags", "_id", "_doc", "_title", "passage", "span_start",
-                                   "span_end", "match", "unverified"]
-    assert frame["unverified"].tolist() == [False, True]
-    assert frame["age"].tolist() == ["34", "forty-one"]  # mixed: text, never a failed cast
+                                   "span_end", "match", "unverified", "mismatch", "ungrounded"]
+    assert frame["unverified"].tolist() == [False, True, True]  # not found, or a value differs
+    assert frame["age"].tolist() == ["34", "forty-one", "30"]  # mixed: text, never a failed cast
+    assert json.loads(frame["mismatch"][2])[0]["field"] == "age" and frame["ungrounded"][2] == '["age"]'
     assert frame["tags"][0] == '["a", "b"]' and frame["span_start"].tolist()[0] == 0
 
 
@@ -45,8 +49,9 @@ def test_parquet_and_duckdb_in_the_folder_answer_sql(tmp_path):
     import duckdb  # Parquet as any reader sees it (pandas would need pyarrow)
 
     parquet = str(tmp_path / "records" / "people_2025.parquet")
-    assert duckdb.sql(f"SELECT _id FROM read_parquet('{parquet}')").fetchall() == [("R1.1.1",), ("R2.1.1",)]
-    columns, rows = query(tmp_path, "SELECT _id, passage FROM people_2025 WHERE unverified")
+    assert duckdb.sql(f"SELECT _id FROM read_parquet('{parquet}')").fetchall() == [("R1.1.1",), ("R2.1.1",),
+                                                                                   ("R3.1.1",)]
+    columns, rows = query(tmp_path, "SELECT _id, passage FROM people_2025 WHERE unverified AND match = 'none'")
     assert columns == ["_id", "passage"] and rows == [("R2.1.1", "Bob, aged 41")]
     with pytest.raises(InputError, match="the query failed.*tables: people_2025"):
         query(tmp_path, "SELECT * FROM nowhere")
@@ -54,7 +59,7 @@ def test_parquet_and_duckdb_in_the_folder_answer_sql(tmp_path):
 
 def test_a_folder_without_the_database_is_queried_from_records_json(tmp_path):
     (tmp_path / "records.json").write_text(json.dumps(TABLES))
-    assert query(tmp_path, "SELECT count(*) FROM people_2025")[1] == [(2,)]
+    assert query(tmp_path, "SELECT count(*) FROM people_2025")[1] == [(3,)]
 
 
 def test_a_run_writes_tables_the_report_links_and_sql_reads(fake_server, tmp_path):

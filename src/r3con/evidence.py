@@ -1,15 +1,20 @@
-"""Evidence: finding a record's passage in its document, resolving what notes and answers cite, counting.
+"""Evidence: finding a record's passage in its document, checking its values, resolving what notes and
+answers cite, counting.
 
 A model asked to copy a passage verbatim mostly does, but changes white space, quotes, dashes and
 case, sometimes a word or two, and sometimes invents one. `locate` tries, in order:
 
     exact      the passage occurs in the text as given (after trimming its ends)
-    tolerant   it occurs once white space, dashes and hyphens (line-break hyphenation included) and
-               quotation marks are dropped, and Unicode compatibility forms (full-width
-               punctuation, ligatures, the ellipsis character) and case folded; a passage the model
-               shortened with "..." when its pieces occur in order, close together
+    tolerant   it occurs once both are folded (`r3con._fold`: white space, dashes and hyphens, quotation
+               marks and thousands separators dropped, "per cent" read as "%", Unicode compatibility
+               forms and case folded); a passage the model shortened with "..." when its pieces occur in
+               order, close together; a CJK passage once the particles 的 之 了 地 得 are dropped from both
     fuzzy      rapidfuzz's best partial alignment on the folded text scores at least FUZZY_THRESHOLD
                (passages of at least FUZZY_MIN_CHARS folded characters only: short ones align anywhere)
+
+`verify` then compares what carries meaning in a passage found tolerantly or fuzzily (numbers, dates,
+negations, names, units, directions, CJK terms: `r3con._values`) with the document at the span: a
+difference makes the outcome `mismatch`, with the differing pieces (`Difference`).
 
 Spans always index the original text: folding keeps, for each folded character, the index of the
 original character it came from.
@@ -18,182 +23,21 @@ original character it came from.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal
 
-from rapidfuzz import fuzz
-from rapidfuzz.distance import Indel
+from ._fold import fold
+from ._grounding import unsupported_numbers
+from ._locate import FUZZY_MIN_CHARS, FUZZY_THRESHOLD, Haystack, Match, MatchKind, fuzzy_score, locate
+from ._verify import Difference, Outcome, Verdict, differences, verify
 
-from .tokens import CJK_CHAR
+__all__ = ["FUZZY_MIN_CHARS", "FUZZY_THRESHOLD", "MATCH_KINDS", "VERIFIED", "Citations", "Difference", "Evidence",
+           "EvidenceStats", "Haystack", "Match", "MatchKind", "Outcome", "Verdict", "differences", "document_refs",
+           "fold", "fuzzy_score", "locate", "resolve_citations", "split_sources", "unsupported_in_answer", "verify"]
 
-MatchKind = Literal["exact", "tolerant", "fuzzy"]
-MATCH_KINDS = ("exact", "tolerant", "fuzzy", "none")
-
-# Ten points above every invented passage measured and below most edits of 1-3 words (figures: docs/evidence.md).
-FUZZY_THRESHOLD = 80.0
-FUZZY_MIN_CHARS = 24
-
-_CJK_PUNCT = {ord("。"): ".", ord("、"): ","}  # the CJK full stop and comma, which NFKC keeps
-# Hyphens and dashes (a model writes "--" for "—" or joins "some-\nthing") and quotation marks (curly or
-# straight, or left out: 'he said "no"' for 'he said “no”' or 'he said no') are dropped.
-_MARKS = frozenset("'‘’‚‛′`´" '"“”„‟″«»「」『』')
-_DROPPED = frozenset("-‐‑‒–—―−\u00ad") | _MARKS
-
-
-@dataclass(frozen=True)
-class Match:
-    """Where a passage was found: [start, end) in the original text, how, and the fuzzy score (100 otherwise)."""
-
-    start: int
-    end: int
-    kind: MatchKind
-    score: float = 100.0
-
-
-@dataclass(frozen=True)
-class Haystack:
-    """A text to search, with its folded form computed once (a document is searched for many passages)."""
-
-    text: str
-
-    @cached_property
-    def folded(self) -> tuple[str, tuple[int, ...]]:
-        return fold(self.text)
-
-
-def fold(text: str) -> tuple[str, tuple[int, ...]]:
-    """`text` folded for tolerant comparison, and for each folded character the index it came from."""
-    out: list[str] = []
-    index: list[int] = []
-    memo: dict[str, str] = {}
-    for i, c in enumerate(text):
-        folded = memo.get(c)
-        if folded is None:
-            if c.isspace() or c in _DROPPED or unicodedata.category(c) == "Cf":
-                folded = ""
-            else:
-                norm = unicodedata.normalize("NFKC", c).casefold().translate(_CJK_PUNCT)
-                folded = "".join(d for d in norm if not d.isspace() and d not in _DROPPED)
-            memo[c] = folded
-        for d in folded:
-            out.append(d)
-            index.append(i)
-    return "".join(out), tuple(index)
-
-
-def locate(passage: str, text: str | Haystack) -> Match | None:
-    """Where `passage` is in `text`: exactly, tolerantly or fuzzily (see the module's docstring); None if not."""
-    hay = text if isinstance(text, Haystack) else Haystack(text)
-    needle = passage.strip()
-    if not needle:
-        return None
-    at = hay.text.find(needle)
-    if at >= 0:
-        return Match(at, at + len(needle), "exact")
-    folded_needle, _ = fold(needle)
-    if not folded_needle:
-        return None
-    folded_text, index = hay.folded
-    at = folded_text.find(folded_needle)
-    if at >= 0:
-        return Match(*_marks(needle, hay.text, index[at], index[at + len(folded_needle) - 1] + 1), "tolerant")
-    elided = _elided(folded_needle, folded_text)
-    if elided is not None:
-        return Match(*_marks(needle, hay.text, index[elided[0]], index[elided[1] - 1] + 1), "tolerant")
-    if len(folded_needle) < FUZZY_MIN_CHARS or not folded_text:
-        return None
-    best = fuzz.partial_ratio_alignment(folded_needle, folded_text, score_cutoff=FUZZY_THRESHOLD)
-    if best is None or best.dest_end <= best.dest_start:
-        return None
-    start, end = _aligned(folded_needle, folded_text, best.dest_start, best.dest_end)
-    return Match(*_whole_words(hay.text, index[start], index[end - 1] + 1), "fuzzy", round(best.score, 1))
-
-
-WORD_SNAP = 30  # characters a fuzzy span may grow by to take in the rest of a word it cuts
-
-
-def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
-    """[start, end) widened so that it neither begins nor ends inside a word (a highlight shows whole words)."""
-    def inside(i: int) -> bool:
-        return 0 < i < len(text) and _is_word(text[i - 1]) and _is_word(text[i])
-
-    floor, ceiling = max(0, start - WORD_SNAP), min(len(text), end + WORD_SNAP)
-    while start > floor and inside(start):
-        start -= 1
-    while end < ceiling and inside(end):
-        end += 1
-    return start, end
-
-
-def _is_word(ch: str) -> bool:
-    return ch.isalnum() and not CJK_CHAR.match(ch)  # each CJK character is a word of its own
-
-
-def _marks(needle: str, text: str, start: int, end: int) -> tuple[int, int]:
-    """The span widened over the quotation marks the passage opens or closes with (folding drops them)."""
-    if needle[0] in _MARKS:
-        while start > 0 and text[start - 1] in _MARKS:
-            start -= 1
-    if needle[-1] in _MARKS:
-        while end < len(text) and text[end] in _MARKS:
-            end += 1
-    return start, end
-
-
-ELISION_GAP = 400  # folded characters a "..." may stand for
-
-
-def _elided(needle: str, text: str) -> tuple[int, int] | None:
-    """[start, end) in folded `text` of a passage shortened with "...": its pieces (each of at least 8
-    characters) in order, each at most ELISION_GAP after the one before; None if it has no such pieces."""
-    pieces = [p for p in needle.split("...") if p]
-    if len(pieces) < 2 or any(len(p) < 8 for p in pieces):
-        return None
-    at = text.find(pieces[0])
-    while at >= 0:
-        end, ok = at + len(pieces[0]), True
-        for piece in pieces[1:]:
-            nxt = text.find(piece, end, end + ELISION_GAP + len(piece))
-            if nxt < 0:
-                ok = False
-                break
-            end = nxt + len(piece)
-        if ok:
-            return at, end
-        at = text.find(pieces[0], at + 1)
-    return None
-
-
-def _aligned(needle: str, text: str, start: int, end: int) -> tuple[int, int]:
-    """The fuzzy window [start, end) of folded `text` narrowed to where `needle` aligns character by
-    character: partial_ratio places a window as long as the needle, which may begin or end a few
-    characters off (inside the word before, short of the last word)."""
-    margin = max(8, len(needle) // 10)
-    lo = max(0, start - margin)
-    region = text[lo:min(len(text), end + margin)]
-    # runs of at least two matching characters; a run at either edge that the text reaches only by
-    # skipping more characters than the passage skips is a chance match in a neighbouring word
-    equal = [op for op in Indel.opcodes(needle, region) if op.tag == "equal" and op.src_end - op.src_start >= 2]
-    while (len(equal) > 1 and equal[0].src_end - equal[0].src_start <= 3
-           and equal[1].dest_start - equal[0].dest_end > equal[1].src_start - equal[0].src_end + 3):
-        equal.pop(0)
-    while (len(equal) > 1 and equal[-1].src_end - equal[-1].src_start <= 3
-           and equal[-1].dest_start - equal[-2].dest_end > equal[-1].src_start - equal[-2].src_end + 3):
-        equal.pop()
-    if not equal:
-        return start, end
-    return lo + equal[0].dest_start, lo + equal[-1].dest_end
-
-
-def fuzzy_score(passage: str, text: str) -> float:
-    """The fuzzy alignment score `locate` compares with FUZZY_THRESHOLD (for measuring the threshold)."""
-    needle, _ = fold(passage)
-    hay, _ = fold(text)
-    best = fuzz.partial_ratio_alignment(needle, hay) if needle and hay else None
-    return float(best.score) if best is not None else 0.0
+MATCH_KINDS = ("exact", "tolerant", "fuzzy", "mismatch", "none")
+VERIFIED = ("exact", "tolerant", "fuzzy")
 
 
 # -- references in notes ----------------------------------------------------------------------------
@@ -234,10 +78,13 @@ class Evidence:
     passage: str | None = None
     span: tuple[int, int] | None = None
     match: str | None = None
+    differences: tuple[Difference, ...] = ()  # a mismatch: the values that differ from the document
+    ungrounded: tuple[str, ...] = ()  # the record's fields whose values are in neither its passage nor its document
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "doc": self.doc, "title": self.title, "passage": self.passage,
-                "span": list(self.span) if self.span else None, "match": self.match}
+                "span": list(self.span) if self.span else None, "match": self.match,
+                "differences": [d.to_dict() for d in self.differences], "ungrounded": list(self.ungrounded)}
 
 
 @dataclass(frozen=True)
@@ -295,9 +142,12 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
             passage = record.get("_passage")
             if span and texts is not None and number in texts:
                 passage = texts[number][int(span[0]):int(span[1])]
+            differs = tuple(Difference(str(d.get("kind", "")), str(d.get("document", "")), str(d.get("record", "")))
+                            for d in record.get("_mismatch") or () if isinstance(d, Mapping))
             evidence.append(Evidence(
                 id=item, kind="record", doc=number, title=str(record.get("_title", "")), passage=passage,
-                span=(int(span[0]), int(span[1])) if span else None, match=record.get("_match")))
+                span=(int(span[0]), int(span[1])) if span else None, match=record.get("_match"),
+                differences=differs, ungrounded=tuple(str(f) for f in record.get("_ungrounded") or ())))
             continue
         m = _DOC_ID.match(item) if not isinstance(raw, bool) else None
         if m and int(m.group(1)) in titles:
@@ -311,12 +161,39 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
     return Citations(evidence=tuple(evidence), unknown=tuple(unknown))
 
 
+# -- the answer's numbers ----------------------------------------------------------------------------
+
+
+def unsupported_in_answer(answer: str, question: str, cited: Citations, records: Iterable[Mapping[str, Any]],
+                          texts: Mapping[int, str], outputs: Sequence[str] = (),
+                          final_code: str | None = None) -> tuple[str, ...]:
+    """The answer's numbers (as written) that none of what it cites states: the cited records' values (less
+    their ungrounded ones) and passages (the document's words at the span), the cited documents' texts; nor the question, nor what
+    the agent's code printed (`outputs`, the observations before the last step). `final_code`: the code
+    that called final_answer; a number of the answer not typed into it was computed over the records."""
+    by_id = {str(r["_id"]): r for r in records if r.get("_id")}
+    sources: list[str] = [question, *outputs]
+    values: list[Any] = []
+    for e in cited.evidence:
+        if e.kind == "document":
+            sources.append(texts.get(e.doc, ""))
+            continue
+        if e.passage:
+            sources.append(e.passage)
+        record = by_id.get(e.id, {})
+        ungrounded = set(record.get("_ungrounded") or ())  # a value its document does not state supports nothing
+        values.extend(v for k, v in record.items() if not k.startswith("_") and k not in ungrounded)
+    return unsupported_numbers(answer, sources, values, final_code)
+
+
 # -- counts -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class EvidenceStats:
-    """How many records' passages were found, in all and per document (key), and how."""
+    """How many records' passages were found in their documents with their values (in all and per
+    document key), how, how many differ in a value (`mismatched`), and how many records have values
+    found in neither their passage nor their document (`ungrounded`, `ungrounded_values` fields in all)."""
 
     records: int = 0
     verified: int = 0
@@ -324,40 +201,61 @@ class EvidenceStats:
     by_doc: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     reasked: int = 0  # documents re-asked for their unverified records
     dropped: int = 0  # unverified records left out (--unverified drop)
+    ungrounded: int = 0  # records with a value in neither their passage nor their document
+    ungrounded_values: int = 0  # such values, in all
 
     @property
     def share(self) -> float | None:
         return self.verified / self.records if self.records else None
+
+    @property
+    def mismatched(self) -> int:
+        return self.by_match.get("mismatch", 0)
 
     @classmethod
     def of(cls, records: Sequence[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
         """Counts over `records` (dropped ones included, so the share says what the model gave)."""
         by_match = dict.fromkeys(MATCH_KINDS, 0)
         by_doc: dict[str, dict[str, int]] = {}
+        ungrounded = ungrounded_values = 0
         for r in records:
             kind = str(r.get("_match") or "none")
             by_match[kind] = by_match.get(kind, 0) + 1
             key = str(r.get("_doc")) if "_part" not in r else f"{r.get('_doc')}.{r.get('_part')}"
-            counts = by_doc.setdefault(key, {"records": 0, "verified": 0})
+            counts = by_doc.setdefault(key, {"records": 0, "verified": 0, "mismatch": 0, "ungrounded": 0})
             counts["records"] += 1
-            counts["verified"] += kind != "none"
-        verified = len(records) - by_match.get("none", 0)
+            counts["verified"] += kind in VERIFIED
+            counts["mismatch"] += kind == "mismatch"
+            missing = r.get("_ungrounded") or ()
+            counts["ungrounded"] += bool(missing)
+            ungrounded += bool(missing)
+            ungrounded_values += len(missing)
+        verified = sum(by_match.get(k, 0) for k in VERIFIED)
         return cls(records=len(records), verified=verified, by_match=by_match, by_doc=by_doc,
-                   reasked=reasked, dropped=dropped)
+                   reasked=reasked, dropped=dropped, ungrounded=ungrounded, ungrounded_values=ungrounded_values)
 
     def to_dict(self) -> dict[str, Any]:
         share = self.share
         return {"records": self.records, "verified": self.verified,
                 "share": None if share is None else round(share, 4), "by_match": dict(self.by_match),
+                "mismatched": self.mismatched, "ungrounded": self.ungrounded,
+                "ungrounded_values": self.ungrounded_values,
                 "reasked_documents": self.reasked, "dropped": self.dropped,
                 "by_doc": {k: {**v, "share": round(v["verified"] / v["records"], 4) if v["records"] else None}
                            for k, v in self.by_doc.items()}}
 
     def line(self) -> str:
-        """One line for the CLI: the share verified and how."""
+        """One line for the CLI: the share verified and how, the mismatches, the ungrounded values."""
         if not self.records:
             return "no records"
-        kinds = ", ".join(f"{self.by_match.get(k, 0)} {k}" for k in ("exact", "tolerant", "fuzzy"))
+        kinds = ", ".join(f"{self.by_match.get(k, 0)} {k}" for k in VERIFIED)
         flagged = self.records - self.verified
-        tail = f"; {flagged} flagged" + (f", {self.dropped} dropped" if self.dropped else "") if flagged else ""
-        return f"{self.verified} of {self.records} records' passages found in their documents ({self.share:.0%}: {kinds}){tail}"
+        tail = ""
+        if flagged:
+            tail = f"; {flagged} flagged" + (f" ({self.mismatched} with a value that differs from the document)"
+                                             if self.mismatched else "") + (f", {self.dropped} dropped" if self.dropped else "")
+        if self.ungrounded:
+            tail += (f"; {self.ungrounded} records with values in neither their passage nor their document "
+                     f"({self.ungrounded_values} values)")
+        return (f"{self.verified} of {self.records} records' passages found in their documents, values and all "
+                f"({self.share:.0%}: {kinds}){tail}")

@@ -15,7 +15,7 @@ from .artifacts import RunDir
 from .config import Settings
 from .corpus import Document, split_documents
 from .errors import ConfigError, InputError, OutputError
-from .evidence import Evidence, EvidenceStats, resolve_citations
+from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.layers import Progressed
@@ -58,6 +58,7 @@ class RunResult:
     inputs: Inputs = Inputs()  # what became of every input: read, skipped, unreadable, duplicates, degraded
     evidence: tuple[Evidence, ...] = ()  # what the answer cites, resolved: records with their passages, documents
     unknown_citations: tuple[str, ...] = ()  # cited ids that name no record or document of the run
+    unsupported_numbers: tuple[str, ...] = ()  # the answer's numbers that nothing it cites (or the agent's code) states
     evidence_stats: EvidenceStats | None = None  # records whose passages were found in their documents
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
     report: Path | None = None  # the run folder's report.html
@@ -98,6 +99,7 @@ class RunResult:
             "inputs": self.inputs.to_dict(),
             "evidence": [e.to_dict() for e in self.evidence],
             "unknown_citations": list(self.unknown_citations),
+            "unsupported_numbers": list(self.unsupported_numbers),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
             "warnings": list(self.warnings),
@@ -248,13 +250,18 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         record.answer(answer, settings.sandbox_mode)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
                                   {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
+        last = answer.steps[-1] if answer.mode == "code" and not answer.capped and answer.steps else None
+        unsupported = unsupported_in_answer(
+            answer.answer, task, cited, (r for rows in tables.values() for r in rows), {d.number: d.text for d in docs},
+            outputs=[s.observation for s in answer.steps if s.observation and s is not last],
+            final_code=last.code if last is not None else None)
         result = RunResult(
             answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
             records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(record.failures),
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(record.fallbacks), warnings=llm.warnings(),
+            fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, warnings=llm.warnings(),
         )
         record.finish(result.answer, result.summary())
     except BaseException as exc:

@@ -1,8 +1,10 @@
 """Records as tables: pandas DataFrames, Parquet files and a DuckDB database in the run folder, and SQL over them.
 
 One table per record type, its model-given fields first, then `_id`, `_doc`, `_part`, `_title`,
-`passage`, `span_start`, `span_end`, `match` and the flag `unverified` (the passage was not found in
-its document). Parquet and the database need DuckDB (`pip install 'r3con[sql]'`); the DataFrames only pandas.
+`passage`, `span_start`, `span_end`, `match`, and the flags: `mismatch` (the values that differ from the
+passage's, as JSON), `ungrounded` (the fields whose value is not in the document, as JSON) and
+`unverified` (the passage was not found, or differs in a value). Parquet and the database need DuckDB
+(`pip install 'r3con[sql]'`); the DataFrames only pandas.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 DATABASE = "records.duckdb"
+FLAGGED = ("none", "mismatch")  # the passage outcomes that are not evidence (stages/_evidence.py)
 NEEDS_DUCKDB = "needs DuckDB, which is not installed: pip install 'r3con[sql]'"
 
 
@@ -44,12 +47,12 @@ def flat(row: Mapping[str, Any]) -> dict[str, Any]:
         if key == "_span":
             span = value if isinstance(value, list | tuple) and len(value) == 2 else (None, None)
             out["span_start"], out["span_end"] = span
-        elif key in ("_passage", "_match"):
-            out[key[1:]] = value
+        elif key in ("_passage", "_match", "_mismatch", "_ungrounded"):
+            out[key[1:]] = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
         else:
             out[key] = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
     if "_match" in row:
-        out["unverified"] = row.get("_match") == "none"
+        out["unverified"] = row.get("_match") in FLAGGED
     return out
 
 

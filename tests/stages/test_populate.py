@@ -113,7 +113,9 @@ async def test_a_record_whose_passage_is_not_in_the_document_is_reasked_once_the
     assert (ann["_match"], zed["_match"], zed["_span"]) == ("exact", "none", None)
     stats = result.evidence.to_dict()
     assert stats["records"] == 2 and stats["verified"] == 1 and stats["share"] == 0.5
-    assert stats["by_doc"] == {"1": {"records": 2, "verified": 1, "share": 0.5}} and stats["reasked_documents"] == 1
+    assert zed["_ungrounded"] == ["name"] and "_ungrounded" not in ann  # no Zed in the document either
+    assert stats["by_doc"] == {"1": {"records": 2, "verified": 1, "mismatch": 0, "ungrounded": 1, "share": 0.5}}
+    assert stats["reasked_documents"] == 1 and stats["ungrounded"] == 1
 
 
 async def test_a_reask_that_corrects_the_passage_verifies_the_record():

@@ -63,13 +63,16 @@ def print_result(summary: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(summary, ensure_ascii=False))
         return
     print(summary["answer"])
-    for line in evidence_lines(summary.get("evidence") or [], summary.get("unknown_citations") or []):
+    for line in evidence_lines(summary.get("evidence") or [], summary.get("unknown_citations") or [],
+                               unsupported=summary.get("unsupported_numbers") or []):
         print(line)
 
 
-def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: int = 8, width: int = 100) -> list[str]:
-    """The answer's evidence in a few lines: id, document title, and the passage shortened."""
-    if not evidence and not unknown:
+def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: int = 8, width: int = 100,
+                   unsupported: list[str] | None = None) -> list[str]:
+    """The answer's evidence in a few lines: id, document title, the passage shortened, what differs or is
+    ungrounded; then the answer's numbers that nothing it cites states."""
+    if not evidence and not unknown and not unsupported:
         return []
     lines = ["", "Evidence:"]
     for item in evidence[:limit]:
@@ -80,11 +83,19 @@ def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: in
             continue
         short = passage if len(passage) <= width else passage[: width - 1].rstrip() + "…"
         flag = "" if item.get("match") != "none" else "  (not found in the document)"
+        if item.get("match") == "mismatch":
+            flag = "  (differs from the document: " + "; ".join(
+                f"document says \u201c{d['document']}\u201d, record says \u201c{d['record']}\u201d"
+                for d in item.get("differences") or []) + ")"
+        if item.get("ungrounded"):
+            flag += f"  (values in neither passage nor document: {', '.join(item['ungrounded'])})"
         lines.append(f"{head}: \u201c{short}\u201d{flag}")
     if len(evidence) > limit:
         lines.append(f"  ... and {len(evidence) - limit} more (see result.json)")
     if unknown:
         lines.append(f"  cited but unknown: {', '.join(unknown[:10])}")
+    if unsupported:
+        lines.append(f"  numbers in the answer that nothing cited states: {', '.join(unsupported[:20])}")
     return lines
 
 

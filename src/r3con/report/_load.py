@@ -159,6 +159,7 @@ def load(path: Path) -> dict[str, Any]:
         "error": folder.json("error.json"),
         "evidence": [e for e in _list(result.get("evidence")) if isinstance(e, dict)],
         "unknown_citations": [str(u) for u in _list(result.get("unknown_citations"))],
+        "unsupported_numbers": [str(n) for n in _list(result.get("unsupported_numbers"))],
         "evidence_stats": manifest.get("evidence_stats") or result.get("evidence_stats"),
         "inputs": _dict(manifest.get("inputs")),
         "documents": documents,

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from .._fanout import DOCUMENT_ERRORS, fan_out
+from .._grounding import Source
 from .._json import NoJSON, extract_json
 from .._prompts import render
 from ..corpus import Document
@@ -29,7 +30,7 @@ from ..llm.types import LLM, ChatRequest, Message
 from ..notes import NotesChoice, NotesSelector, fitting
 from ..results import Failure
 from ..tokens import estimate_tokens
-from ._evidence import Unverified, check, ordered, record_id, unverified, with_passage
+from ._evidence import FLAGGED, Unverified, categorical, check, ordered, record_id, unverified, with_passage
 from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
@@ -165,14 +166,16 @@ async def _populate_once(
 
 async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, options: PopulateOptions) -> _DocRecords:
     """Locate each record's passage; with `reask`, ask once more for the records whose passage is not found."""
-    hay = Haystack(doc.text)
-    check(result.records, doc, hay)
+    hay, source, skip = Haystack(doc.text), Source(doc.text), categorical(form.schema)
+    check(result.records, doc, hay, skip, source)
     missing = list(unverified(result.records))
     if options.unverified != "reask" or not missing:
         return result
     prompt = render("populate_evidence", records=[
         {"table": name, "index": i, "passage": json.dumps(row["_passage"], ensure_ascii=False)
-                                                if row.get("_passage") else "(no passage given)"}
+                                                if row.get("_passage") else "(no passage given)",
+         "differences": [f"the document says {json.dumps(d['document'], ensure_ascii=False)} where the passage "
+                         f"says {json.dumps(d['record'], ensure_ascii=False)}" for d in row.get("_mismatch") or ()]}
         for name, i, row in missing])
     try:
         completion = await llm.complete(ChatRequest(
@@ -189,7 +192,7 @@ async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, op
     if jsonschema.exceptions.best_match(form.validator.iter_errors(value)) is not None:
         return replace(result, evidence_reasked=True)
     tables = {name: list(value.get(name) or []) for name in form.schema["properties"]}
-    check(tables, doc, hay)
+    check(tables, doc, hay, skip, source)
     return replace(result, records=tables, evidence_reasked=True)
 
 
@@ -242,7 +245,7 @@ async def populate(
                     index += 1
                     record = ordered({**stamp(row, doc), "_id": record_id(doc, index)})
                     given.append(record)
-                    if options.unverified == "drop" and record.get("_match") == "none":
+                    if options.unverified == "drop" and record.get("_match") in FLAGGED:
                         dropped.append({**record, "_table": name})
                         continue
                     tables[name].append(record)

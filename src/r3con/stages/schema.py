@@ -21,7 +21,7 @@ from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
 
 STAGE = "schema"
-SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match")  # population adds these
+SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match", "_mismatch", "_ungrounded")  # population adds these
 
 
 class SchemaProblem(ValueError):

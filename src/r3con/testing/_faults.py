@@ -15,6 +15,9 @@
                document's note); the call log lists them under "invented"
     reword     not a fault either: this share of the other records get a genuine passage copied carelessly
                (white space, quotes, dashes, case, or one word changed); logged under "reworded"
+    misvalue   nor this: this share of records get one value that neither their passage nor their
+               document states (a number changed, a name the document does not have); logged under
+               "misvalued" as [table, position, field]
 
 Embeddings requests get the transport faults (429, 500, hang, drop); the others are for chat replies.
 A request (by the hash of its body) gets at most `max_faults_per_request` faults, so retries succeed.
@@ -35,7 +38,7 @@ TRANSPORT_FAULTS = frozenset({"429", "500", "hang", "drop"})  # no reply to read
 _RATE_FIELD = {kind: f"rate_{kind}" for kind in KINDS}
 _OPTIONS = {"seed": "seed", "max": "max_faults_per_request", "retry_after": "retry_after_s",
             "hang_s": "hang_s", "delay": "delay_s", "only": "only",
-            "json_schema": "json_schema", "invent": "invent", "reword": "reword"}
+            "json_schema": "json_schema", "invent": "invent", "reword": "reword", "misvalue": "misvalue"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class FaultPlan:
     only: str = ""  # stages that get faults, '+'-separated (e.g. 'populate+schema'); empty: every stage
     invent: float = 0.0  # share of records whose passage is invented (not in the document)
     reword: float = 0.0  # share of the other records whose genuine passage is copied carelessly
+    misvalue: float = 0.0  # share of records given a value that neither their passage nor their document states
 
     @classmethod
     def parse(cls, spec: str) -> FaultPlan:

@@ -82,10 +82,13 @@ def records(r: Reading) -> str:
 
 
 def invented_records(r: Reading, invent: float = 0.0, key: str = "", reword: float = 0.0,
-                     reworded: list[str] | None = None) -> tuple[str, list[str]]:
+                     reworded: list[str] | None = None, misvalue: float = 0.0,
+                     misvalued: list[list[Any]] | None = None) -> tuple[str, list[str]]:
     """Records from the document's task-related sentences; with `invent`, that share of them (decided by
     `key`, the request) get a passage that is not in the document; with `reword`, that share of the others
-    a passage copied carelessly (`_reworded`, listed in `reworded`). Returns the reply and the invented passages."""
+    a passage copied carelessly (`_reworded`, listed in `reworded`); with `misvalue`, that share of all of
+    them one value the document does not state (listed in `misvalued` as [table, position, field]).
+    Returns the reply and the invented passages."""
     response_schema = dict(r.schema) if r.schema is not None else r.prompt_schema
     if response_schema is None:
         return "{}", []
@@ -96,7 +99,7 @@ def invented_records(r: Reading, invent: float = 0.0, key: str = "", reword: flo
     for table, spec in (response_schema.get("properties") or {}).items():
         items = spec.get("items", {}) if spec.get("type") == "array" else spec
         if spec.get("type") == "array":
-            rows = []
+            rows: list[Any] = []
             for i, s in enumerate(picked):
                 rng = random.Random(f"{key}:{table}:{i}")
                 fake = _invention(r, s, rng) if invent and rng.random() < invent else None
@@ -106,7 +109,12 @@ def invented_records(r: Reading, invent: float = 0.0, key: str = "", reword: flo
                     fake = _reworded(s, rng)
                     if reworded is not None:
                         reworded.append(fake)
-                rows.append(_fill(items, s, i, passage=fake))
+                row = _fill(items, s, i, passage=fake)
+                if misvalue and isinstance(row, dict) and random.Random(f"{key}:{table}:{i}:value").random() < misvalue:
+                    changed = _misvalue(row, body)
+                    if changed is not None and misvalued is not None:
+                        misvalued.append([table, len(rows) + 1, changed])
+                rows.append(row)
             out[table] = rows
         else:
             out[table] = _fill(spec, picked[0] if picked else body[:200], 0, table)
@@ -115,6 +123,22 @@ def invented_records(r: Reading, invent: float = 0.0, key: str = "", reword: flo
     except jsonschema.ValidationError:
         out, invented = {k: [] for k in out}, []
     return json.dumps(out, ensure_ascii=False), invented
+
+
+def _misvalue(row: dict[str, Any], body: str) -> str | None:
+    """Give the record one value its document does not state: its first number times ten plus seven, else
+    its first short text with a surname the document does not have. The field changed, or None."""
+    for field, value in row.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and not field.startswith("_"):
+            row[field] = value * 10 + 7
+            return field
+    for field, value in row.items():
+        if isinstance(value, str) and not field.startswith("_") and 0 < len(value) <= 60:
+            for surname in ("Okonkwo", "Vasquez-Lindqvist", "Thorvaldsen"):
+                if surname not in body:
+                    row[field] = f"{value} {surname}"
+                    return field
+    return None
 
 
 def _reworded(sentence: str, rng: random.Random) -> str:

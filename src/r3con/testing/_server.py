@@ -195,10 +195,11 @@ class _Handler(BaseHTTPRequestHandler):
         if r.stage == "populate":
             plan = self.state.faults or FaultPlan()
             reworded: list[str] = []
+            misvalued: list[list[Any]] = []
             content, invented = respond.invented_records(r, plan.invent, f"{plan.seed}:{request_hash}",
-                                                         plan.reword, reworded)
-            if plan.invent or plan.reword:  # for tests: what is not in the document as it stands
-                record.update(invented=invented, reworded=reworded)
+                                                         plan.reword, reworded, plan.misvalue, misvalued)
+            if plan.invent or plan.reword or plan.misvalue:  # for tests: what is not in the document as it stands
+                record.update(invented=invented, reworded=reworded, misvalued=misvalued)
             return content
         if r.stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
             return baselines.respond(r)

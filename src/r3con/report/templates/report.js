@@ -17,7 +17,18 @@
   }
   function text(tag, cls, value) { var n = el(tag, cls); n.textContent = value === null || value === undefined ? "" : String(value); return n; }
   function link(hash, label, cls) { var a = text("a", cls, label); a.setAttribute("href", "#" + hash); return a; }
-  function badge(kind) { return text("span", "badge " + (kind || "none"), kind === "none" || !kind ? "not found" : kind); }
+  var BADGE = {none: "not found", mismatch: "differs from the document"};
+  function badge(kind) { return text("span", "badge " + (kind || "none"), BADGE[kind || "none"] || kind); }
+  // what a mismatched record's passage says against its document, one line per difference
+  function differenceList(r) {
+    return el("ul", "differences", (r._mismatch || []).map(function (d) {
+      return el("li", "", [text("span", "kind", d.kind + ": "), "document says ", text("span", "doc-says", "\u201c" + (d.document || "") + "\u201d"),
+        ", record says ", text("span", "record-says", "\u201c" + (d.record || "") + "\u201d")]);
+    }));
+  }
+  function ungroundedNote(fields) {
+    return text("div", "ungrounded-note", "Values in neither its passage nor its document: " + fields.join(", "));
+  }
   function show(value) { return value === null || value === undefined ? "" : (typeof value === "object" ? JSON.stringify(value) : String(value)); }
   function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } return node; }
 
@@ -54,7 +65,10 @@
     if (stats && stats.records) {
       body.appendChild(text("p", "muted", stats.verified + " of " + stats.records + " records' passages were found in their documents (" +
         Math.round(100 * stats.verified / stats.records) + "%: " + ["exact", "tolerant", "fuzzy"].map(function (k) {
-          return (stats.by_match[k] || 0) + " " + k; }).join(", ") + ")" + (stats.dropped ? "; " + stats.dropped + " dropped" : "") + "."));
+          return (stats.by_match[k] || 0) + " " + k; }).join(", ") + ")" +
+        (stats.by_match.mismatch ? "; " + stats.by_match.mismatch + (stats.by_match.mismatch === 1 ? " differs" : " differ") + " from its document in a value" : "") +
+        (stats.ungrounded ? "; " + stats.ungrounded + " records have values in neither their passage nor their document" : "") +
+        (stats.dropped ? "; " + stats.dropped + " dropped" : "") + "."));
     }
     body.appendChild(text("h2", "", "Evidence the answer cites"));
     if (!data.evidence.length) { body.appendChild(text("p", "muted", "The answer cites no record or document.")); }
@@ -63,10 +77,22 @@
       var item = el("li", "", [link(e.kind === "record" ? "rec/" + e.id : "doc/" + e.doc, "[" + e.id + "]", "cite"), " ",
         link("doc/" + e.doc, e.title + " (document " + e.doc + ")")]);
       if (e.kind === "record") { item.appendChild(badge(e.match)); }
-      if (e.passage) { item.appendChild(text("blockquote", "", e.passage)); }
+      if (e.kind === "record" && e.ungrounded && e.ungrounded.length) { item.appendChild(text("span", "badge ungrounded", "ungrounded: " + e.ungrounded.join(", "))); }
+      if (e.passage) { item.appendChild(text("blockquote", e.match === "mismatch" ? "mismatch" : "", e.passage)); }
+      if (e.match === "mismatch" && e.differences && e.differences.length) { item.appendChild(differenceList({_mismatch: e.differences})); }
+      if (e.kind === "record" && e.ungrounded && e.ungrounded.length) { item.appendChild(ungroundedNote(e.ungrounded)); }
       list.appendChild(item);
     });
     body.appendChild(list);
+    if ((data.unsupported_numbers || []).length) {
+      var unsupported = el("div", "unsupported", [text("strong", "", "Numbers in the answer that nothing it cites states: ")]);
+      data.unsupported_numbers.forEach(function (n, i) {
+        if (i) { unsupported.appendChild(document.createTextNode(", ")); }
+        unsupported.appendChild(text("code", "", n));
+      });
+      unsupported.appendChild(text("span", "muted", " (not in the cited records' values or passages, the cited documents, the question, nor the agent's code output)"));
+      body.appendChild(unsupported);
+    }
     if (data.unknown_citations.length) {
       body.appendChild(text("p", "muted", "Cited but naming no record or document of the run: " + data.unknown_citations.join(", ")));
     }
@@ -148,7 +174,7 @@
     view.appendChild(text("h3", "", "Text"));
     if (textValue === undefined) { view.appendChild(text("p", "muted", "The text is not in this run folder (documents.jsonl).")); return null; }
     var spans = (recordsByDoc[doc] || []).filter(function (e) { return e.record._span; }).map(function (e) {
-      return {start: e.record._span[0], end: e.record._span[1], id: String(e.record._id)};
+      return {start: e.record._span[0], end: e.record._span[1], id: String(e.record._id), mismatch: e.record._match === "mismatch"};
     });
     var cuts = [0, textValue.length];
     spans.forEach(function (s) { cuts.push(s.start, s.end); });
@@ -158,7 +184,7 @@
       var a = cuts[i], b = cuts[i + 1], piece = textValue.slice(a, b);
       var ids = spans.filter(function (s) { return s.start <= a && s.end >= b; }).map(function (s) { return s.id; });
       if (!ids.length) { pre.appendChild(document.createTextNode(piece)); continue; }
-      var mark = text("mark", "", piece);
+      var mark = text("mark", spans.some(function (s) { return s.mismatch && ids.indexOf(s.id) >= 0; }) ? "mismatch" : "", piece);
       mark.setAttribute("data-ids", ids.join(" "));
       mark.title = ids.join(", ");
       if (activeId && ids.indexOf(activeId) >= 0) { mark.classList.add("active"); first = first || mark; }
@@ -186,6 +212,12 @@
       var box = el("div", "active-record" + (r._span ? "" : " error"), [text("strong", "", "Record " + activeId + " (" + active.table + ")"), badge(r._match),
         " ", link("answer", "back to the answer"), text("div", "", recordSummary(r))]);
       if (!r._span) { box.appendChild(text("div", "", "Its passage was not found in this document. The model gave: " + show(r._passage))); }
+      if (r._match === "mismatch") {
+        box.classList.add("error");
+        box.appendChild(text("div", "", "Its passage aligns here but differs in a value. The model gave: " + show(r._passage)));
+        box.appendChild(differenceList(r));
+      }
+      if (r._ungrounded && r._ungrounded.length) { box.appendChild(ungroundedNote(r._ungrounded)); }
       view.appendChild(box);
     }
     renderNotes(view, doc);
@@ -195,7 +227,8 @@
       var table = el("table", "grid doc-records"), body = el("tbody");
       mine.forEach(function (e) {
         body.appendChild(el("tr", e.record._id === activeId ? "current" : "", [el("td", "", [link("rec/" + e.record._id, String(e.record._id), "cite")]),
-          text("td", "", e.table), text("td", "", recordSummary(e.record)), el("td", "", [badge(e.record._match)])]));
+          text("td", "", e.table), text("td", "", recordSummary(e.record)), el("td", "", [badge(e.record._match)].concat(
+            e.record._ungrounded && e.record._ungrounded.length ? [text("span", "badge ungrounded", "ungrounded: " + e.record._ungrounded.join(", "))] : []))]));
       });
       table.appendChild(body);
       view.appendChild(table);
@@ -241,7 +274,8 @@
     var cols = columns(state.table), q = document.getElementById("record-filter").value.toLowerCase();
     var match = document.getElementById("match-filter").value;
     var rows = data.records[state.table].filter(function (r) {
-      return (!match || (r._match || "none") === match) && (!q || searchText(r).indexOf(q) >= 0);
+      var kind = match === "ungrounded" ? (r._ungrounded && r._ungrounded.length ? "ungrounded" : "") : (r._match || "none");
+      return (!match || kind === match) && (!q || searchText(r).indexOf(q) >= 0);
     });
     if (state.sort) {
       rows = rows.slice().sort(function (a, b) { return state.dir * compare(a[state.sort], b[state.sort]) || compare(a._id, b._id); });
@@ -264,7 +298,17 @@
       cols.forEach(function (c) {
         if (c === "_id") { tr.appendChild(el("td", "", [link("rec/" + r._id, String(r._id), "cite")])); }
         else if (c === "_doc") { tr.appendChild(el("td", "", [link("doc/" + r._doc, r._doc + (r._part ? "." + r._part : "") + " " + docTitle(r._doc))])); }
-        else if (c === "_match") { tr.appendChild(el("td", "", [badge(r._match)])); }
+        else if (c === "_match") {
+          var cell = el("td", "", [badge(r._match)]);
+          if (r._match === "mismatch") { cell.appendChild(differenceList(r)); }
+          tr.appendChild(cell);
+        }
+        else if (r._ungrounded && r._ungrounded.indexOf(c) >= 0) {
+          var flagged = text("td", "ungrounded", show(r[c]));
+          flagged.title = "in neither the record's passage nor its document";
+          flagged.setAttribute("data-ungrounded", "true");
+          tr.appendChild(flagged);
+        }
         else { tr.appendChild(text("td", "", show(r[c]))); }
       });
       frag.appendChild(tr);
