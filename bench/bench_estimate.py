@@ -6,7 +6,8 @@ For each corpus (D = 46: Dracula's documents, whole; D = 200: Dracula's and Loon
 characters, as bench_scale.py builds them) the scripted server runs in another process; the
 estimate samples N documents (`estimate.sample`: real relevance, schema and population calls), then
 predicts the run, which then runs on the same server. Printed: estimated/actual calls and prompt
-tokens, in total and per stage, with the estimate without sampling (150-token notes assumed) beside.
+tokens, in total and per stage, with the estimate without sampling (150-token notes assumed) beside,
+and whether the run falls inside the estimate's 90% range.
 The targets: with --sample 4, calls within 10% and prompt tokens within 15% of the run.
 """
 
@@ -26,7 +27,7 @@ from bench_scale import TASK, corpus, start_server  # noqa: E402
 
 def one(size: int, sample: int, chars: int) -> dict[str, Any]:
     import r3con
-    from r3con.estimate import estimate_run
+    from r3con.estimate import estimate_range, estimate_run
     from r3con.estimate import sample as sample_calls
     from r3con.pipeline import run
 
@@ -38,7 +39,7 @@ def one(size: int, sample: int, chars: int) -> dict[str, Any]:
                                               concurrency=16, context_window=32_768, max_steps=4, sandbox_timeout_s=120)
             assumed = asyncio.run(estimate_run(TASK, docs, settings))
             calibrated, _ = asyncio.run(sample_calls(TASK, docs, settings, sample))
-            predicted = asyncio.run(estimate_run(TASK, docs, settings, assumptions=calibrated))
+            predicted = asyncio.run(estimate_range(TASK, docs, settings, calibrated))
             result = asyncio.run(run(TASK, docs, settings))
     finally:
         server.terminate()
@@ -57,6 +58,7 @@ def one(size: int, sample: int, chars: int) -> dict[str, Any]:
         "unsampled_prompt_ratio": round(assumed.total.input_tokens / max(1, actual.prompt_tokens), 3),
         "unsampled_calls_ratio": round(assumed.total.calls / max(1, actual.calls), 3),
         "assumptions": list(predicted.assumptions), "stages": stages,
+        "range": None if predicted.range is None else predicted.range.to_dict(),
     }
 
 
@@ -79,6 +81,13 @@ def main() -> None:
               f"{row['prompt_tokens'][0]:,} / {row['prompt_tokens'][1]:,} = {row['prompt_ratio']} "
               f"({'PASS' if prompt_ok else 'FAIL'} within 15%); without sampling {row['unsampled_calls_ratio']} and "
               f"{row['unsampled_prompt_ratio']}")
+        if row["range"]:
+            span = row["range"]
+            inside = [span[k]["low"] <= actual <= span[k]["high"]
+                      for k, actual in (("calls", row["calls"][1]), ("prompt_tokens", row["prompt_tokens"][1]))]
+            print(f"    {span['confidence']:.0%} range: calls {span['calls']['low']}-{span['calls']['high']} "
+                  f"({'inside' if inside[0] else 'OUTSIDE'}), prompt tokens {span['prompt_tokens']['low']:,}-"
+                  f"{span['prompt_tokens']['high']:,} ({'inside' if inside[1] else 'OUTSIDE'})")
         for stage, figures in row["stages"].items():
             print(f"    {stage}: calls {figures['calls'][0]}/{figures['calls'][1]}, "
                   f"prompt tokens {figures['prompt_tokens'][0]:,}/{figures['prompt_tokens'][1]:,}")

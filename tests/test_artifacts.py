@@ -106,6 +106,7 @@ def test_a_full_disk_is_recognised_through_the_errors_it_caused(tmp_path):
     assert not is_disk_full(OSError(errno.EACCES, "Permission denied")) and not is_disk_full(ValueError("x"))
     error = disk_full(tmp_path, enospc)
     assert isinstance(error, DiskFull) and str(tmp_path / "records.json") in str(error)
+    assert error.run_dir == tmp_path and disk_full(tmp_path, enospc, "populate").stage == "populate"
     assert str(error).endswith("free some space")
     assert "the LLM cache" in str(disk_full(tmp_path, sqlite3.OperationalError("database or disk is full")))
     assert f"the run folder {tmp_path}" in str(disk_full(tmp_path, OSError(errno.EDQUOT, "Disk quota exceeded")))

@@ -25,7 +25,7 @@ def test_typed_env_values_and_stage_models():
 @pytest.mark.parametrize("env, message", [
     ({"R3CON_ROUNDS": "two"}, "R3CON_ROUNDS='two' is not valid"),
     ({"R3CON_REASONING": "magic"}, "expected one of code, direct"),
-    ({"R3CON_ROUNDS": "-1"}, "--rounds must be 0 or more"),
+    ({"R3CON_ROUNDS": "-1"}, "R3CON_ROUNDS=-1 must be 0 or more"),  # the variable, not a flag never passed
 ])
 def test_bad_values_are_config_errors_naming_the_source(env, message):
     with pytest.raises(ConfigError, match=message):

@@ -142,7 +142,7 @@ def test_a_messy_folder_accounts_for_every_file_in_exactly_one_category(tmp_path
     assert reasons["empty.txt"].startswith("empty") and reasons["blank.md"].startswith("empty")
     assert reasons["blob.txt"].startswith("binary")
     assert reasons["slides.pptx"].startswith("unsupported .pptx") and ".pdf" in reasons["slides.pptx"]
-    assert reasons["broken.pdf"].startswith("cannot read the PDF:") and "No such file" in reasons["gone.txt"]
+    assert reasons["broken.pdf"].startswith("cannot read the PDF:") and "which does not exist" in reasons["gone.txt"]
     assert inputs["duplicates"] == [{"source": str(root / "saved" / "notes.txt"), "same_as": str(root / "notes.txt")}]
     rules = {Path(e["source"]).name: e["rule"] for e in inputs["excluded"]}
     assert rules == {".git": "version control", ".venv": "virtualenv", "env": "virtualenv",

@@ -1,8 +1,9 @@
 import json
 
 import r3con
-from r3con.estimate import Assumptions, estimate_run, sample
+from r3con.estimate import Assumptions, estimate_range, estimate_run, sample
 from r3con.pipeline import run
+from r3con.testing import DrawnRelevance, FakeLLMServer
 
 from .conftest import cli_in_process
 
@@ -109,3 +110,38 @@ def test_a_sampled_estimate_can_count_with_the_endpoints_tokenizer(fake_server, 
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["stages"][0]["calls"] == 6 and any("/tokenize" in line for line in data["assumptions"])
+    span = data["range"]
+    assert span["confidence"] == 0.9 and span["draws"] > 100 and "--sample 4 would narrow" in span["narrower"]
+    for figure, total in (("calls", data["total"]["calls"]), ("prompt_tokens", data["total"]["input_tokens"])):
+        assert span[figure]["low"] <= span[figure]["expected"] == total <= span[figure]["high"]
+    assert span["calls"]["high"] > span["calls"]["low"], "the agent's steps and the re-asks were not sampled"
+
+
+def test_the_estimate_prints_its_range_and_what_would_narrow_it(fake_server, tmp_path):
+    for title, text in texts(4):
+        (tmp_path / f"{title}.txt").write_text(text)
+    common = ("estimate", TASK, str(tmp_path), "--base-url", fake_server.base_url, "--model", "r3con-scripted")
+    table = cli_in_process(*common, "--sample", "2", "--confidence", "0.8", timeout=120)
+    assert table.returncode == 0, table.stderr
+    assert "80% range: calls " in table.stdout and "--sample 4 would narrow the prompt tokens" in table.stdout
+    assumed = cli_in_process(*common, timeout=60)
+    assert "No range" in assumed.stdout and "--sample N" in assumed.stdout
+    wrong = cli_in_process(*common, "--sample", "2", "--confidence", "1.5", timeout=60)
+    assert wrong.returncode == 2 and "--confidence must be between" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+async def test_the_range_holds_a_run_whose_relevance_bm25_does_not_predict(tmp_path):
+    # relevance drawn against the BM25 ranking the estimator probes along: the last third of it
+    other = "The recipe calls for flour, butter and sugar, stirred and baked slowly in a warm oven. "
+    docs = r3con.documents_from_texts(texts(10) + [(f"Recipe {i}", other * (8 + i)) for i in range(20)])
+    ranked = [str(d.number) for d in sorted(docs, key=lambda d: d.title.startswith("Recipe"))]
+    drawn = DrawnRelevance(frozenset(ranked[-9:]), seed=4)
+    with FakeLLMServer(relevance=drawn) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          cache=False, max_steps=3)
+        calibrated, _ = await sample(TASK, docs, settings, 4)
+        predicted = await estimate_range(TASK, docs, settings, calibrated)
+        result = await run(TASK, docs, settings)
+    assert predicted.range is not None and sum(1 for n in result.notes[0].values() if n) == 9
+    assert predicted.range.calls.low <= result.usage.calls <= predicted.range.calls.high
+    assert predicted.range.prompt_tokens.low <= result.usage.prompt_tokens <= predicted.range.prompt_tokens.high

@@ -91,7 +91,10 @@ def cause_of(exc: BaseException) -> str:
         where = f" at {exc.endpoint}" if exc.endpoint else ""
         if exc.status is not None:
             words = server_words(exc.body)
-            return f"HTTP {exc.status} from the endpoint: {words}" if words else f"HTTP {exc.status} from the endpoint{where}"
+            said = f"HTTP {exc.status} from the endpoint: {words}" if words else f"HTTP {exc.status} from the endpoint{where}"
+            if exc.retry_after is not None and exc.retry_after > 60:  # a long wait the call did not sit through
+                said += f", asking to wait {exc.retry_after:g} s (Retry-After)"
+            return said
         for link in _chain(exc):
             if isinstance(link, ConnectionRefusedError) or getattr(link, "errno", None) == errno.ECONNREFUSED \
                     or isinstance(getattr(link, "os_error", None), ConnectionRefusedError):
@@ -159,6 +162,8 @@ def _remedy(cause: str) -> str:
         return "start the server or pass the right --base-url"
     if cause.startswith("timed out"):
         return "check that the server is up, or raise --timeout"
+    if "(Retry-After)" in cause:
+        return "wait until the endpoint's rate limit resets, then continue with --resume RUN_DIR"
     if cause.startswith("HTTP "):
         return "fix what the endpoint refused (calls.jsonl in the run folder has every call)"
     return "see calls.jsonl in the run folder for every call"

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
-from pathlib import Path
 from typing import Any, cast
 
 from .errors import InputError
@@ -25,12 +24,12 @@ _NEEDS = {".docx": ("docx", "python-docx"), ".xlsx": ("openpyxl", "openpyxl"), "
 Parsed = tuple[str | None, str, str | None]  # (title or None, text, warning or None)
 
 
-def read_office(path: Path, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
-    """The title (None: none of its own), text and warning of an office, mail or e-book file at `path`.
+def read_office(suffix: str, raw: bytes, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
+    """The title (None: none of its own), text and warning of an office, mail or e-book file of kind
+    `suffix` whose bytes are `raw` (read by the caller, who refuses pipes and devices).
 
     `html_text` turns HTML into (title, text): an e-mail's HTML body and an e-book's chapters use it.
     """
-    suffix = path.suffix.lower()
     module, package = _NEEDS.get(suffix, ("", ""))
     if module:
         try:
@@ -39,27 +38,25 @@ def read_office(path: Path, html_text: Callable[[str], tuple[str, str]]) -> Pars
             raise InputError(f"{suffix} files need {package}: pip install 'r3con[office]'") from None
     try:
         if suffix == ".docx":
-            return _docx(path)
+            return _docx(raw)
         if suffix == ".xlsx":
-            return _xlsx(path)
+            return _xlsx(raw)
         if suffix == ".eml":
-            return _eml(path, html_text)
-        return _epub(path, html_text)
+            return _eml(raw, html_text)
+        return _epub(raw, html_text)
     except InputError:
         raise
-    except OSError as exc:
-        raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
     except Exception as exc:  # noqa: BLE001 - each library has its own errors for a damaged file
         raise InputError(f"cannot read the {suffix} file ({type(exc).__name__}: {str(exc)[:200]}); "
                          "check that it opens in its own application") from exc
 
 
-def _docx(path: Path) -> Parsed:
+def _docx(raw: bytes) -> Parsed:
     import docx
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
-    document = docx.Document(str(path))
+    document = docx.Document(io.BytesIO(raw))
     blocks: list[str] = []
     heading: str | None = None
     for block in document.iter_inner_content():  # paragraphs and tables in document order
@@ -86,11 +83,11 @@ def _unique(cells: Iterable[Any]) -> list[Any]:
     return seen
 
 
-def _xlsx(path: Path) -> Parsed:
+def _xlsx(raw: bytes) -> Parsed:
     """Each sheet as CSV text under a "# Sheet: NAME" line; formulas as their last computed values."""
     import openpyxl
 
-    book = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    book = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=True)
     try:
         parts: list[str] = []
         for sheet in book.worksheets:
@@ -115,10 +112,9 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def _eml(path: Path, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
+def _eml(raw: bytes, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
     """The headers people read, the body (plain text, else HTML as text), and the attachments listed."""
-    with path.open("rb") as fh:
-        message = cast(EmailMessage, BytesParser(policy=policy.default).parse(fh))  # policy.default: EmailMessage
+    message = cast(EmailMessage, BytesParser(policy=policy.default).parsebytes(raw))  # policy.default: EmailMessage
     lines = [f"{name}: {message[name]}" for name in ("From", "To", "Cc", "Date", "Subject") if message[name]]
     body = message.get_body(preferencelist=("plain", "html"))
     text = ""
@@ -134,12 +130,12 @@ def _eml(path: Path, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
     return subject or None, out.strip(), None
 
 
-def _epub(path: Path, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
+def _epub(raw: bytes, html_text: Callable[[str], tuple[str, str]]) -> Parsed:
     """The chapters in reading order (the spine), each as text."""
     import ebooklib
     from ebooklib import epub
 
-    book = epub.read_epub(str(path), options={"ignore_ncx": True})
+    book = epub.read_epub(io.BytesIO(raw), options={"ignore_ncx": True})
     chapters: list[str] = []
     for item_id, _linear in book.spine:
         item = book.get_item_with_id(item_id)

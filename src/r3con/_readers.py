@@ -13,8 +13,10 @@ import csv
 import io
 import json
 import logging
+import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -58,16 +60,23 @@ def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
     """The title and text of the file at `path` (`pdf_password` opens encrypted PDFs); NotText or InputError
     when there is none to read."""
     suffix = path.suffix.lower()
-    if suffix in OFFICE_SUFFIXES:
-        title, body, warning = read_office(path, lambda html: _read_html(html, path))
-        return FileText(usable_title(title, path), body, warning=warning)
     try:
         if suffix == ".pdf":
             return _read_pdf(path, pdf_password)
-        raw = path.read_bytes()
+        raw = _read_regular(path)
     except OSError as exc:
         raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
-    text, encoding = decode(raw)
+    if suffix in OFFICE_SUFFIXES:
+        title, body, warning = read_office(suffix, raw, lambda html: _read_html(html, path))
+        return FileText(usable_title(title, path), body, warning=warning)
+    text, encoding, dropped = decode_text(raw)
+    got = _read_text(path, suffix, text, encoding)
+    if dropped:
+        return replace(got, warning="; ".join(w for w in (dropped, got.warning) if w))
+    return got
+
+
+def _read_text(path: Path, suffix: str, text: str, encoding: str | None) -> FileText:
     if suffix in {".html", ".htm"}:
         title, body = _read_html(text, path)
         return FileText(title, body, encoding)
@@ -90,24 +99,86 @@ def usable_title(title: object, path: Path) -> str:
     return text[:_MAX_TITLE] if text and not _JUNK_TITLE.match(text) else path.stem
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; NotText for anything else, found out without blocking on it (a pipe that
+    took the file's place after the walk looked would otherwise wait for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotText("not a regular file (a pipe, socket or device): not read", "special file")
+        return f.read()
+
+
 def decode(raw: bytes) -> tuple[str, str | None]:
     """(text, encoding): None for UTF-8; otherwise the detected one. NotText for bytes that are no text."""
+    text, encoding, _ = decode_text(raw)
+    return text, encoding
+
+
+def decode_text(raw: bytes) -> tuple[str, str | None, str | None]:
+    """(text, encoding, warning): `decode`, and a warning when stray NUL bytes were dropped to read the text.
+
+    NUL bytes mean UTF-16 or UTF-32 without a byte order mark when the text decodes cleanly as one of them,
+    a few stray NULs in UTF-8 text when the rest is UTF-8 (they are dropped, with a warning), else binary."""
     for bom, marked in _BOMS:
         if raw.startswith(bom):
             try:
-                return raw.decode(marked), (None if marked == "utf-8-sig" else marked)
+                return raw.decode(marked), (None if marked == "utf-8-sig" else marked), None
             except UnicodeDecodeError:
                 break
     if b"\x00" in raw:
-        raise NotText("binary (NUL bytes): not a text file", "binary")
+        if wide := _wide_encoding(raw):
+            return raw.decode(wide), wide, None
+        nuls = raw.count(0)
+        try:
+            if nuls * _MAX_STRAY_NUL_SHARE > len(raw):
+                raise UnicodeDecodeError("utf-8", raw, 0, 1, "too many NUL bytes")
+            text = raw.replace(b"\x00", b"").decode("utf-8")
+        except UnicodeDecodeError:
+            raise NotText("binary (NUL bytes): not a text file", "binary") from None
+        where = raw.index(0)
+        return text, None, (f"{nuls} stray NUL byte{'s' * (nuls > 1)} dropped (the first at byte {where:,}); "
+                            "read as text without them")
     try:
-        return raw.decode("utf-8"), None
+        return raw.decode("utf-8"), None, None
     except UnicodeDecodeError:
         pass
     encoding = _detect(raw)
     if encoding is None:
         raise NotText("binary: no text encoding fits its bytes", "binary")
-    return raw.decode(encoding), encoding
+    return raw.decode(encoding), encoding, None
+
+
+_MAX_STRAY_NUL_SHARE = 100  # at most one byte in this many may be a NUL for the rest to be read as text
+# (encoding, width, bytes of each character that are NUL in Latin-script text, the byte that never is)
+_WIDE = (("utf-32-le", 4, (2, 3), 0), ("utf-32-be", 4, (0, 1), 3), ("utf-16-le", 2, (1,), 0), ("utf-16-be", 2, (0,), 1))
+
+
+def _wide_encoding(raw: bytes) -> str | None:
+    """UTF-32 or UTF-16 (without a byte order mark) that `raw` decodes to as readable text, or None.
+
+    Wide text of Latin script has its NUL bytes in the same places of every character (the high byte of
+    each UTF-16 unit), and none elsewhere; UTF-8 text with a stray NUL does not."""
+    sample = raw[:65536]
+    for encoding, width, places, low in _WIDE:
+        if len(raw) % width:
+            continue
+        columns = [sample[i::width] for i in range(width)]
+        if not all(columns):
+            continue
+        zero = [c.count(0) / len(c) for c in columns]
+        if min(zero[i] for i in places) < 0.3 or zero[low] > 0.05:
+            continue
+        head = sample[: len(sample) - len(sample) % width].decode(encoding, errors="ignore")
+        readable = sum(1 for c in head if c.isprintable() or c in "\n\r\t")
+        if "\x00" in head or readable < 0.97 * len(head):
+            continue
+        try:
+            raw.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        return encoding
+    return None
 
 
 def _detect(raw: bytes) -> str | None:
@@ -126,9 +197,11 @@ def _detect(raw: bytes) -> str | None:
 
 def _title_from_first_line(text: str, path: Path) -> tuple[str, str]:
     """A short first line followed by a blank line is the title (as in many plain-text corpora)."""
-    stripped = text.lstrip("\ufeff")
-    first, sep, rest = stripped.partition("\n")
-    if sep and first.strip() and len(first.strip()) <= _MAX_TITLE and rest.startswith(("\n", "\r\n")):
+    head = text[:64]  # no copy of a large text: only its head is looked at
+    start = len(head) - len(head.lstrip("\ufeff"))
+    end = text.find("\n", start)
+    first = text[start:end] if end >= 0 else ""
+    if first.strip() and len(first.strip()) <= _MAX_TITLE and text.startswith(("\n", "\r\n"), end + 1):
         return first.strip(), text
     return path.stem, text
 
@@ -137,9 +210,11 @@ def _read_json(text: str, *, lines: bool) -> tuple[str, str | None]:
     """Pretty-printed JSON; a line (JSON Lines) or a file that does not parse is kept verbatim, with a warning."""
     if not lines:
         try:
-            return json.dumps(json.loads(text), ensure_ascii=False, indent=1), None
+            return _pretty(json.loads(text)), None
         except json.JSONDecodeError as exc:
             return text, f"not valid JSON ({exc.msg} at line {exc.lineno}); read as plain text"
+        except RecursionError:
+            return text, f"JSON nested deeper than {_DEEP}; read as plain text"
     out: list[str] = []
     bad: list[tuple[int, str]] = []
     # split on \n only: str.splitlines also breaks at U+2028 and other separators JSON strings may hold
@@ -147,15 +222,32 @@ def _read_json(text: str, *, lines: bool) -> tuple[str, str | None]:
         if not line.strip():
             continue
         try:
-            out.append(json.dumps(json.loads(line), ensure_ascii=False, indent=1))
+            out.append(_pretty(json.loads(line)))
         except json.JSONDecodeError as exc:
             bad.append((number, exc.msg))
+            out.append(line.rstrip("\r"))
+        except RecursionError:
+            bad.append((number, f"nested deeper than {_DEEP}"))
             out.append(line.rstrip("\r"))
     if not bad:
         return "\n".join(out), None
     numbers = ", ".join(str(n) for n, _ in bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
     which = "line" if len(bad) == 1 else "lines"
     return "\n".join(out), f"{which} {numbers} not valid JSON ({bad[0][1]}); kept as plain text"
+
+
+_DEEP = "the parser allows"
+
+
+def _pretty(value: object) -> str:
+    """Indented JSON; a string holding a lone surrogate (`"\\ud800"` is valid JSON) stays escaped, as no
+    file can hold it otherwise."""
+    text = json.dumps(value, ensure_ascii=False, indent=1)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, indent=1)
+    return text
 
 
 def _read_csv(text: str) -> tuple[str, str | None]:

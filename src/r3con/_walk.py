@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path, PurePath
 
+from ._names import shown, special_kind
 from .errors import InputError
 from .inputs import ExcludedInput, UnreadableInput
 
@@ -55,7 +56,7 @@ def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> W
         elif path.is_file():
             rule = _user_rule(path, path.name, rules)
             if rule:
-                excluded[str(path)] = rule
+                excluded[shown(path)] = rule
             else:
                 files.append(path)
         elif glob.has_magic(text):
@@ -64,12 +65,17 @@ def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> W
             if not matches:
                 raise InputError(f"no file matches {text!r}; check the pattern or quote it for your shell")
             files.extend(_filter_matches(_literal_base(pattern), matches, rules, excluded))
+        elif special := special_kind(path):
+            raise InputError(special.refusal(text))
         else:
-            raise InputError(f"no such file or folder: {text}; pass existing files, folders or globs")
+            raise InputError(f"no such file or folder: {shown(text)}; pass existing files, folders or globs")
     seen: set[Path] = set()
     unique = []
     for p in files:
-        r = p.resolve()
+        try:
+            r = p.resolve()
+        except (OSError, RuntimeError):  # a link that loops: kept, for the reader to name
+            r = Path(os.path.abspath(p))
         if r not in seen:
             seen.add(r)
             unique.append(p)
@@ -80,7 +86,7 @@ def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> W
 def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
                  unlisted: list[UnreadableInput]) -> list[Path]:
     def unlistable(exc: OSError) -> None:  # os.walk would skip such a folder without a word
-        unlisted.append(UnreadableInput(str(exc.filename), f"cannot list the folder: {exc.strerror or exc}; "
+        unlisted.append(UnreadableInput(shown(exc.filename), f"cannot list the folder: {exc.strerror or exc}; "
                                                            "check its permissions"))
 
     found: list[Path] = []
@@ -91,14 +97,14 @@ def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
             # a link to a folder is not followed (it may loop, or lead out of the tree): counted, not entered
             rule = folder_rule(here / name, root, rules) or ("link to a folder" if (here / name).is_symlink() else None)
             if rule:
-                excluded[str(here / name)] = rule
+                excluded[shown(here / name)] = rule
             else:
                 kept.append(name)
         dirs[:] = kept
         for name in names:
             rule = file_rule(here / name, root, rules)
             if rule:
-                excluded[str(here / name)] = rule
+                excluded[shown(here / name)] = rule
             else:
                 found.append(here / name)
     return sorted(found)
@@ -113,10 +119,10 @@ def _filter_matches(base: Path, matches: list[Path], rules: WalkRules, excluded:
         rule = None
         for parent in reversed(match.parents):
             if parent != base and parent.is_relative_to(base) and (rule := folder_rule(parent, base, rules)):
-                excluded.setdefault(str(parent), rule)
+                excluded.setdefault(shown(parent), rule)
                 break
         if rule is None and (rule := file_rule(match, base, rules)):
-            excluded[str(match)] = rule
+            excluded[shown(match)] = rule
         if rule is None:
             found.append(match)
     return found
@@ -146,7 +152,22 @@ def file_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
         return rule
     if path.name.startswith(".") and not rules.include_hidden:
         return "hidden"
+    if is_report(path):
+        return "r3con report"
     return None
+
+
+def is_report(path: Path) -> bool:
+    """An HTML page r3con wrote (`r3con show`, a run's report.html): a later walk must not read it as a document."""
+    if path.suffix.lower() not in (".html", ".htm") or not path.is_file():  # is_file: never open a pipe
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(2048)
+    except OSError:
+        return False
+    return b'<meta name="generator" content="r3con">' in head or (
+        b"<title>r3con: " in head and b"Content-Security-Policy" in head)  # reports written before the tag
 
 
 def is_run_folder(path: Path) -> bool:

@@ -134,9 +134,11 @@ def is_disk_full(exc: BaseException) -> bool:
     return False
 
 
-def disk_full(folder: Path, exc: BaseException) -> DiskFull:
-    """The error a full disk becomes: where r3con was writing (the CLI adds how to resume)."""
+def disk_full(folder: Path, exc: BaseException, stage: str | None = None) -> DiskFull:
+    """The error a full disk becomes: where r3con was writing, in the run folder `folder` during `stage`
+    (the CLI adds how to resume)."""
     link = exc.__cause__ if isinstance(exc, R3conError) and exc.__cause__ is not None else exc
     where = getattr(link, "filename", None) or (
         "the LLM cache" if isinstance(link, sqlite3.Error) else f"the run folder {folder}")
-    return DiskFull(f"no space left on the device while writing {where}; free some space")
+    return DiskFull(f"no space left on the device while writing {where}; free some space", run_dir=folder,
+                    stage=stage)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
+import re
 import types
 import typing
 import urllib.parse
@@ -51,6 +53,8 @@ class Settings:
     cache_breakpoints: Literal["auto", "on", "off"] = "auto"
     notes_budget_tokens: int | None = None
     notes_ranking: Literal["auto", "bm25", "embeddings"] = "auto"  # auto: embeddings if --embedding-model is set
+    reuse: Literal["exact", "approximate", "off"] = "exact"  # what a run takes from earlier runs of its question (`reuse`)
+    new_schema: bool = False  # --reuse approximate: propose a new schema rather than keep the earlier run's
     max_cost_usd: float | None = None
     batch: bool = False
     batch_poll_s: float = 30.0
@@ -96,16 +100,19 @@ class Settings:
         env = os.environ if env is None else env
         hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
+        given: dict[str, str] = {}  # setting -> where its value came from, for messages: R3CON_ROUNDS, --rounds
         for f in dataclasses.fields(cls):
             if f.name == "stage_models":
                 continue
             raw = env.get(f"R3CON_{f.name.upper()}")
             if raw is not None and raw != "":
                 values[f.name] = _parse(f.name, raw, hints[f.name], f"R3CON_{f.name.upper()}")
-        values.setdefault("base_url", env.get("OPENAI_BASE_URL") or None)
-        values.setdefault("api_key", env.get("OPENAI_API_KEY") or None)
-        values.setdefault("organization", env.get("OPENAI_ORG_ID") or None)
-        values.setdefault("project", env.get("OPENAI_PROJECT_ID") or None)
+                given[f.name] = f"R3CON_{f.name.upper()}"
+        for name, variable in (("base_url", "OPENAI_BASE_URL"), ("api_key", "OPENAI_API_KEY"),
+                               ("organization", "OPENAI_ORG_ID"), ("project", "OPENAI_PROJECT_ID")):
+            if name not in values and env.get(variable):
+                values[name] = env[variable]
+                given[name] = variable
         stage_models = {
             stage: env[f"R3CON_MODEL_{stage.upper()}"] for stage in STAGES if env.get(f"R3CON_MODEL_{stage.upper()}")
         }
@@ -114,12 +121,24 @@ class Settings:
             if name not in hints:
                 raise TypeError(f"unknown setting {name!r}")
             if value is not None:
-                values[name] = _parse(name, value, hints[name], f"--{name.replace('_', '-')}") if isinstance(value, str) else value
+                values[name] = _parse(name, value, hints[name], flag(name)) if isinstance(value, str) else value
+                given[name] = flag(name)
         values["stage_models"] = stage_models
         if values.get("cache_path") is None:
             values["cache_path"] = default_cache_path(env)
+        for name in _HEADER_VALUES:
+            if isinstance(values.get(name), str):
+                values[name] = _header_value(values[name], given.get(name, flag(name)))
         settings = cls(**values)
-        settings.check()
+        try:
+            settings.check()
+        except ConfigError as exc:  # the message names the flag; name the variable when the value came from one
+            message = str(exc)
+            for name, source in given.items():
+                if not source.startswith("--") and re.search(rf"{re.escape(flag(name))}\b", message):
+                    named = f"{source}={env.get(source, values.get(name))}"
+                    raise ConfigError(re.sub(rf"{re.escape(flag(name))}\b", named, message, count=1)) from None
+            raise
         return settings
 
     def check(self) -> None:
@@ -172,6 +191,47 @@ class Settings:
         if not self.base_url:
             raise ConfigError("no endpoint configured: set OPENAI_BASE_URL or R3CON_BASE_URL, or pass --base-url")
         return self.base_url
+
+
+_FLAGS = {"max_cost_usd": "--max-cost", "request_timeout_s": "--timeout", "notes_budget_tokens": "--notes-budget",
+          "sandbox_mode": "--sandbox", "out_dir": "--out", "cache_path": "--cache", "prices_file": "--prices"}
+_HEADER_VALUES = ("api_key", "organization", "project")  # sent as HTTP header values
+
+
+def flag(name: str) -> str:
+    """The command-line flag of the setting `name` (`--max-cost` for max_cost_usd)."""
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def _header_value(value: str, source: str) -> str:
+    """`value` without the white space around it (`$(cat key.txt)` ends in a newline); ConfigError naming
+    `source` for a character no HTTP header can carry."""
+    trimmed = value.strip()
+    for i, c in enumerate(trimmed):
+        if ord(c) < 32 or ord(c) == 127 or ord(c) > 126:
+            what = f"the control character {c!r}" if ord(c) < 32 or ord(c) == 127 else f"the character {c!r}"
+            raise ConfigError(f"{source} holds {what} at position {i + 1}, which no HTTP header can carry; "
+                              "set it to the key itself (printable ASCII, e.g. sk-...)")
+    return trimmed
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """A warning for each R3CON_* variable that r3con does not read (a misspelt setting is otherwise ignored
+    in silence), with the closest real name."""
+    env = os.environ if env is None else env
+    known = {f"R3CON_{f.name.upper()}" for f in dataclasses.fields(Settings) if f.name != "stage_models"}
+    known |= {f"R3CON_MODEL_{stage.upper()}" for stage in STAGES} | _OTHER_VARIABLES
+    out = []
+    for name in sorted(env):
+        if name.startswith("R3CON_") and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md for the names"
+            out.append(f"{name} is not a setting r3con reads ({hint}); it is ignored")
+    return out
+
+
+_OTHER_VARIABLES = frozenset({"R3CON_PDF_PASSWORD", "R3CON_DEBUG", "R3CON_DATA", "R3CON_VENV", "R3CON_LLAMA_CPP",
+                              "R3CON_SCREENSHOTS", "R3CON_CHROMIUM", "R3CON_CHROMEDRIVER"})
 
 
 def check_base_url(base_url: str) -> str:

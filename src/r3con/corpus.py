@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
+from ._names import shown, special_kind
 from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
 from ._walk import WalkRules, walk_paths
 from .errors import EncryptedDocument, InputError
 from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
-from .tokens import estimate_tokens, longest_prefix_within
+from .tokens import estimate_tokens, longest_prefix_within, max_piece_chars
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,13 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     duplicates: list[DuplicateInput] = []
     first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
     for path in walk.files:
-        source = str(path)
+        source = shown(path)
+        if special := special_kind(path):  # never opened: a pipe would hang the run, /dev/zero never end
+            if special.kind in ("dangling link", "symlink loop"):  # meant as a document, but cannot be read
+                unreadable.append(UnreadableInput(source, special.reason))
+            else:
+                skipped.append(SkippedInput(source, special.reason, special.kind))
+            continue
         suffix = path.suffix.lower()
         if suffix not in SUPPORTED_SUFFIXES:
             kind = f"unsupported {suffix or '(no extension)'}"
@@ -94,18 +103,27 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         if not got.text.strip():
             skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
             continue
-        digest = hashlib.sha256(got.text.encode("utf-8", "surrogatepass")).hexdigest()
+        digest = text_sha256(got.text)
         if digest in first_with:
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
         first_with[digest] = source
-        docs.append(Document(number=len(docs) + 1, title=got.title, text=got.text, source=source))
+        docs.append(Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source))
         read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)
     if not docs:
         raise InputError(_nothing_read(specs, inputs))
     return Corpus(documents=tuple(docs), inputs=inputs)
+
+
+def text_sha256(text: str, chunk: int = 1 << 20) -> str:
+    """The SHA-256 of `text` as UTF-8, a megabyte of characters at a time: no copy of a large text, and
+    Ctrl-C lands between the chunks."""
+    digest = hashlib.sha256()
+    for at in range(0, len(text), chunk):
+        digest.update(text[at:at + chunk].encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:
@@ -164,19 +182,26 @@ def split_text(text: str, max_tokens: int, floors: Sequence[float] = EVEN) -> li
     Cuts fall at paragraph breaks where possible, then sentence ends, then white space, and only
     as a last resort inside a word (`cut_point`).
     """
+    return list(iter_pieces(text, max_tokens, floors))
+
+
+def iter_pieces(text: str, max_tokens: int, floors: Sequence[float] = EVEN) -> Iterator[str]:
+    """The pieces of `split_text`, one at a time. Linear in the text: each cut looks only at the window one
+    piece can fill, never at the rest of the text."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
-    if estimate_tokens(text) <= max_tokens:
-        return [text]
-    pieces: list[str] = []
-    rest = text
-    while rest and estimate_tokens(rest) > max_tokens:
-        cut = cut_point(rest, longest_prefix_within(rest, max_tokens), floors)
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    if rest:
-        pieces.append(rest)
-    return pieces
+    reach = max_piece_chars(max_tokens)
+    at = 0
+    while True:
+        left = len(text) - at
+        if left <= reach and estimate_tokens(text[at:]) <= max_tokens:  # a longer rest cannot fit
+            if left or not at:
+                yield text[at:]
+            return
+        window = text[at:at + reach + 1]
+        cut = cut_point(window, longest_prefix_within(window, max_tokens), floors)
+        yield window[:cut]
+        at += cut
 
 
 def split_documents(docs: Sequence[Document], max_tokens: int,
@@ -184,14 +209,38 @@ def split_documents(docs: Sequence[Document], max_tokens: int,
     """Split every document longer than `max_tokens` into numbered parts (cut by `split`)."""
     out: list[Document] = []
     for doc in docs:
-        pieces = split(doc.text, max_tokens)
-        if len(pieces) == 1:
-            out.append(doc)
-            continue
-        at = 0
-        for i, piece in enumerate(pieces, start=1):
-            found = doc.text.find(piece, at)  # consecutive pieces: found at `at` (a splitter may drop blank ones)
-            start = found if found >= 0 else at
-            out.append(replace(doc, text=piece, part=i, parts=len(pieces), offset=start))
-            at = start + len(piece)
+        out += _parts(doc, split(doc.text, max_tokens))
     return tuple(out)
+
+
+async def split_documents_async(docs: Sequence[Document], max_tokens: int) -> tuple[Document, ...]:
+    """`split_documents` that lets the event loop run every few hundredths of a second, so that Ctrl-C
+    (which cancels the run's task) ends even the split of a very large document at once."""
+    out: list[Document] = []
+    paused = time.monotonic()
+    for doc in docs:
+        pieces = []
+        for piece in iter_pieces(doc.text, max_tokens):
+            pieces.append(piece)
+            if time.monotonic() - paused > _YIELD_EVERY_S:
+                await asyncio.sleep(0)
+                paused = time.monotonic()
+        out += _parts(doc, pieces)
+    return tuple(out)
+
+
+_YIELD_EVERY_S = 0.05
+
+
+def _parts(doc: Document, pieces: Sequence[str]) -> list[Document]:
+    if len(pieces) == 1:
+        return [doc]
+    out = []
+    at = 0
+    for i, piece in enumerate(pieces, start=1):
+        # consecutive pieces start at `at` (a splitter may drop blank ones: then search)
+        found = at if doc.text.startswith(piece, at) else doc.text.find(piece, at)
+        start = found if found >= 0 else at
+        out.append(replace(doc, text=piece, part=i, parts=len(pieces), offset=start))
+        at = start + len(piece)
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -72,6 +72,9 @@ class PlainProgress:
     def usage(self, total: Usage) -> None:
         self._usage = total
 
+    def note(self, line: str) -> None:
+        self._line(line)
+
     def close(self) -> None:
         pass
 
@@ -116,6 +119,12 @@ class LiveProgress:
     def usage(self, total: Usage) -> None:
         self._usage = total
 
+    def note(self, line: str) -> None:
+        if self._tasks:  # on the current stage's line, until its next step replaces it
+            self._progress.update(list(self._tasks.values())[-1], usage=line)
+        else:
+            self._progress.console.print(line)
+
     def close(self) -> None:
         self._progress.stop()
 
@@ -124,3 +133,11 @@ def make_progress(quiet: bool = False) -> PlainProgress | LiveProgress | None:
     if quiet:
         return None
     return LiveProgress() if sys.stderr.isatty() else PlainProgress()
+
+
+def reuse_line(reuse: Mapping[str, Any]) -> str:
+    """What a run took from the earlier run of its question: per stage, document parts reused of all."""
+    counts = reuse.get("counts") or {}
+    stages = ", ".join(f"{stage} {c['reused']:,}/{c['reused'] + c['recomputed']:,}" for stage, c in counts.items())
+    return (f"{reuse.get('mode')} from {reuse.get('previous_run')}: {stages or 'nothing'} reused; "
+            f"{reuse.get('calls_reused', 0):,} calls answered from its record (reuse.json says why per document)")

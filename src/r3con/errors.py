@@ -62,6 +62,7 @@ class ProviderError(R3conError):
         self.body = body
         self.endpoint = endpoint
         self.retry_after = retry_after  # seconds the endpoint asked us to wait (Retry-After), if it said
+        self.proxy: str | None = None  # the proxy the connection went through and failed at, if any
 
 
 class ContextTooLong(ProviderError):
@@ -82,6 +83,11 @@ class SandboxError(R3conError):
 
 class DiskFull(R3conError):
     """The disk ran out of space while r3con wrote the run folder or its cache."""
+
+    def __init__(self, message: str, *, run_dir: Path | None = None, stage: str | None = None):
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.stage = stage
 
 
 class RunFailed(R3conError):

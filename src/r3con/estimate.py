@@ -10,14 +10,17 @@ schema that lead a short document's prompt) is counted as cached.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._prompts import render
+from ._ranges import Interval, Spread, draw, interval
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import part_budget, stage_options
@@ -48,6 +51,7 @@ class Assumptions:
     sampled: int = 0  # documents the figures above were measured on (0: assumed)
     probes: int = 0  # first-round relevance calls the share and first notes were measured on
     sample_usage: Usage | None = None  # what measuring them took
+    spread: Spread | None = None  # what the sample saw document by document (for the range)
 
     @property
     def final_share(self) -> float:
@@ -97,6 +101,7 @@ class Estimate:
     parts: int
     stages: tuple[StageEstimate, ...]
     assumptions: tuple[str, ...] = field(default=())
+    range: EstimateRange | None = None  # how sure it is (a sampled estimate)
 
     @property
     def total(self) -> StageEstimate:
@@ -110,7 +115,35 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "documents": self.documents, "parts": self.parts,
                 "stages": [s.to_dict() for s in self.stages], "total": self.total.to_dict(),
+                "range": None if self.range is None else self.range.to_dict(),
                 "assumptions": list(self.assumptions)}
+
+
+@dataclass(frozen=True)
+class EstimateRange:
+    """Low, expected and high calls, prompt tokens and USD of a sampled estimate, at `confidence`."""
+
+    confidence: float
+    calls: Interval
+    prompt_tokens: Interval
+    cost_usd: Interval | None
+    draws: int  # sets of assumptions the range was read from
+    narrower: str  # what would narrow it
+
+    def lines(self) -> list[str]:
+        share = f"{self.confidence:.0%}"
+        cost = ("" if self.cost_usd is None else
+                f"; USD {self.cost_usd.low:.4f} to {self.cost_usd.high:.4f} (expected {self.cost_usd.expected:.4f})")
+        return [f"{share} range: calls {self.calls.low:,.0f} to {self.calls.high:,.0f} (expected "
+                f"{self.calls.expected:,.0f}); prompt tokens {self.prompt_tokens.low:,.0f} to "
+                f"{self.prompt_tokens.high:,.0f} (expected {self.prompt_tokens.expected:,.0f}){cost}",
+                self.narrower]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"confidence": self.confidence, "calls": self.calls.to_dict(),
+                "prompt_tokens": self.prompt_tokens.to_dict(),
+                "cost_usd": None if self.cost_usd is None else self.cost_usd.to_dict(6),
+                "draws": self.draws, "narrower": self.narrower}
 
 
 @dataclass
@@ -136,12 +169,30 @@ async def estimate_run(
 
     Each call is placed by the planner the stages use (`stages.plan`), assuming that the endpoint's
     cache keeps what it is sent (so every probe finds its document)."""
-    counter = counter or EstimateCounter()
-    a = assumptions or Assumptions()
-    prices = prices or PriceTable.load(settings.prices_file)
+    return await _estimate(task, len(documents), await _Parts.of(documents, settings), settings,
+                           counter or EstimateCounter(), assumptions or Assumptions(),
+                           prices or PriceTable.load(settings.prices_file), model)
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The corpus as a run would split it, and each part as its prompts show it."""
+
+    parts: tuple[Document, ...]
+    bodies: tuple[str, ...]
+
+    @classmethod
+    async def of(cls, documents: Sequence[Document], settings: Settings) -> _Parts:
+        window = settings.context_window or DEFAULT_CONTEXT_WINDOW
+        parts = await split_documents_async(documents, part_budget(settings, window))
+        return cls(parts, tuple(render("document", doc=p).text for p in parts))
+
+
+async def _estimate(task: str, documents: int, split: _Parts, settings: Settings, counter: TokenCounter,
+                    a: Assumptions, prices: PriceTable, model: str | None) -> Estimate:
     model = model or settings.model or "unknown"
     window = settings.context_window or DEFAULT_CONTEXT_WINDOW
-    parts = split_documents(documents, part_budget(settings, window))
+    parts = split.parts
     options = stage_options(settings, window)
     budget = options.relevance.notes_budget
     n = len(parts)
@@ -159,8 +210,8 @@ async def estimate_run(
     system = render("reader_system").text
     rel_instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
     pop_instr = render("populate", task=task, schema="", notes="").text
-    bodies = [render("document", doc=p).text for p in parts]
-    counted = await counter.count([system, rel_instr, pop_instr, task, *bodies])
+    await asyncio.sleep(0)  # a point where Ctrl-C (which cancels the task) ends a large estimate
+    counted = await counter.count([system, rel_instr, pop_instr, task, *split.bodies])
     scale = a.token_scale
     sys_t, rel_t, pop_t, task_t = (round((c + PER_MESSAGE) * scale) for c in counted[:4])
     doc_t = {p.key: round((c + PER_MESSAGE) * scale) for p, c in zip(parts, counted[4:], strict=True)}
@@ -259,7 +310,66 @@ async def estimate_run(
                                                     if settings.batch else "")
         + ("" if all(s.cost_usd is not None for s in out) else "; no price for some models: pass --prices"),
     ]
-    return Estimate(model=model, documents=len(documents), parts=n, stages=tuple(out), assumptions=tuple(lines))
+    return Estimate(model=model, documents=documents, parts=n, stages=tuple(out), assumptions=tuple(lines))
+
+
+CONFIDENCE = 0.9  # the share of runs a range is meant to hold
+DRAWS = 300  # sets of assumptions a range is read from
+
+
+async def estimate_range(
+    task: str, documents: Sequence[Document], settings: Settings, assumptions: Assumptions, *,
+    counter: TokenCounter | None = None, prices: PriceTable | None = None, model: str | None = None,
+    confidence: float = CONFIDENCE, draws: int = DRAWS, seed: int = 0,
+) -> Estimate:
+    """`estimate_run` with the range a sample allows: `draws` sets of assumptions the sample is
+    consistent with (`_ranges.draw`), each predicted as `estimate_run` predicts the expected figures,
+    and the central `confidence` of their calls, prompt tokens and cost. Assumptions that were not
+    sampled get no range."""
+    counter = _Remembered(counter or EstimateCounter())
+    prices = prices or PriceTable.load(settings.prices_file)
+    split = await _Parts.of(documents, settings)
+    expected = await _estimate(task, len(documents), split, settings, counter, assumptions, prices, model)
+    spread = assumptions.spread
+    if spread is None:
+        return expected
+
+    async def read(spread: Spread, draws: int) -> tuple[Interval, Interval, Interval | None]:
+        rng = random.Random(seed)
+        steps = settings.max_steps if settings.reasoning == "code" else 0
+        a = assumptions
+        growth = (a.final_note_tokens or a.note_tokens) - a.note_tokens
+        runs = [(await _estimate(task, len(documents), split, settings, counter,
+                                 replace(a, **draw(spread, a.note_tokens, growth, steps, rng)), prices, model)).total
+                for _ in range(draws)]
+        total = expected.total
+        costs = [r.cost_usd for r in runs]
+        cost = (None if total.cost_usd is None or any(c is None for c in costs)
+                else interval([c or 0.0 for c in costs], total.cost_usd, confidence))
+        return (interval([r.calls for r in runs], total.calls, confidence),
+                interval([r.input_tokens for r in runs], total.input_tokens, confidence), cost)
+
+    calls, prompt, cost = await read(spread, draws)
+    doubled = (await read(spread.doubled(), max(20, draws // 3)))[1]  # a hint: fewer draws
+    narrower = (f"the range rests on {spread.probes} first-round calls ({spread.noted} with a note) and "
+                f"{len(spread.note_tokens)} notes' sizes; --sample {2 * assumptions.sampled} would narrow the prompt "
+                f"tokens to about ±{doubled.half_width():.0%} if it saw the same (now ±{prompt.half_width():.0%})")
+    return replace(expected, range=EstimateRange(confidence, calls, prompt, cost, draws, narrower))
+
+
+class _Remembered:
+    """A token counter that counts each text once (a range predicts the same prompts many times)."""
+
+    def __init__(self, inner: TokenCounter):
+        self.inner = inner
+        self.source = inner.source
+        self.known: dict[str, int] = {}
+
+    async def count(self, texts: Sequence[str]) -> list[int]:
+        new = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if new:
+            self.known.update(zip(new, await self.inner.count(new), strict=True))
+        return [self.known[t] for t in texts]
 
 
 def _relevant(n: int, share: float) -> list[bool]:
@@ -288,7 +398,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     base = base or Assumptions()
     async with build_llm(settings) as stack:
         window = settings.context_window or stack.endpoint.context_window
-        parts = split_documents(documents, part_budget(settings, window))
+        parts = await split_documents_async(documents, part_budget(settings, window))
         k = max(1, min(count, len(parts)))
         ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
         places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]
@@ -306,6 +416,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
             extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets], options)
             probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
         first = [n for n in notes.values() if n]
+        first_by_key = notes
         nearest = _nearest(sorted(probed), len(parts))
         corpus_notes = {parts[ranked[i]].key: probed[nearest[i]] for i in range(len(parts))}
         for round_no in range(2, settings.rounds + 1):  # later rounds see the notes the whole corpus would give
@@ -329,6 +440,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         wrapped = await counter.count([format_notes([r]) for r in refs])
         tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
         schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
+        filled = Usage()
         if settings.structuring:
             text = format_notes(note_refs(picks, found_final))
             proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
@@ -339,6 +451,19 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
             if filled.calls:
                 records, calls = round(filled.completion_tokens / filled.calls), filled.calls / k
         spent = stack.ledger.total()
+        noted = [probed[r] for r in sorted(probed) if probed[r]]
+        both = [key for key, note in first_by_key.items() if note and notes.get(key)]
+        paired = await counter.count([first_by_key[key] for key in both] + [notes[key] for key in both])
+        bounds = [j * len(parts) // k for j in range(k + 1)]  # stretch j of the ranking holds places[j]
+        strata = tuple((high - low, sum(1 for r in probed if low <= r < high),
+                        sum(1 for r, note in probed.items() if low <= r < high and note))
+                       for low, high in zip(bounds, bounds[1:], strict=False))
+        spread = Spread(
+            strata=strata,
+            note_tokens=tuple(round(c * scale) for c in await counter.count(noted)) if noted else (),
+            growth=tuple(round((b - a) * scale) for a, b in zip(paired[:len(both)], paired[len(both):], strict=True)),
+            first_noted=len(first), last_noted=len(both), note_cap=settings.note_max_tokens,
+            populated=k if filled.calls else 0, populate_calls=filled.calls)
     return replace(
         base, sampled=k, token_scale=round(scale, 3), relevant_share=share,
         note_tokens=first_size or base.note_tokens, final_relevant_share=min(1.0, share * retained),
@@ -346,7 +471,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values())
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
-        note_tags_tokens=max(0, tags), sample_usage=spent,
+        note_tags_tokens=max(0, tags), sample_usage=spent, spread=spread,
     ), window
 
 

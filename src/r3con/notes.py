@@ -7,7 +7,9 @@ read's notes, population and the answer for the final notes (`FinalNotes`), the 
 records (notes/round-N.json, notes/shown-N.jsonl) and the report reads them.
 
 When the other documents' notes exceed a token budget, the most relevant go in full and the rest become
-a compact index (document number, title, first words), so the model still knows they exist. Ranking is
+a compact index (document number, title, first words), so the model still knows they exist. Both are in
+corpus order, and the index does not count the notes it leaves out: a call's notes text changes only
+when what it is shown changes, so a later run over a grown corpus (`reuse`) can find it unchanged. Ranking is
 BM25 over the notes, with the task (and, in the relevance rounds, the document's own previous note) as
 the query, or embeddings when an embeddings endpoint is configured. When everything fits, the text is
 exactly what the paper's method shows: `format_notes` of all the notes.
@@ -268,7 +270,7 @@ class NotesSelector:
                     listed.add(i)
                     remaining -= line_cost[i]
         full_refs = [self.refs[i] for i in keep if i in shown]
-        indexed = [i for i in order if i in listed and i not in shown]
+        indexed = [i for i in keep if i in listed and i not in shown]
         index = [lines[i] for i in indexed]
         omitted = len(keep) - len(shown) - len(index)
         text = format_notes(full_refs) if full_refs else "<notes>\n</notes>"

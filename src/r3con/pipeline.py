@@ -13,18 +13,19 @@ from typing import Any
 from ._fanout import DOCUMENT_ERRORS, check_failed_share
 from .artifacts import RunDir
 from .config import Settings
-from .corpus import Document, split_documents
+from .corpus import Document, split_documents_async
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
-from .llm.layers import Progressed
-from .llm.types import Usage
+from .llm.layers import Progressed, Replayed
+from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
 from .recording import RunRecord
 from .report import try_write_report
 from .results import Failure
+from .reuse import Reuse
 from .sandbox import SandboxLimits
 from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
 from .stages.plan import Placement
@@ -63,6 +64,7 @@ class RunResult:
     fallbacks: tuple[Mapping[str, str], ...] = ()  # what failed and how the run went on without it (`fallback`)
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
+    reuse: Mapping[str, Any] | None = None  # what came from earlier runs of the question (`reuse`), per stage
     warnings: tuple[str, ...] = ()  # what the run noticed that may affect the answer (prompts near an unreported window)
 
     def __repr__(self) -> str:
@@ -102,6 +104,7 @@ class RunResult:
             "unsupported_numbers": list(self.unsupported_numbers),
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
+            "reuse": dict(self.reuse) if self.reuse is not None else None,
             "warnings": list(self.warnings),
         }
 
@@ -164,19 +167,21 @@ async def run(
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
         run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs)
+            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
+                                 own=True)
         async with stack.embedder(settings, "relevance") as embedder:
             return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None)
+                                 embed=embedder.embed if embedder is not None else None, own=True)
 
 
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
                   llm: LLMStack, progress: Progress, inputs: Inputs | None,
-                  embed: Embed | None = None) -> RunResult:
+                  embed: Embed | None = None, own: bool = False) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
     try:
-        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed)
+        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
+                            replayed=llm.replayed if own else None)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
@@ -203,26 +208,34 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
                run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None, resumed: bool = False) -> RunResult:
+               embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes."""
     started = time.perf_counter()
     window = llm.endpoint.context_window
     part_tokens = part_budget(settings, window)
-    parts = split_documents(docs, part_tokens)
+    parts = await split_documents_async(docs, part_tokens)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
                        notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
                        breakpoints=options.relevance.breakpoints, placement=options.relevance.placement)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
+    reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
+                       run_dir.path, parts, new_schema=settings.new_schema)
+    ask = reuse.bind(llm, replayed)  # the endpoint, or an earlier run's reply to the same request
+    note = getattr(progress, "note", None)  # a Progress written before notes has none
+    if llm.retrier is not None and note is not None:
+        llm.retrier.subscribe(note)
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:
             progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(Progressed(llm, progress.advance), task, parts, options.relevance)
+            relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
+                options.relevance, keep=reuse.note_keeper))
             record.relevance(relevance, parts)
             rounds = relevance.rounds
+            reuse.decide_relevance(rounds, relevance.shown, relevance.kept)
             check_failed_share("relevance", record.failures, len(parts), settings.max_failed_share)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
@@ -233,19 +246,25 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
         evidence_stats: EvidenceStats | None = None
         if settings.structuring:
             record.stage = "schema"
-            schema = await _schema(llm, task, final, settings, record, progress)
+            schema = reuse.schema()
+            if schema is not None:
+                record.kept_schema(schema)
+            else:
+                schema = await _schema(ask, task, final, settings, record, progress)
         if schema is not None:
             record.stage = "populate"
             progress.stage("populate", len(parts))
-            filled = await populate(Progressed(llm, progress.advance), task, schema, parts, final.text, replace(
-                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen))
+            filled = await populate(Progressed(ask, progress.advance), task, schema, parts, final.text, replace(
+                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen,
+                keep=reuse.records_keeper(final_notes)))
             record.records(filled)
             tables, evidence_stats = filled.tables, filled.evidence
+            reuse.decide_populate(tables, filled.per_doc, filled.kept, final_notes)
             check_failed_share("populate", record.failures, len(parts), settings.max_failed_share)
 
         record.stage = "reason"
         progress.stage("reason", 1)
-        answer = await _answer(llm, task, final, final_notes, schema, tables, options.answer, settings, record)
+        answer = await _answer(ask, task, final, final_notes, schema, tables, options.answer, settings, record)
         progress.advance("reason")
         record.answer(answer, settings.sandbox_mode)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
@@ -261,14 +280,19 @@ async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: L
             usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, warnings=llm.warnings(),
+            fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, reuse=reuse.summary(),
+            warnings=llm.warnings(),
         )
+        record.reuse(reuse.decisions.to_dict(), reuse.summary())
         record.finish(result.answer, result.summary())
+        reuse.finish(schema)
     except BaseException as exc:
         ended = record.ended(exc)
         if ended is not exc:
             raise ended from exc
         raise
+    finally:
+        reuse.close()
     return result
 
 
@@ -305,7 +329,7 @@ def stage_options(settings: Settings, context_window: int, *, breakpoints: bool 
     )
 
 
-async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
+async def _schema(llm: LLM, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
                   progress: Progress) -> Mapping[str, Any] | None:
     """A schema proposed from the final notes; None when none was usable (the answer then comes from the
     notes alone)."""
@@ -323,7 +347,7 @@ async def _schema(llm: LLMStack, task: str, final: FinalNotes, settings: Setting
         progress.advance("schema")
 
 
-async def _answer(llm: LLMStack, task: str, final: FinalNotes, final_notes: Mapping[str, str],
+async def _answer(llm: LLM, task: str, final: FinalNotes, final_notes: Mapping[str, str],
                   schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
                   options: AnswerOptions, settings: Settings, record: RunRecord) -> AnswerResult:
     """The answer: by the coding agent over the records, or directly from the notes and records when

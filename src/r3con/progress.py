@@ -17,6 +17,9 @@ class Progress(Protocol):
     def usage(self, total: Usage) -> None:
         """Usage so far."""
 
+    def note(self, line: str) -> None:
+        """Something the run waits on (a rate limit): shown until the stage moves on."""
+
 
 class NoProgress:
     """Reports nothing (the library default)."""
@@ -28,4 +31,7 @@ class NoProgress:
         pass
 
     def usage(self, total: Usage) -> None:
+        pass
+
+    def note(self, line: str) -> None:
         pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import traceback
@@ -95,6 +96,10 @@ class RunRecord:
         self.llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
         self.run_dir.write_json("schema.json", proposal.schema)
 
+    def kept_schema(self, schema: Mapping[str, Any]) -> None:
+        """The schema of an earlier run of the question, kept (`--reuse approximate`)."""
+        self.run_dir.write_json("schema.json", schema)
+
     def records(self, filled: PopulateResult) -> None:
         """The records, per table and as CSV, the records left out, and how their passages were found."""
         self.failures += filled.failures
@@ -114,6 +119,12 @@ class RunRecord:
         self.run_dir.write_json("transcript.json", {"mode": answer.mode, "capped": answer.capped,
                                                     "isolation": answer.isolation,
                                                     "steps": [s.to_dict() for s in answer.steps]})
+
+    def reuse(self, decisions: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
+        """What came from earlier runs of the question: per document and stage in reuse.json, in sum in
+        the manifest."""
+        self.run_dir.write_json("reuse.json", dict(decisions))
+        self.manifest["reuse"] = dict(summary)
 
     def degraded(self) -> Inputs:
         """The inputs' account with the documents that failed a stage."""
@@ -148,9 +159,7 @@ class RunRecord:
             self.run_dir.write_json("error.json", record)
             self._save()
         if is_disk_full(exc):
-            full = disk_full(self.run_dir.path, exc)
-            full.run_dir, full.stage = self.run_dir.path, stage
-            return full
+            return disk_full(self.run_dir.path, exc, stage)
         return exc
 
     def _save(self) -> None:
@@ -183,7 +192,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, "chars": len(d.text),
+            {"doc": d.number, "title": d.title, "source": d.source, **_absolute(d.source), "chars": len(d.text),
              "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
              "parts": sum(1 for p in parts if p.number == d.number)}
             for d in docs
@@ -226,3 +235,8 @@ def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
     run_dir.write_text("documents.jsonl", "".join(
         json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
         for d in docs))
+
+
+def _absolute(source: str) -> dict[str, str]:
+    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it."""
+    return {} if source.startswith("<") else {"path": os.path.abspath(source)}

@@ -9,16 +9,19 @@ changes what the run computes are refused, and nothing of the earlier run is ove
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import Settings
-from .corpus import Document
+from .corpus import Document, text_sha256
 from .errors import ConfigError, InputError
+from .inputs import DuplicateInput, ExcludedInput, Inputs, SkippedInput, UnreadableInput
+
+T = TypeVar("T")
 
 _NOT_RESUMED = {"api_key"}  # hidden in manifests; comes from the environment or --api-key again
 # Settings a resume may change: how the run reaches the endpoint and what it may spend, not what it computes.
@@ -37,12 +40,13 @@ class ResumePlan:
     task: str
     sources: tuple[str, ...]
     settings: Mapping[str, Any]
-    documents: tuple[Mapping[str, Any], ...] = ()  # the manifest's entries: source, chars, sha256
+    documents: tuple[Mapping[str, Any], ...] = ()  # the manifest's entries: source, path, chars, sha256
+    inputs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the manifest's account of every input
 
 
 def content_hash(text: str) -> str:
     """The SHA-256 of a document's text, kept in the manifest so a resume can tell the files changed."""
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return text_sha256(text)
 
 
 def read_resume(run_dir: Path) -> ResumePlan:
@@ -54,6 +58,7 @@ def read_resume(run_dir: Path) -> ResumePlan:
         entries = tuple(dict(d) for d in manifest["documents"])
         sources = tuple(str(d["source"]) for d in entries)
         saved = dict(manifest.get("settings") or {})
+        inputs = dict(manifest.get("inputs") or {})
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"cannot resume from {run_dir}: no readable manifest.json ({exc}); "
                          "pass a run folder that r3con wrote") from exc
@@ -64,7 +69,8 @@ def read_resume(run_dir: Path) -> ResumePlan:
     known = {f.name for f in dataclasses.fields(Settings)} - _NOT_RESUMED
     settings = {k: v for k, v in saved.items() if k in known and v is not None
                 and (isinstance(v, str | int | float | bool) or k == "stage_models")}
-    return ResumePlan(run_dir=Path(run_dir), task=task, sources=sources, settings=settings, documents=entries)
+    return ResumePlan(run_dir=Path(run_dir), task=task, sources=sources, settings=settings, documents=entries,
+                      inputs=inputs)
 
 
 def _new_run_hint(plan: ResumePlan) -> str:
@@ -101,17 +107,67 @@ def _same(saved: Any, value: Any) -> bool:
 
 def check_sources(plan: ResumePlan) -> list[str]:
     """The saved run's document files, to read again; ConfigError if one is gone."""
-    gone = [s for s in plan.sources if not Path(s).exists()]
+    return locate_sources(plan)[0]
+
+
+def locate_sources(plan: ResumePlan) -> tuple[list[str], str | None]:
+    """The saved run's document files, found as the run named them or else at the absolute paths the manifest
+    keeps (a resume from another working directory), and a line saying so when the absolute ones were used;
+    ConfigError if one is in neither place."""
+    found: list[str] = []
+    moved: list[str] = []
+    gone: list[str] = []
+    for source, entry in zip(plan.sources, plan.documents or [{}] * len(plan.sources), strict=True):
+        absolute = str(entry.get("path") or "")
+        if Path(source).exists() and (not absolute or os.path.abspath(source) == absolute or not Path(absolute).exists()):
+            found.append(source)
+        elif absolute and Path(absolute).exists():
+            found.append(absolute)
+            moved.append(absolute)
+        else:
+            gone.append(source)
     if gone:
         raise ConfigError(f"--resume {plan.run_dir}: its document {gone[0]} is gone"
                           f"{f' (and {len(gone) - 1} more)' if len(gone) > 1 else ''}; put it back to continue "
                           f"the run, or {_new_run_hint(plan)}")
-    return list(plan.sources)
+    note = None
+    if moved:
+        note = (f"the run was started in another folder: its documents are read at the absolute paths it kept "
+                f"({moved[0]}{f' and {len(moved) - 1} more' if len(moved) > 1 else ''}), checked against their "
+                "content hashes")
+    return found, note
+
+
+def carried_inputs(plan: ResumePlan, inputs: Inputs) -> Inputs:
+    """`inputs` (the account of the files read again) with what the saved run had skipped, found unreadable,
+    read once as a duplicate or excluded: a resume reads only the documents, but the account survives it."""
+    saved = plan.inputs
+
+    def entries(key: str, build: Callable[[Mapping[str, Any]], T], have: Sequence[T]) -> tuple[T, ...]:
+        known = {getattr(x, "source", None) for x in have}
+        extra = [build(e) for e in saved.get(key) or [] if isinstance(e, Mapping) and e.get("source") not in known]
+        return (*have, *extra)
+
+    try:
+        return dataclasses.replace(
+            inputs,
+            skipped=entries("skipped", lambda e: SkippedInput(str(e["source"]), str(e.get("reason", "")),
+                                                               str(e.get("kind", ""))), inputs.skipped),
+            unreadable=entries("unreadable", lambda e: UnreadableInput(str(e["source"]), str(e.get("reason", ""))),
+                               inputs.unreadable),
+            duplicates=entries("duplicates", lambda e: DuplicateInput(str(e["source"]), str(e.get("same_as", ""))),
+                               inputs.duplicates),
+            excluded=entries("excluded", lambda e: ExcludedInput(str(e["source"]), str(e.get("rule", ""))),
+                             inputs.excluded),
+        )
+    except (KeyError, TypeError):  # a hand-edited manifest: the account of this attempt stands alone
+        return inputs
 
 
 def check_documents(plan: ResumePlan, documents: Sequence[Document]) -> None:
     """ConfigError if the documents differ from the saved run's (other files, or files changed since)."""
-    now = [(d.source, len(d.text), content_hash(d.text)) for d in documents]
+    moved = {str(e.get("path")): str(e.get("source")) for e in plan.documents if e.get("path")}
+    now = [(moved.get(d.source, d.source), len(d.text), content_hash(d.text)) for d in documents]
     saved = [(str(e.get("source")), e.get("chars"), e.get("sha256")) for e in plan.documents]
     if [s for s, _, _ in now] != [s for s, _, _ in saved]:
         gone = sorted(set(s for s, _, _ in saved) - set(s for s, _, _ in now))

@@ -8,6 +8,7 @@ the budget checks use; `llm.tokenize.make_counter` picks the most exact one avai
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,23 +31,53 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = 0 if text.isascii() else len(CJK_CHAR.findall(text))
+    cjk = len(CJK_CHAR.findall(text)) if may_hold_cjk(text) else 0
     other = len(text) - cjk
     return int((cjk + other / 4.0) * MARGIN) + 1
+
+
+def may_hold_cjk(text: str, chunk: int = 1 << 20) -> bool:
+    """False when no character of `text` is above U+00FF (so none is CJK), checked without a regex scan:
+    `str.isascii` is a flag check and encoding Latin-1 text to Latin-1 a copy, both far faster than a scan."""
+    if text.isascii():
+        return False
+    try:
+        for at in range(0, len(text), chunk):
+            text[at:at + chunk].encode("latin-1")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 _MIN_TOKENS_PER_CHAR = MARGIN / 4.0  # the estimate's floor, for Latin script (CJK is MARGIN)
 
 
+def max_piece_chars(max_tokens: int) -> int:
+    """A bound on the characters a text of at most `max_tokens` (estimated) can have: any longer text is over."""
+    return int(max_tokens / _MIN_TOKENS_PER_CHAR) + 1
+
+
 def longest_prefix_within(text: str, max_tokens: int) -> int:
-    """Largest n with estimate_tokens(text[:n]) <= max_tokens (binary search on a window that can hold it)."""
-    hi = min(len(text), int(max_tokens / _MIN_TOKENS_PER_CHAR) + 1)
-    if estimate_tokens(text[:hi]) <= max_tokens:
+    """Largest n with estimate_tokens(text[:n]) <= max_tokens (binary search on a window that can hold it).
+
+    The window is scanned for CJK characters once; each step of the search counts them by bisection
+    (scanning the prefix again at every step made splitting a large file slow)."""
+    hi = min(len(text), max_piece_chars(max_tokens))
+    window = text[:hi]
+    cjk = [m.start() for m in CJK_CHAR.finditer(window)] if may_hold_cjk(window) else []
+
+    def estimate(n: int) -> int:  # estimate_tokens(text[:n]), the same arithmetic
+        if not n:
+            return 0
+        c = bisect.bisect_left(cjk, n)
+        return int((c + (n - c) / 4.0) * MARGIN) + 1
+
+    if estimate(hi) <= max_tokens:
         return hi
     lo = 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= max_tokens:
+        if estimate(mid) <= max_tokens:
             lo = mid
         else:
             hi = mid - 1

@@ -12,11 +12,16 @@ async def test_runs_end_to_end(corpus, fake_server, tmp_path):
     outcome = await run(codeagent.method(), eval_task, fake_server, tmp_path)
     check_outcome(outcome, fake_server, {"codeagent"})
     steps = transcript(outcome)["steps"]
-    assert not outcome.capped and len(steps) == 2 and all(s["error"] is None for s in steps)
-    # the agent saw the raw documents through the variable, not in its prompt
-    assert steps[0]["observation"].splitlines()[0] == str(len(eval_task.documents))
-    assert f"of {len(eval_task.documents)} documents" in outcome.answer
-    first = logged_calls(outcome)[0]["request"]["messages"]
+    calls = [c for c in logged_calls(outcome) if c["stage"] == "codeagent"]
+    assert not outcome.capped and len(steps) == len(calls) and all(s["error"] is None for s in steps)
+    # each step ran the code of its reply, and the loop ended at the step that called final_answer
+    assert all(s["code"] and s["code"] in c["response"]["content"] for s, c in zip(steps, calls, strict=True))
+    assert "final_answer(" in steps[-1]["code"]
+    # the agent sees the raw documents through the variable, not in its prompt: what it prints of it is the corpus
+    for step in steps:
+        if step["code"].startswith("print(len(documents))"):
+            assert step["observation"].splitlines()[0] == str(len(eval_task.documents))
+    first = calls[0]["request"]["messages"]
     assert "`documents`" in first[0]["content"] and "20 steps" in first[0]["content"]
     assert eval_task.documents[0].text[:2000] not in first[1]["content"]
 

@@ -1,5 +1,6 @@
 """arag and fileagent: their tools (search, read; files confined to the scratch folder) and runs over tool calling."""
 
+import json
 import os
 
 import pytest
@@ -83,11 +84,23 @@ async def test_arag_runs_end_to_end_over_tool_calls(corpus, fake_server, tmp_pat
     outcome = await run(arag.method(), task(corpus), fake_server, tmp_path, embedding_model="hash-embed")
     check_outcome(outcome, fake_server, {"arag-agent"})
     log = transcript(outcome)
-    assert [s["tool"] for s in log["steps"]] == ["keyword_search", "semantic_search", "chunk_read"]
     assert all(s["ok"] for s in log["steps"]) and not outcome.capped and log["vectors"] == "dense"
     calls = [c for c in logged_calls(outcome) if c["stage"] == "arag-agent"]
     assert [t["function"]["name"] for t in calls[0]["request"]["tools"]] == ["keyword_search", "semantic_search", "chunk_read"]
-    assert calls[-1]["request"]["messages"][-1]["role"] == "tool" and "tool_calls" in calls[0]["response"]
+    _each_tool_call_ran_and_was_answered(log, calls)
+
+
+def _each_tool_call_ran_and_was_answered(log, calls):
+    """Whatever the model asks: every tool call it made ran, in its order, with its arguments, and its
+    result went back to the model as the next call's tool message; the last reply, with no call, ends it."""
+    asked = [t for c in calls for t in (c["response"].get("tool_calls") or [])]
+    assert asked and not calls[-1]["response"].get("tool_calls")
+    assert [(s["tool"], s["arguments"]) for s in log["steps"]] == \
+        [(t["function"]["name"], t["function"]["arguments"]) for t in asked]
+    for call, after in zip(calls, calls[1:], strict=False):
+        made = call["response"].get("tool_calls") or []
+        answers = [m for m in after["request"]["messages"][-len(made):] if m["role"] == "tool"]
+        assert [m["tool_call_id"] for m in answers] == [t["id"] for t in made]
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
@@ -95,11 +108,15 @@ async def test_fileagent_runs_end_to_end_in_the_sandbox(corpus, fake_server, tmp
     outcome = await run(fileagent.method(), task(corpus), fake_server, tmp_path)
     check_outcome(outcome, fake_server, {"fileagent"})
     log = transcript(outcome)
-    tools = [s["tool"] for s in log["steps"]]
-    assert tools[0] == "list_files" and tools[-1] == "run_python" and all(s["ok"] for s in log["steps"])
-    python = next(s for s in log["steps"] if s["tool"] == "run_python")
-    assert "001-" in python["observation"]  # the sandbox's working directory holds the documents as files
+    assert all(s["ok"] for s in log["steps"])
+    _each_tool_call_ran_and_was_answered(log, [c for c in logged_calls(outcome) if c["stage"] == "fileagent"])
     assert log["files"] == len(task(corpus).documents)
+    names = sorted(fileagent.file_name(i, d) for i, d in enumerate(task(corpus).documents))
+    for step in log["steps"]:  # run_python's working directory is the folder of the documents as files
+        code = json.loads(step["arguments"]).get("code", "") if step["tool"] == "run_python" else ""
+        if "os.listdir('.')" in code:
+            listed = [line.rsplit(" ", 1)[0] for line in step["observation"].splitlines()]  # may be cut short
+            assert listed[:-1] == names[:len(listed) - 1] and names[len(listed) - 1].startswith(listed[-1])
 
 
 async def test_the_turn_bound_caps_a_run(fake_server, tmp_path):

@@ -62,7 +62,10 @@ def test_a_real_slice_runs_is_judged_reported_and_resumes_for_free(tmp_path, no_
     assert len(records) == n
     for path in records:
         record = json.loads(path.read_text())
-        assert record["answer"].strip() and "no evidence found" not in record["answer"]
+        run_dir = out / record["run_dir"]  # relative to the evaluation folder
+        assert record["answer"].strip() == (run_dir / "answer.txt").read_text().strip(), "the run's own answer"
+        last = sorted((run_dir / "notes").glob("round-*.json"))[-1]
+        assert any(n["note"] for n in json.loads(last.read_text())), "the answer rests on notes the run wrote"
         assert record["verdict"] is not None
         assert record["model"] == "r3con-scripted", "the model the endpoint served, though none was configured"
     judge_calls = [json.loads(line) for line in (out / "judge-calls.jsonl").read_text().splitlines()]

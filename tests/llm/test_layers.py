@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from r3con.errors import BudgetExceeded, ProviderError
-from r3con.llm.layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
+from r3con.llm.layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
@@ -141,3 +141,19 @@ def test_usage_adds_up_with_its_events():
     b = replace(USAGE, events={"length": 2, "refusals": 1})
     total = a + b
     assert total.calls == 2 and total.events == {"length": 3, "refusals": 1}
+
+
+async def test_replayed_answers_an_earlier_identical_request_as_a_cache_hit_and_passes_the_rest_on():
+    inner = ScriptedLLM(default="fresh")
+    layer = Replayed(inner)
+    seen: list[str] = []
+    layer.lookup = {request(text="asked before").fingerprint(): answer("earlier reply")}.get
+    layer.record = lambda digest, stage, completion: seen.append(completion.content)
+    ledger = Ledger()
+    top = Accounted(layer, ledger, PRICES)
+    again = await top.complete(request(text="asked before"))
+    new = await top.complete(request(text="never asked", round=2))
+    assert again.content == "earlier reply" and again.from_cache and new.content == "fresh"
+    assert len(inner.history) == 1 and seen == ["earlier reply", "fresh"]
+    assert ledger.total().calls == 1 and ledger.total().cache_hits == 1
+    assert sum(layer.replayed.values()) == 1 and layer.sent[("relevance", "1", 2)] == 1

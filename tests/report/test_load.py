@@ -86,3 +86,13 @@ def test_a_broken_partial_folder_is_read_as_far_as_it_goes_and_names_what_it_cou
 def test_an_empty_folder_reads_as_a_run_with_nothing_in_it(tmp_path):
     data = load(tmp_path)
     assert data["documents"] == [] and data["answer"] is None and data["problems"] == [] and data["rounds"] == 0
+
+
+def test_what_came_from_an_earlier_run_is_read_per_document_and_in_the_run_table(tmp_path):
+    decisions = {"mode": "exact", "documents": {"2": {"relevance-1": {"reused": False, "why": "new document"}}}}
+    folder = _folder(tmp_path, **{"manifest.json": {"task": "q", "reuse": {"mode": "exact", "previous_run": "runs/a"}},
+                                  "reuse.json": decisions})
+    data = load(folder)
+    assert data["reuse"] == {"2": {"relevance-1": {"reused": False, "why": "new document"}}}
+    assert data["run"]["reuse"]["previous_run"] == "runs/a"
+    assert load(_folder(tmp_path / "other", **{"manifest.json": {"task": "q"}}))["reuse"] == {}

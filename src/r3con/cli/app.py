@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import glob
 import json
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -14,14 +16,16 @@ from typing import Annotated, Any
 
 import typer
 
+from .._names import shown
 from .._readers import READABLE
 from ..config import Settings, parse_stage_models
 from ..corpus import load_corpus
-from ..display import cached_line, make_progress, path_lines, usage_line, wrapped
+from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
 from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
 from ._question import read_question
+from ._warnings import warn_many_rounds, warn_unknown_variables
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -138,6 +142,8 @@ def run(
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
+    reuse: Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note enters, populate only changed final notes, keep the schema), off")] = None,
+    new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     from ..pipeline import run as run_pipeline
@@ -149,28 +155,40 @@ def run(
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices, log_calls=log_calls, unverified=unverified,
+        prices_file=prices, log_calls=log_calls, unverified=unverified, reuse=reuse, new_schema=new_schema or None,
     )
-    if question_file is not None and question is not None:  # with --question-file every argument is a path
+    warn_unknown_variables()
+    if question_file is not None and question is not None:  # with --question-file every argument is a path...
+        if not _names_input(question):  # ...unless it names nothing: then it was meant as the question
+            raise InputError(f"the question is given twice: as the argument {question!r} and with --question-file "
+                             f"{shown(question_file)}; give it one way (with --question-file every argument is a document path, "
+                             "and this one names no file)")
         paths = [question, *(paths or [])]
         question = None
     question = read_question(question, question_file)
     plan = None
     if resume is not None:
-        from ..resume import check_question, check_settings, check_sources, read_resume
+        from ..resume import check_question, check_settings, locate_sources, read_resume
 
         plan = read_resume(resume)
-        question, paths = check_question(plan, question), paths or check_sources(plan)
+        question = check_question(plan, question)
+        if not paths:
+            paths, moved = locate_sources(plan)
+            if moved and not quiet:
+                print(f"r3con: {moved}", file=sys.stderr)
         check_settings(plan, flags)
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = with_local_server(Settings.resolve(**flags), quiet=quiet)
-    corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
+    warn_many_rounds(settings.rounds)
+    with interrupt_sends_nothing():
+        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
     if plan is not None:
-        from ..resume import check_documents
+        from ..resume import carried_inputs, check_documents
 
         check_documents(plan, corpus.documents)
+        corpus = dataclasses.replace(corpus, inputs=carried_inputs(plan, corpus.inputs))
     progress = make_progress(quiet)
     interrupted: KeyboardInterrupt | None = None
     try:
@@ -190,10 +208,17 @@ def run(
         print(interrupted_line(interrupted), file=sys.stderr)
         report_line(interrupted, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
+    with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
+        _print_run(result, as_json, quiet, strict)
+
+
+def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
     print_result(result.summary(), as_json)
     if not quiet:  # the closing lines fit 80 columns; the folder and the report on lines of their own
         print(wrapped(f"usage: {usage_line(result.usage)}"), file=sys.stderr)
         print(wrapped(f"prefix cache: {cached_line(result.by_stage)}"), file=sys.stderr)
+        if result.reuse and result.reuse.get("previous_run"):
+            print(wrapped(f"reuse: {reuse_line(result.reuse)}"), file=sys.stderr)
         if result.evidence_stats is not None:
             print(wrapped(f"evidence: {result.evidence_stats.line()}"), file=sys.stderr)
     for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
@@ -204,6 +229,13 @@ def run(
     if not quiet:
         print(path_lines("run folder", result.run_dir), file=sys.stderr)
     report_line(result, quiet=quiet)
+
+
+def _names_input(spec: str) -> bool:
+    """Whether `spec` names an existing path (a link too, even a broken one) or a glob that matches one."""
+    if os.path.lexists(os.path.expanduser(spec)):
+        return True
+    return glob.has_magic(spec) and bool(glob.glob(os.path.expanduser(spec), recursive=True))
 
 
 def report_line(outcome: object, *, quiet: bool = False) -> None:
@@ -224,8 +256,12 @@ def show(
     open_it: Annotated[bool, typer.Option("--open", help="Open the report in the web browser")] = False,
 ) -> None:
     """Write RUN_DIR/report.html again from the run folder, print its path, and open it with --open."""
+    from .._walk import is_run_folder
     from ..report import write_report
 
+    if not run_dir.is_dir() or not is_run_folder(run_dir):
+        raise InputError(f"{shown(run_dir)} is not a run folder (no manifest.json written by r3con): show writes "
+                         "report.html only into run folders; pass one, e.g. r3con-runs/<run>")
     path = write_report(run_dir)
     print(path)
     if open_it:
@@ -254,6 +290,16 @@ def terminate_as_interrupt() -> Iterator[list[int]]:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began; nothing was sent") -> Iterator[None]:
+    """Ctrl-C while documents are read or split (before any call): `line` and exit 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(line, file=sys.stderr)
+        raise typer.Exit(130) from None
 
 
 def interrupted_line(exc: BaseException) -> str:
@@ -295,7 +341,8 @@ def estimate(
     prices: Prices = None,
     note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
     agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
-    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint)")] = 0,
+    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint), and give a range")] = 0,
+    confidence: Annotated[float, typer.Option("--confidence", help="With --sample: the share of runs the range is meant to hold (0.5 to 0.99)")] = 0.9,
     tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
     base_url: BaseUrl = None,
@@ -305,22 +352,27 @@ def estimate(
     include_hidden: IncludeHidden = False,
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
-    from ..estimate import Assumptions, estimate_run
+    from ..estimate import Assumptions, estimate_range, estimate_run
     from ..estimate import sample as sample_calls
     from ..llm.tokenize import make_counter
 
+    warn_unknown_variables()
     settings = Settings.resolve(
         base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
         notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
     )
+    warn_many_rounds(settings.rounds)
     if sample < 0:
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
+    if not 0.5 <= confidence <= 0.99:
+        raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
     if sample:
         settings = with_local_server(settings)
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
-    corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
+    with interrupt_sends_nothing():
+        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
     documents = corpus.documents
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
@@ -332,6 +384,8 @@ def estimate(
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
                 measured_settings = dataclasses.replace(settings, context_window=window)
+                return await estimate_range(question, documents, measured_settings, assumptions, counter=counter,
+                                            confidence=confidence)
             return await estimate_run(question, documents, measured_settings, counter=counter,
                                       assumptions=assumptions)
         finally:
@@ -339,7 +393,8 @@ def estimate(
             if close is not None:
                 await close()
 
-    result = asyncio.run(measured())
+    with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
+        result = asyncio.run(measured())
     print(summary_line(corpus.inputs), file=sys.stderr)
     if as_json:
         print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
@@ -359,6 +414,12 @@ def print_estimate(result: Any) -> None:
         table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
     console = Console()
     console.print(table)
+    if result.range is not None:
+        for line in result.range.lines():
+            console.print(line, markup=False)
+    else:
+        console.print("No range: the figures rest on assumed sizes; --sample N measures them and gives a range.",
+                      markup=False)
     console.print("Assumptions:")
     for line in result.assumptions:
         console.print(f"- {line}", markup=False)

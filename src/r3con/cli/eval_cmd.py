@@ -121,7 +121,9 @@ def run(
     )
     from ..eval.loong import PAPER_SETS
     from ..eval.tasks import TaskFilter
+    from ._warnings import warn_unknown_variables
 
+    warn_unknown_variables()
     stages = parse_stage_models(stage_model)
     if judge_model:
         stages["judge"] = judge_model

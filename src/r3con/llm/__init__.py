@@ -14,11 +14,12 @@ from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
 from .cache import Cached, CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
-from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, StageModels
+from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
 from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
+from .replay import FolderReplies, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
@@ -40,6 +41,7 @@ class LLMStack:
     retrier: Retrier | None = None  # the run's retry policy and budget, for other clients too
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
+    replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
 
     def warnings(self) -> tuple[str, ...]:
@@ -61,7 +63,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
-    Top to bottom: stage models, call log, accounting, cache, output checks, retries, rate and
+    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a resumed folder's own replies (`FolderReplies`), output checks, retries, rate and
     concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
@@ -100,11 +102,16 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
+        replies = replies_in(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
+        if replies:
+            stack = FolderReplies(stack, replies)
         cache: CallCache | None = None
         if settings.cache and settings.cache_path is not None:
             cache = CallCache(settings.cache_path)
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
+        replayed = Replayed(stack)
+        stack = replayed
         near: NearWindow | None = None
         if not window_was_asked(endpoint.context_window_source):
             stack = near = NearWindow(stack, ledger, endpoint)
@@ -114,7 +121,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, near_window=near)
+                       cache=cache, replayed=replayed, near_window=near)
     finally:
         closing.close()
         await base.aclose()

@@ -11,6 +11,7 @@ A reply with an error status becomes an `HTTPFailure`; no reply at all
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.parse
 import urllib.request
@@ -47,6 +48,17 @@ def env_proxy(base_url: str) -> str | None:
     if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
         return None
     return urllib.request.getproxies().get(parts.scheme) or None
+
+
+def proxy_shown(proxy: str | None) -> str:
+    """The proxy URL without its password, and the variable that set it (for messages)."""
+    parts = urllib.parse.urlsplit(proxy or "")
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    variable = next((v for v in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+                     if os.environ.get(v) and os.environ[v].rstrip("/") == (proxy or "").rstrip("/")), "the environment")
+    return f"{parts.scheme}://{netloc} (from {variable})" if parts.scheme else f"{proxy} (from {variable})"
 
 
 def error_message(body: object, fallback: str) -> str:
@@ -126,6 +138,11 @@ class Endpoint:
             waited = timeout_s if timeout_s is not None else self.timeout_s
             raise ProviderError(f"{self.base_url}: request timed out (after {waited:g} s)",
                                 endpoint=self.base_url) from exc
+        except aiohttp.ClientProxyConnectionError as exc:
+            error = ProviderError(f"{self.base_url}: cannot connect to the proxy {proxy_shown(self._proxy)} "
+                                  f"({exc.os_error or exc})", endpoint=self.base_url)
+            error.proxy = proxy_shown(self._proxy)
+            raise error from exc
         except aiohttp.ClientConnectorError as exc:
             raise ProviderError(f"{self.base_url}: cannot connect to {url} ({exc.os_error or exc})",
                                 endpoint=self.base_url) from exc

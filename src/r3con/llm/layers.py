@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -211,3 +212,40 @@ class Progressed:
             if request.doc is not None and key not in self._done:
                 self._done.add(key)
                 self._advance(request.stage)
+
+
+Where = tuple[str, str | None, int | None]  # stage, document key, round
+
+
+class Replayed:
+    """Answers a request an earlier run sent, byte for byte (by `ChatRequest.fingerprint`), with the reply
+    it got, marked as from the cache (so accounting and the call log count it as one); passes every other
+    request on. It sits just above the LLM cache; `lookup` and `record` are set once the run knows which
+    earlier runs apply (`reuse.Reuse.bind`): `lookup(digest)` gives an earlier reply or None, and
+    `record(digest, stage, completion)` sees every answered call."""
+
+    def __init__(self, inner: LLM):
+        self.inner = inner
+        self.lookup: Callable[[str], Completion | None] | None = None
+        self.record: Callable[[str, str, Completion], None] | None = None
+        self.replayed: Counter[Where] = Counter()  # calls answered from `replies`
+        self.sent: Counter[Where] = Counter()  # calls passed on
+        self.replayed_usage = Usage()
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        digest = request.fingerprint()
+        doc = None if request.doc is None else (
+            f"{request.doc}.{request.part}" if request.part is not None else str(request.doc))
+        where = (request.stage, doc, request.round)
+        reply = self.lookup(digest) if self.lookup is not None else None
+        if reply is not None:
+            self.replayed[where] += 1
+            self.replayed_usage += Usage(calls=1, prompt_tokens=reply.usage.prompt_tokens,
+                                         completion_tokens=reply.usage.completion_tokens)
+            completion = replace(reply, from_cache=True)
+        else:
+            completion = await self.inner.complete(request)
+            self.sent[where] += 1
+        if self.record is not None and completion.finish_reason not in ("length", "content_filter"):
+            self.record(digest, request.stage, completion)
+        return completion

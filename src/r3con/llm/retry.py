@@ -73,6 +73,11 @@ class Retrier:
         self.endpoint = endpoint
         self._sleep = sleep
         self._rng = random.Random(seed)
+        self._listeners: list[Callable[[str], None]] = []
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        """`listener(line)` hears of every wait of a second or more (a progress line shows it)."""
+        self._listeners.append(listener)
 
     async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         """`attempt()`'s result and the retries it took; raises the last error when retrying stops."""
@@ -88,6 +93,11 @@ class Retrier:
                     raise
                 if retries >= self.policy.retries:
                     raise _gave_up(exc, self.endpoint, f"after {retries + 1} attempts", retries) from exc
+                asked = exc.retry_after
+                if asked is not None and self.policy.call_s is not None and asked > self.policy.call_s:
+                    raise _gave_up(exc, self.endpoint, f"at once: it asks to wait {asked:g} s (Retry-After), longer "
+                                   f"than the one-call limit of {self.policy.call_s:g} s (R3CON_MAX_CALL_S); wait, "
+                                   "then continue with --resume RUN_DIR", retries, hint=False) from exc
                 if not self.budget.take():
                     raise _gave_up(exc, self.endpoint, f"the run's retry budget of {self.budget.total} is spent",
                                    retries) from exc
@@ -95,9 +105,21 @@ class Retrier:
                 if self.policy.call_s is not None and spent + delay > self.policy.call_s:
                     raise _gave_up(exc, self.endpoint, f"after {retries + 1} attempts, at the one-call limit of "
                                    f"{self.policy.call_s:g} s (R3CON_MAX_CALL_S)", retries) from exc
+                if delay >= 1:
+                    self._tell(exc, delay)
                 await self._sleep(delay)
                 spent += delay
                 retries += 1
+
+
+    def _tell(self, exc: ProviderError, delay: float) -> None:
+        why = "a rate limit (HTTP 429)" if exc.status == 429 else (f"HTTP {exc.status}" if exc.status else "no reply")
+        told = f"; it asked for {exc.retry_after:g} s" if exc.retry_after is not None else ""
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
+        line = (f"waiting {delay:.0f} s for {self.endpoint or exc.endpoint} ({why}{told}) until {until}; "
+                "Ctrl-C stops, --resume continues")
+        for listener in list(self._listeners):
+            listener(line)
 
 
 class Retrying:
@@ -115,10 +137,11 @@ class Retrying:
         return completion
 
 
-def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int) -> ProviderError:
+def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int, *, hint: bool = True) -> ProviderError:
+    advice = "; check the endpoint or raise --retries" if hint else ""
     error = ProviderError(
-        f"{endpoint or exc.endpoint}: giving up {why}; last error: {exc}; check the endpoint or raise --retries",
-        status=exc.status, body=exc.body, endpoint=exc.endpoint or endpoint,
+        f"{endpoint or exc.endpoint}: giving up {why}; last error: {exc}{advice}",
+        status=exc.status, body=exc.body, endpoint=exc.endpoint or endpoint, retry_after=exc.retry_after,
     )
     error.usage = Usage(events={"retries": retries}) if retries else None
     return error

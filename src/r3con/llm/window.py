@@ -15,6 +15,7 @@ its four slots 8,192 tokens while `/v1/models` says `n_ctx_train` 32,768. In ord
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +104,11 @@ async def _list_models(endpoint: Endpoint, model: str | None) -> list[dict[str, 
     try:
         page = await endpoint.get("/models", timeout_s=PROBE_S * 3)
     except ProviderError as exc:
+        if exc.proxy:
+            host = urllib.parse.urlsplit(endpoint.base_url).hostname
+            raise EndpointUnreachable(f"the proxy {exc.proxy} does not answer ({_why(exc)}), so {endpoint.base_url} "
+                                      f"cannot be reached through it; fix the proxy setting, or set NO_PROXY={host} "
+                                      "to reach the endpoint directly") from exc
         raise EndpointUnreachable(f"no OpenAI-compatible server answers at {endpoint.base_url} ({_why(exc)}); "
                                   "start it or pass the right --base-url") from exc
     except HTTPFailure as failure:

@@ -178,6 +178,7 @@ def load(path: Path) -> dict[str, Any]:
         "endpoint": _dict(manifest.get("endpoint")),
         "settings": settings,
         "run": {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
-                                            "layout", "notes_selection", "sandbox") if k in manifest},
+                                            "layout", "notes_selection", "sandbox", "reuse") if k in manifest},
+        "reuse": _dict(_dict(folder.json("reuse.json", {})).get("documents")),
         "problems": folder.problems,
     }

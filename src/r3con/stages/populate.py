@@ -45,6 +45,7 @@ class PopulateResult:
     tables: Mapping[str, tuple[Mapping[str, Any], ...]]
     per_doc: Mapping[str, int]
     failures: tuple[Failure, ...] = ()
+    kept: frozenset[str] = frozenset()  # documents whose earlier records were kept (`PopulateOptions.keep`)
     repaired: int = 0
     reasked: int = 0
     shared_first: int = 0  # documents whose call put the shared instructions before the document
@@ -67,6 +68,8 @@ class PopulateOptions:
     cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     selector: NotesSelector | None = field(default=None, compare=False)
+    keep: Callable[[Document], Mapping[str, list[dict[str, Any]]] | None] | None = field(default=None, compare=False)
+    """`keep(doc)`: an earlier run's records of `doc` (per table) to keep without a call, or None to populate it."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class _DocRecords:
     shared_first: bool = False
     conversation: tuple[Message, ...] = ()  # the messages and the accepted reply, for an evidence re-ask
     evidence_reasked: bool = False
+    kept: bool = False
 
 
 def _validation_message(error: jsonschema.ValidationError) -> str:
@@ -223,6 +227,10 @@ async def populate(
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     async def one(call: CallPlan) -> _DocRecords:
+        earlier = options.keep(call.doc) if options.keep is not None else None
+        if earlier is not None:
+            return _DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
+                               repaired=False, reasks=0, kept=True)
         return await populate_document(llm, task, form, call, first, options)
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key)
@@ -232,6 +240,7 @@ async def populate(
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []
     repaired = reasked = shared_first = evidence_reasked = 0
+    kept: set[str] = set()
     given: list[dict[str, Any]] = []  # every record the model gave, dropped ones too (for the counts)
     dropped: list[dict[str, Any]] = []
     for doc, result in outcomes:
@@ -251,6 +260,8 @@ async def populate(
                     tables[name].append(record)
                     count += 1
         per_doc[doc.key] = count
+        if result.kept:
+            kept.add(doc.key)
         repaired += int(result.repaired)
         reasked += result.reasks
         shared_first += int(result.shared_first)
@@ -258,6 +269,6 @@ async def populate(
     return PopulateResult(
         tables=MappingProxyType({k: tuple(v) for k, v in tables.items()}),
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
-        shared_first=shared_first, dropped=tuple(dropped),
+        shared_first=shared_first, dropped=tuple(dropped), kept=frozenset(kept),
         evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
     )

@@ -10,7 +10,7 @@ Where each call puts its document is planned before the round's calls go out (`p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -38,10 +38,16 @@ class RelevanceResult:
     selections: Selections = Selections()
     cache: CacheSeen = CacheSeen()
     shown: tuple[tuple[Shown, ...], ...] = ()  # per round from the second, what each answered read was shown
+    kept: tuple[frozenset[str], ...] = ()  # per round, the documents whose earlier note was kept (`keep`)
 
     @property
     def final(self) -> Mapping[str, str]:
         return self.rounds[-1] if self.rounds else MappingProxyType({})
+
+
+Keep = Callable[[Document, int, Mapping[str, str] | None], str | None]
+"""`keep(doc, round, shown)`: the note an earlier run's read of `doc` wrote in `round`, to keep without a
+call, or None to read it; `shown`: the notes (key -> text) the read would be shown in full (None in round 1)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class RelevanceOptions:
     notes_budget: int | None = None
     placement: Placement = Placement()
     embed: Embed | None = field(default=None, compare=False)
+    keep: Keep | None = field(default=None, compare=False)  # an earlier run's note to keep instead of a read
+
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class _Read:
     seen: Seen
     selections: Selections
     shown: Shown | None = None
+    kept: bool = False
 
 
 def parse_note(text: str) -> str:
@@ -80,6 +89,7 @@ async def extract_relevance(
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
     shown: list[tuple[Shown, ...]] = []
+    kept: list[frozenset[str]] = []
     failures: list[Failure] = []
     selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
@@ -100,12 +110,13 @@ async def extract_relevance(
                 if outcome.shown is not None:
                     round_shown.append(outcome.shown)
         selections += round_.planned
+        kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         rounds.append(MappingProxyType(notes))
         if previous is not None:
             shown.append(tuple(round_shown))
         previous = notes
     return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen,
-                           shown=tuple(shown))
+                           shown=tuple(shown), kept=tuple(kept))
 
 
 async def reread(llm: LLM, task: str, docs: Sequence[Document], notes: Mapping[str, str],
@@ -170,9 +181,15 @@ class _Round:
     async def _read(self, call: CallPlan) -> _Read:
         """One call; when it is too long for the window, again with half the notes, down to none."""
         doc, selector = call.doc, self.selector
-        if selector is None:
+        first = self.choices.get(doc.key)
+        if self.options.keep is not None:
+            shown = None if first is None else {k: (self.previous or {})[k] for k in first.full}
+            earlier = self.options.keep(doc, self.round_no, shown)
+            if earlier is not None:
+                return _Read(earlier, Seen(0, 0, 0.0), Selections(), None if first is None else
+                             Shown.of(doc.key, self.round_no, first, first.text), kept=True)
+        if selector is None or first is None:
             return _Read(*await self._ask(call, None), Selections())
-        first = self.choices[doc.key]
         tries: list[NotesChoice] = []
 
         async def once(choice: NotesChoice) -> _Read:

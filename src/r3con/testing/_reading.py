@@ -44,7 +44,7 @@ class Section:
             return None
         try:
             return json.loads(stripped)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # a document of JSON nested too deep is a document
             return None
 
 

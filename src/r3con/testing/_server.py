@@ -17,6 +17,7 @@ from . import _embeddings, _tools
 from . import _responders as respond
 from . import _text as t
 from ._batch import BatchStore
+from ._drawn import DrawnRelevance, part_key
 from ._faults import TRANSPORT_FAULTS, FaultPlan, message_for
 from ._reading import Reading, plain_messages
 
@@ -45,6 +46,7 @@ class _State:
     latency: LatencyModel | None = None
     cache_blocks: int = 200_000  # prefix-cache capacity in 64-character blocks (LRU), like a KV cache's
     note_sentences: int = 3  # how many of a document's task-related sentences a note quotes
+    relevance: DrawnRelevance | None = None  # relevance drawn independently of the words (else word overlap)
     calls: list[dict[str, Any]] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     prefixes: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -189,6 +191,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply(self, r: Reading, request_hash: str, record: dict[str, Any]) -> str:
         """The scripted reply: by the stage header, then by the mode, the response schema, else prose."""
         if r.stage == "relevance":
+            if self.state.relevance is not None:
+                key = part_key(self.headers.get("X-R3con-Doc", ""), self.headers.get("X-R3con-Part", ""))
+                return self.state.relevance.reply(r, key)
             return respond.relevance(r, self.state.note_sentences)
         if r.stage == "schema":
             return respond.schema(r)
@@ -283,10 +288,10 @@ class FakeLLMServer:
     def __init__(self, port: int = 0, *, model: str = "r3con-scripted", max_model_len: int = 32768,
                  faults: FaultPlan | None = None, log_path: Path | None = None,
                  latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000,
-                 note_sentences: int = 3):
+                 note_sentences: int = 3, relevance: DrawnRelevance | None = None):
         state = _State(model=model, max_model_len=max_model_len, faults=faults,
                        log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks,
-                       note_sentences=note_sentences)
+                       note_sentences=note_sentences, relevance=relevance)
         self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=batch_delay_s)
         handler = type("Handler", (self._handler,), {"state": state, "batches": self.batches, "owner": self})
         self._state = state

@@ -137,6 +137,15 @@
     var keys = (notesByDoc[doc] || []).slice().sort(function (a, b) { return Number(a.split(".")[1] || 0) - Number(b.split(".")[1] || 0); });
     view.appendChild(text("h3", "", "Relevance notes" + (data.rounds ? " (" + data.rounds + " rounds)" : "")));
     if (!keys.length) { view.appendChild(text("p", "muted", "No note for this document.")); return; }
+    keys.forEach(function (key) {
+      var stages = (data.reuse || {})[key];
+      if (!stages) { return; }
+      var line = Object.keys(stages).map(function (stage) {
+        return stage + ": " + (stages[stage].reused ? "reused" : "recomputed") + " (" + stages[stage].why + ")";
+      }).join("; ");
+      view.appendChild(text("p", "muted", (keys.length > 1 ? "Part " + (key.split(".")[1] || "1") + ", " : "") +
+                            "from the earlier run: " + line));
+    });
     var toggle = el("input"); toggle.type = "checkbox"; toggle.checked = true; toggle.id = "show-changes";
     var label = el("label", "muted", [toggle, " show what each round changed (added, removed)"]);
     view.appendChild(label);

@@ -1,0 +1,458 @@
+"""The same question over a changed corpus: what a run may take from the earlier runs of that question.
+
+Every run records, in a SQLite file beside the LLM cache (`llm.reuse.sqlite`: both say what earlier
+calls gave, and `--no-cache` turns both off), per question (the task and the settings that shape its calls): each call's request digest and reply, and
+per document part (by content: title and text) each round's note, the notes its read was shown in
+full, and its records; and the schema. The next run of that question reads them:
+
+- `exact`: a call whose request is byte for byte one the earlier runs sent gets the reply they got,
+  without a call (`llm.layers.Replayed`, just above the LLM cache: it counts as a cache hit); every
+  other call is made. With a deterministic endpoint (what the LLM
+  cache assumes too) the run's notes, records and answer are a fresh run's. A read's request is the
+  document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
+  selection changed; with every note shown, that is whenever any note changed.
+- `approximate`: as `exact`, and further a later-round read is skipped (its earlier note kept) unless a
+  new or changed note enters the notes it is shown in full, or a note it was shown in full, or one its
+  note names, left the corpus; a document is populated again only when its final note changed (or it
+  is new); the schema is kept unless a new one is asked for. The answer is always rebuilt.
+- `off`: nothing is read; the run is still recorded.
+
+`Decisions` says per document part and stage what was reused or recomputed and why (reuse.json).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .corpus import Document
+from .errors import ConfigError
+from .llm.layers import Replayed
+from .llm.types import LLM, Completion, ToolCall, Usage
+from .notes import round_entries
+
+Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, question TEXT NOT NULL, run_dir TEXT NOT NULL, finished INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS calls (
+    run INTEGER NOT NULL, digest TEXT NOT NULL, stage TEXT NOT NULL, reply TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS calls_digest ON calls (digest);
+CREATE TABLE IF NOT EXISTS reads (
+    run INTEGER NOT NULL, round INTEGER NOT NULL, content TEXT NOT NULL, source TEXT NOT NULL, note TEXT NOT NULL,
+    full TEXT NOT NULL, refs TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS reads_run ON reads (run);
+CREATE TABLE IF NOT EXISTS records (
+    run INTEGER NOT NULL, content TEXT NOT NULL, final_note TEXT NOT NULL, records TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS records_run ON records (run);
+CREATE TABLE IF NOT EXISTS schemas (run INTEGER NOT NULL, schema TEXT NOT NULL);
+"""
+
+# the settings that shape a run's calls: another value of any of them is another question
+_QUESTION_SETTINGS = ("model", "stage_models", "rounds", "note_max_tokens", "populate_max_tokens", "reason_max_tokens",
+                      "temperature", "layout", "notes_budget_tokens", "notes_ranking", "embedding_model",
+                      "part_tokens", "structuring", "reasoning", "unverified", "schema_attempts",
+                      "populate_attempts", "max_steps", "context_window")
+
+
+def store_path(cache_path: Path) -> Path:
+    """The runs' record beside the LLM cache: llm.sqlite -> llm.reuse.sqlite."""
+    return cache_path.with_name(f"{cache_path.stem}.reuse.sqlite")
+
+
+def content_key(doc: Document) -> str:
+    """A document part as its reads see it: its title and text (its number may change with the corpus)."""
+    return hashlib.sha256(f"{doc.title}\x00{doc.part}\x00{doc.text}".encode()).hexdigest()[:20]
+
+
+def question_key(task: str, settings: Mapping[str, Any]) -> str:
+    """The question and the settings that shape its calls, as one key."""
+    shaping = {name: settings.get(name) for name in _QUESTION_SETTINGS}
+    return hashlib.sha256(json.dumps([task, shaping], sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def note_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Read:
+    """One document part's read in one round of an earlier run: its note, the notes it was shown in full
+    (as (content, note digest) pairs), and the documents its note names (as (content, key) pairs)."""
+
+    note: str
+    full: frozenset[tuple[str, str]]
+    refs: frozenset[tuple[str, str]]
+
+
+@dataclass
+class Previous:
+    """What the earlier runs of a question left: their replies by request digest (`reply`), and from the
+    last finished run its reads per (round, content), its sources, its records and final notes per
+    content, its schema."""
+
+    run_dir: str | None = None
+    reply: Callable[[str], Completion | None] = lambda digest: None  # an earlier reply by request digest
+    reads: dict[tuple[int, str], Read] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # content -> the source it was read from
+    records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
+    schema: Mapping[str, Any] | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.run_dir is not None
+
+
+class ReuseStore:
+    """The SQLite file of the runs' records (`store_path`)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():  # private, as the run folders are: notes quote the documents
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def previous(self, question: str) -> Previous:
+        """What the earlier finished runs of `question` left (replies from all of them, the rest from the last);
+        a run that did not finish is continued with `--resume`, where the LLM cache serves its calls."""
+        db = self._db
+        found = Previous(reply=lambda digest: self.reply(question, digest))
+        row = db.execute("SELECT id, run_dir FROM runs WHERE question = ? AND finished = 1 ORDER BY id DESC LIMIT 1",
+                         (question,)).fetchone()
+        if row is None:
+            return found
+        run, found.run_dir = row
+        for round_no, content, source, note, full, refs in db.execute(
+                "SELECT round, content, source, note, full, refs FROM reads WHERE run = ?", (run,)):
+            found.reads[(round_no, content)] = Read(note, frozenset(tuple(p) for p in json.loads(full)),
+                                                    frozenset(tuple(p) for p in json.loads(refs)))
+            found.sources[content] = source
+        for content, final_note, records in db.execute(
+                "SELECT content, final_note, records FROM records WHERE run = ?", (run,)):
+            found.records[content] = (final_note, json.loads(records))
+        schema = db.execute("SELECT schema FROM schemas WHERE run = ?", (run,)).fetchone()
+        found.schema = json.loads(schema[0]) if schema else None
+        return found
+
+    def reply(self, question: str, digest: str) -> Completion | None:
+        """The last reply a finished run of `question` got to the request with `digest` (looked up, not
+        held: a record of 100,000 documents' calls stays on disk)."""
+        row = self._db.execute("SELECT c.reply FROM calls c JOIN runs r ON r.id = c.run WHERE c.digest = ? "
+                               "AND r.question = ? AND r.finished = 1 ORDER BY c.rowid DESC LIMIT 1",
+                               (digest, question)).fetchone()
+        return _completion(json.loads(row[0])) if row else None
+
+    def begin(self, question: str, run_dir: Path) -> int:
+        """A new run of `question`, unfinished until `finish`."""
+        cursor = self._db.execute("INSERT INTO runs (question, run_dir) VALUES (?, ?)", (question, str(run_dir)))
+        return int(cursor.lastrowid or 0)
+
+    def call(self, run: int, digest: str, stage: str, completion: Completion) -> None:
+        self._db.execute("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)",
+                         (run, digest, stage, json.dumps(_reply(completion), ensure_ascii=False)))
+
+    def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
+                                                  Sequence[tuple[str, str]]]],
+               records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]]]],
+               schema: Mapping[str, Any] | None) -> None:
+        """The run's reads (round, content, source, note, shown in full, refs), records (content, final note,
+        records) and schema, in one transaction; then the run counts as finished."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO reads VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)))
+                            for r, c, s, n, full, refs in reads))
+            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)",
+                           ((run, c, n, json.dumps(list(rows), ensure_ascii=False)) for c, n, rows in records))
+            if schema is not None:
+                db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
+            db.execute("UPDATE runs SET finished = 1 WHERE id = ?", (run,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _reply(completion: Completion) -> dict[str, Any]:
+    usage = completion.usage.to_dict()
+    usage.pop("events", None)
+    return {"content": completion.content, "reasoning": completion.reasoning, "finish_reason": completion.finish_reason,
+            "usage": usage, "model": completion.model, "tool_calls": [asdict(c) for c in completion.tool_calls]}
+
+
+def _completion(data: Mapping[str, Any]) -> Completion:
+    return Completion(content=data["content"], reasoning=data.get("reasoning"), finish_reason=data.get("finish_reason"),
+                      usage=Usage(**data["usage"]), model=data.get("model", ""),
+                      tool_calls=tuple(ToolCall(**c) for c in data.get("tool_calls") or ()))
+
+
+@dataclass
+class Decisions:
+    """Per document part and stage: reused or recomputed, and why (reuse.json)."""
+
+    mode: str
+    previous: str | None
+    by_doc: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def note(self, doc: str, stage: str, reused: bool, why: str) -> None:
+        self.by_doc.setdefault(doc, {})[stage] = {"reused": reused, "why": why}
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per stage: how many document parts were reused and recomputed."""
+        out: dict[str, dict[str, int]] = {}
+        for stages in self.by_doc.values():
+            for stage, d in stages.items():
+                row = out.setdefault(stage, {"reused": 0, "recomputed": 0})
+                row["reused" if d["reused"] else "recomputed"] += 1
+        return out
+
+    def whys(self) -> dict[str, dict[str, int]]:
+        """Per stage: how many document parts for each reason."""
+        out: dict[str, Counter[str]] = {}
+        for stages in self.by_doc.values():
+            for stage, d in stages.items():
+                out.setdefault(stage, Counter())[d["why"]] += 1
+        return {stage: dict(c.most_common()) for stage, c in out.items()}
+
+    def recomputed(self) -> dict[str, dict[str, str]]:
+        """Per document part, the stages it was recomputed in and why (the exceptions, when most is reused)."""
+        out: dict[str, dict[str, str]] = {}
+        for doc, stages in self.by_doc.items():
+            for stage, d in stages.items():
+                if not d["reused"]:
+                    out.setdefault(doc, {})[stage] = d["why"]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "previous_run": self.previous, "counts": self.counts(), "why": self.whys(),
+                "documents": self.by_doc}
+
+
+class Reuse:
+    """One run's use of its question's earlier runs: the LLM layer, the approximate mode's `keep_note`
+    and `keep_records`, the decisions per document and stage, and the record for the next run."""
+
+    def __init__(self, mode: str, store: ReuseStore | None, question: str, run_dir: Path,
+                 parts: Sequence[Document], *, new_schema: bool = False):
+        self.mode, self.store, self.new_schema = mode, store, new_schema
+        self.previous = store.previous(question) if store is not None and mode != "off" else Previous()
+        self.run = store.begin(question, run_dir) if store is not None else 0
+        self.parts = tuple(parts)
+        self.content = {p.key: content_key(p) for p in parts}
+        self.present = set(self.content.values())
+        self.key_of = {c: k for k, c in self.content.items()}
+        self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
+        self._earlier = {content for _, content in self.previous.reads}
+        self.decisions = Decisions(mode, self.previous.run_dir)
+        self._layer: Replayed | None = None
+        self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
+        self._shown: tuple[Sequence[Any], ...] = ()
+        self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
+        self._populated: tuple[str, ...] = ()
+
+    @classmethod
+    def open(cls, mode: str, cache_path: Path | None, task: str, settings: object, run_dir: Path,
+             parts: Sequence[Document], *, new_schema: bool = False) -> Reuse:
+        """The record beside the LLM cache file (`store_path`); with no cache, none: nothing is reused."""
+        values = {name: getattr(settings, name, None) for name in _QUESTION_SETTINGS}
+        store = ReuseStore(store_path(cache_path)) if cache_path is not None else None
+        return cls(mode, store, question_key(task, values), run_dir, parts, new_schema=new_schema)
+
+    @property
+    def approximate(self) -> bool:
+        return self.mode == "approximate" and self.previous.found
+
+    @property
+    def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
+        """`keep_note` under `approximate` (for `RelevanceOptions.keep`), else None."""
+        return self.keep_note if self.approximate else None
+
+    def records_keeper(self, final: Mapping[str, str]) -> Callable[[Document], Tables | None] | None:
+        """`keep_records(final)` under `approximate` with the earlier schema kept (for `PopulateOptions.keep`)."""
+        return self.keep_records(final) if self.schema() is not None else None
+
+    def bind(self, llm: LLM, layer: Replayed | None) -> LLM:
+        """The client the run's stages call: `llm`, whose `layer` (the run's own stack's) now answers the
+        earlier runs' identical requests and records every call; without one, `llm` behind a new layer
+        (whose replies then do not count as cache hits)."""
+        outer = layer is None
+        layer = Replayed(llm) if layer is None else layer
+        if self.mode != "off":
+            layer.lookup = self.previous.reply
+        store, run = self.store, self.run
+        layer.record = None if store is None else (lambda digest, stage, reply: store.call(run, digest, stage, reply))
+        self._layer = layer
+        return layer if outer else llm
+
+    def _identities(self, shown: Mapping[str, str]) -> set[tuple[str, str]]:
+        """Notes (document key -> text) as reads see them: each document's content and its note's digest."""
+        return {(self.content[k], note_digest(text)) for k, text in shown.items()}
+
+    def keep_note(self, doc: Document, round_no: int, shown: Mapping[str, str] | None) -> str | None:
+        """`--reuse approximate`: the earlier note of `doc` in `round_no`, unless a new or changed note
+        enters the notes it is shown in full, or a note it was shown in full or its note names left."""
+        earlier = self.previous.reads.get((round_no, self.content[doc.key]))
+        if earlier is None:
+            return None
+        if shown is None:
+            return earlier.note
+        for content, digest in self._identities(shown) - earlier.full:
+            before = self.previous.reads.get((round_no - 1, content))
+            if before is None or note_digest(before.note) != digest:
+                return self._reread(doc, round_no, "a new or changed note entered its selection")
+        if any(c not in self.present for c, _ in earlier.full):
+            return self._reread(doc, round_no, "a note it was shown left the corpus")
+        if any(self.key_of.get(c) != k for c, k in earlier.refs):
+            return self._reread(doc, round_no, "a document its note names left or was renumbered")
+        return earlier.note
+
+    def _reread(self, doc: Document, round_no: int, why: str) -> str | None:
+        """No note to keep: `doc` is read again in `round_no`, for the reason `why` (reuse.json says it)."""
+        self._reasons[(doc.key, round_no)] = why
+        return None
+
+    def keep_records(self, final: Mapping[str, str]) -> Callable[[Document], Tables | None]:
+        """`--reuse approximate`: for population, the earlier records of a document whose final note is
+        unchanged (with the earlier schema kept)."""
+        def keep(doc: Document) -> Tables | None:
+            earlier = self.previous.records.get(self.content[doc.key])
+            if earlier is None or earlier[0] != final.get(doc.key, ""):
+                return None
+            tables: dict[str, list[dict[str, Any]]] = {}
+            for row in earlier[1]:
+                tables.setdefault(row["_table"], []).append({k: v for k, v in row.items() if k != "_table"})
+            return tables
+        return keep
+
+    def schema(self) -> Mapping[str, Any] | None:
+        """`--reuse approximate`: the earlier run's schema, unless a new one is asked for."""
+        return self.previous.schema if self.approximate and not self.new_schema else None
+
+    def _why_new(self, doc: Document) -> str | None:
+        """Why `doc` has no earlier read at all: new, or changed (its source was read before)."""
+        if self.content[doc.key] in self._earlier:
+            return None
+        return "changed document" if doc.source and doc.source in self.previous.sources.values() else "new document"
+
+    def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
+                         kept: Sequence[frozenset[str]]) -> None:
+        """What each read of each round reused, and why it was recomputed otherwise; `finish` records them."""
+        self._rounds, self._shown = tuple(rounds), tuple(shown)
+        layer = self._layer
+        shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
+        every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
+        for r, notes in enumerate(rounds, start=1):
+            stage = f"relevance-{r}"
+            for doc in self.parts:
+                if doc.key not in notes:
+                    continue
+                if r - 1 < len(kept) and doc.key in kept[r - 1]:
+                    self.decisions.note(doc.key, stage, True, "kept: same document" if r == 1 else
+                                        "kept: no new or changed note entered its selection")
+                    continue
+                where = ("relevance", doc.key, r)
+                if layer is not None and layer.replayed[where] and not layer.sent[where]:
+                    self.decisions.note(doc.key, stage, True, "same request")
+                    continue
+                why = self._why_new(doc) if self.previous.found else "no earlier run"
+                if why is None and (doc.key, r) in self._reasons:
+                    why = self._reasons[(doc.key, r)]
+                elif why is None:
+                    earlier = self.previous.reads.get((r, self.content[doc.key]))
+                    full = shown_full[r - 2].get(doc.key, ()) if r >= 2 and r - 2 < len(shown_full) else ()
+                    if earlier is None:
+                        why = "no earlier read in this round"
+                    elif r >= 2 and self._identities({k: rounds[r - 2].get(k, "") for k in full}) != earlier.full:
+                        why = ("every note is shown, and the notes changed" if doc.key in every[r - 2]
+                               else "notes shown changed")
+                    else:
+                        why = "request changed (document number, placement or notes shown)"
+                self.decisions.note(doc.key, stage, False, why)
+
+    def decide_populate(self, tables: Mapping[str, Sequence[Mapping[str, Any]]], populated: Iterable[str],
+                        kept: frozenset[str], final: Mapping[str, str]) -> None:
+        """What each document's population reused, and why it was recomputed otherwise; `finish` records
+        the records of the documents `populated`."""
+        self._tables, self._populated = tables, tuple(populated)
+        tables_docs = set(self._populated)
+        layer = self._layer
+        for doc in self.parts:
+            if doc.key not in tables_docs:
+                continue
+            if doc.key in kept:
+                self.decisions.note(doc.key, "populate", True, "kept: final note unchanged")
+                continue
+            where = ("populate", doc.key, None)
+            if layer is not None and layer.replayed[where] and not layer.sent[where]:
+                self.decisions.note(doc.key, "populate", True, "same request")
+                continue
+            why = self._why_new(doc) if self.previous.found else "no earlier run"
+            if why is None:
+                earlier = self.previous.records.get(self.content[doc.key])
+                if earlier is None:
+                    why = "no earlier records"
+                elif earlier[0] != final.get(doc.key, ""):
+                    why = "final note changed"
+                else:
+                    why = "request changed (schema, notes shown or document number)"
+            self.decisions.note(doc.key, "populate", False, why)
+
+    def summary(self) -> dict[str, Any]:
+        """For the manifest and `--json`: the mode, the earlier run, counts per stage, calls reused."""
+        layer = self._layer
+        return {"mode": self.mode, "previous_run": self.previous.run_dir, "counts": self.decisions.counts(),
+                "why": self.decisions.whys(),
+                "recomputed": self.decisions.recomputed() if self.previous.found else {},
+                "calls_reused": sum(layer.replayed.values()) if layer else 0,
+                "prompt_tokens_reused": layer.replayed_usage.prompt_tokens if layer else 0}
+
+    def finish(self, schema: Mapping[str, Any] | None) -> None:
+        """The run's reads (with the notes each was shown in full and the documents its note names), the
+        records of the documents populated, and `schema`, for the next run of the question."""
+        if self.store is None:
+            return
+        rounds, shown, tables, populated = self._rounds, self._shown, self._tables, self._populated
+        refs = {r: {e["doc"]: e["refs"] for e in round_entries(self.parts, notes)}
+                for r, notes in enumerate(rounds, start=1)}
+        by_key = {p.key: p for p in self.parts}
+        shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
+        final = rounds[-1] if rounds else {}
+        reads = []
+        for r, notes in enumerate(rounds, start=1):
+            full_of = shown_full[r - 2] if r >= 2 and r - 2 < len(shown_full) else {}
+            for key, note in notes.items():
+                full = [(self.content[k], note_digest(rounds[r - 2].get(k, ""))) for k in full_of.get(key, ())]
+                named = [(self.content[k], k) for k in refs.get(r, {}).get(key, ()) if k in self.content]
+                reads.append((r, self.content[key], by_key[key].source, note, full, named))
+        per_doc: dict[str, list[dict[str, Any]]] = {}
+        for name, rows in tables.items():
+            for row in rows:
+                key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
+                per_doc.setdefault(key, []).append({**row, "_table": name})
+        records = [(self.content[k], final.get(k, ""), per_doc.get(k, [])) for k in populated]
+        self.store.finish(self.run, reads, records, schema)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+

@@ -1,0 +1,36 @@
+"""Names the file system allows are shown on one line, and special files are named without being opened."""
+
+import os
+
+import pytest
+
+from r3con._names import shown, special_kind
+from r3con._readers import NotText, decode_text
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b"plain.txt", "plain.txt"),
+    (b"caf\xe9.txt", "caf\\xe9.txt"),
+    (b"two\nlines.txt", "two\\x0alines.txt"),
+    ("Zoë.md".encode(), "Zoë.md"),
+])
+def test_shown_names_encode_as_utf8_and_stay_on_one_line(raw, expected):
+    text = shown(os.fsdecode(raw))
+    assert text == expected
+    text.encode("utf-8")
+    assert "\n" not in text
+
+
+def test_a_fifo_is_named_without_being_opened(tmp_path):
+    os.mkfifo(tmp_path / "p")
+    special = special_kind(tmp_path / "p")
+    assert special is not None and special.kind == "named pipe"  # reaching here means nothing blocked on it
+    assert special_kind(tmp_path) is None
+
+
+def test_decoding_tells_wide_text_from_a_stray_nul():
+    assert decode_text("Ann is 34.\n".encode("utf-16-le") * 8) == ("Ann is 34.\n" * 8, "utf-16-le", None)
+    text, encoding, warning = decode_text(b"Cid is 29. " * 100 + b"\x00")
+    assert encoding is None and "\x00" not in text and warning and warning.startswith("1 stray NUL byte dropped")
+    with pytest.raises(NotText):
+        decode_text(b"\x00\x01\x02\x03" * 50)

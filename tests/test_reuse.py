@@ -1,0 +1,133 @@
+"""The same question over a changed corpus: exact reuse is a fresh run's result, approximate reuse reads less."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import r3con
+from r3con.corpus import documents_from_texts
+from r3con.errors import ConfigError
+from r3con.pipeline import run
+from r3con.reuse import Previous, Read, Reuse, content_key, note_digest
+
+TASK = "Who travelled to Whitby, and what did they report there?"
+SUBJECTS = ["the harbour", "the abbey", "the churchyard", "the cliffs", "the ship", "the storm", "the pier",
+            "the lighthouse", "the market", "the station", "the river", "the bridge"]
+TEXTS = [(f"Letter {i}", f"Traveller {i} went to Whitby and reported on {SUBJECTS[i % len(SUBJECTS)]}. "
+          f"They stayed {i + 2} days. The weather on day {i} was grey and the sea was rough near {SUBJECTS[i - 1]}.")
+         for i in range(12)]
+
+
+def settings(server, tmp_path, cache: str | None, mode: str = "exact", **extra):
+    return r3con.Settings.resolve(
+        env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path / "runs", cache=cache is not None,
+        cache_path=tmp_path / cache if cache else None, adaptive_placement=False, reuse=mode,
+        **{"notes_budget_tokens": 120, **extra})
+
+
+def outputs(result) -> tuple[bytes, ...]:
+    folder = result.run_dir
+    return (*(p.read_bytes() for p in sorted((folder / "notes").glob("round-*.json"))),
+            (folder / "records.json").read_bytes(), (folder / "answer.txt").read_bytes())
+
+
+async def test_exact_reuse_over_a_grown_corpus_is_a_fresh_run_and_says_what_it_reused(fake_server, tmp_path):
+    await run(TASK, documents_from_texts(TEXTS[:10]), settings(fake_server, tmp_path, "chain.sqlite"))
+    grown = documents_from_texts(TEXTS)
+    reused = await run(TASK, grown, settings(fake_server, tmp_path, "chain.sqlite"))
+    fresh = await run(TASK, grown, settings(fake_server, tmp_path, None))
+    assert outputs(reused) == outputs(fresh)
+    assert reused.usage.calls < fresh.usage.calls
+    decisions = json.loads((reused.run_dir / "reuse.json").read_text())
+    assert decisions["mode"] == "exact" and decisions["previous_run"]
+    assert decisions["documents"]["11"]["relevance-1"] == {"reused": False, "why": "new document"}
+    assert decisions["documents"]["1"]["relevance-1"] == {"reused": True, "why": "same request"}
+    assert reused.reuse is not None and reused.reuse["calls_reused"] >= 10
+    assert reused.summary()["reuse"]["counts"]["relevance-1"] == {"reused": 10, "recomputed": 2}
+    assert reused.summary()["reuse"]["recomputed"]["11"]["relevance-1"] == "new document"
+    assert "1" not in reused.summary()["reuse"]["recomputed"] or \
+        "relevance-1" not in reused.summary()["reuse"]["recomputed"]["1"]
+    manifest = json.loads((reused.run_dir / "manifest.json").read_text())
+    assert manifest["reuse"]["counts"]["relevance-1"]["reused"] == 10
+
+
+async def test_approximate_reuse_reads_a_changed_document_again_and_keeps_the_rest(fake_server, tmp_path):
+    first = await run(TASK, documents_from_texts(TEXTS), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
+    changed = list(TEXTS)
+    changed[5] = (changed[5][0], changed[5][1] + " A storm broke the mast of a Russian ship.")
+    again = await run(TASK, documents_from_texts(changed), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
+    decisions = json.loads((again.run_dir / "reuse.json").read_text())["documents"]
+    assert decisions["6"]["relevance-1"] == {"reused": False, "why": "changed document"}
+    assert decisions["6"]["populate"]["reused"] is False
+    kept = [k for k, stages in decisions.items() if stages["relevance-1"]["reused"]]
+    assert len(kept) == 11
+    assert "schema" not in again.by_stage, "the schema is kept"
+    assert again.schema == first.schema
+    assert again.usage.calls < first.usage.calls / 3
+    before = {r["_doc"] for rows in first.records.values() for r in rows} - {6}
+    assert before and before <= {r["_doc"] for rows in again.records.values() for r in rows}, "kept records stay"
+
+
+async def test_deleted_documents_leave_with_their_notes_and_records(fake_server, tmp_path):
+    await run(TASK, documents_from_texts(TEXTS), settings(fake_server, tmp_path, "d.sqlite", "approximate"))
+    fewer = documents_from_texts(TEXTS[:4] + TEXTS[6:])
+    result = await run(TASK, fewer, settings(fake_server, tmp_path, "d.sqlite", "approximate"))
+    titles = {r["_title"] for rows in result.records.values() for r in rows}
+    assert not titles & {"Letter 4", "Letter 5"}
+    assert len(result.notes[-1]) == 10
+    for rows in result.records.values():  # kept records carry their document's new number
+        for r in rows:
+            assert fewer[r["_doc"] - 1].title == r["_title"]
+
+
+async def test_reuse_off_reuses_nothing_and_without_a_cache_nothing_is_recorded(fake_server, tmp_path):
+    docs = documents_from_texts(TEXTS[:4])
+    await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite", "off"))
+    off = await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite", "off"))
+    assert off.reuse is not None and off.reuse["calls_reused"] == 0 and off.reuse["previous_run"] is None
+    exact = await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite"))  # the runs with off were recorded
+    assert exact.usage.calls == 0 and exact.reuse is not None and exact.reuse["previous_run"]
+    assert not (tmp_path / "runs" / "reuse.sqlite").exists() and (tmp_path / "o.reuse.sqlite").is_file()
+
+
+def test_reuse_must_be_a_known_mode():
+    with pytest.raises(ConfigError, match="not valid for reuse: expected one of exact, approximate, off"):
+        r3con.Settings.resolve(env={}, reuse="sometimes")
+
+
+def _reuse(previous: Previous, docs) -> Reuse:
+    reuse = Reuse("approximate", None, "q", Path("run"), docs)
+    reuse.previous = previous
+    return reuse
+
+
+def test_approximate_rereads_only_when_a_new_or_changed_note_enters_or_a_shown_note_left():
+    docs = documents_from_texts(TEXTS[:4])
+    c = [content_key(d) for d in docs]
+    earlier_notes = {c[1]: "note one", c[2]: "note two", c[3]: "note three"}
+    reads = {(1, k): Read(v, frozenset(), frozenset()) for k, v in earlier_notes.items()}
+    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}), frozenset({(c[3], "4")}))
+    reuse = _reuse(Previous(run_dir="earlier", reads=reads), docs)
+    assert reuse.keep_note(docs[0], 2, {"2": "note one"}) == "kept note"
+    # an old, unchanged note entering the selection is no reason to read again
+    assert reuse.keep_note(docs[0], 2, {"2": "note one", "4": "note three"}) == "kept note"
+    assert reuse.keep_note(docs[0], 2, {"2": "note one", "3": "note two, now longer"}) is None  # a changed note
+    gone = _reuse(Previous(run_dir="earlier", reads=reads), [docs[0], docs[2], docs[3]])
+    assert gone.keep_note(docs[0], 2, {"3": "note two"}) is None  # the note it was shown (document 2) left
+    named = _reuse(Previous(run_dir="earlier", reads=reads), docs[:3])
+    assert named.keep_note(docs[0], 2, {"2": "note one"}) is None  # its note names document 4, which left
+    moved = documents_from_texts([TEXTS[0], TEXTS[1], TEXTS[3]])  # the third letter left: the fourth is number 3
+    renumbered = _reuse(Previous(run_dir="earlier", reads=reads), moved)
+    assert renumbered.keep_note(moved[0], 2, {"2": "note one"}) is None  # the document its note names moved
+    assert reuse.keep_note(docs[1], 1, None) == "note one"  # round 1: the same document, the same note
+
+
+async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_says_so(fake_server, tmp_path):
+    await run(TASK, documents_from_texts(TEXTS[:6]), settings(fake_server, tmp_path, "e.sqlite",
+                                                              notes_budget_tokens=0))
+    grown = await run(TASK, documents_from_texts(TEXTS[:7]), settings(fake_server, tmp_path, "e.sqlite",
+                                                                      notes_budget_tokens=0))
+    recomputed = grown.reuse["recomputed"]
+    assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in "123456")
+    assert all("relevance-1" not in recomputed.get(k, {}) for k in "123456"), "round 1 is the same request"
