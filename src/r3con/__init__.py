@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .config import Settings  # noqa: E402
 from .corpus import Corpus, Document, documents_from_texts, load_corpus, load_documents, split_documents  # noqa: E402
@@ -18,10 +20,26 @@ from .errors import (  # noqa: E402
     RunFailed,
     SandboxError,
 )
-from .evidence import Evidence  # noqa: E402
 from .inputs import Inputs  # noqa: E402
-from .pipeline import RunResult, run  # noqa: E402
-from .results import Failure  # noqa: E402
+
+if TYPE_CHECKING:
+    from .evidence import Evidence
+    from .pipeline import RunResult, run
+    from .results import Failure
+
+# Imported on first use: the pipeline (the LLM client, the stages) is most of what importing r3con costs,
+# and `r3con` on the command line must be able to catch Ctrl-C (its main() does) before that is loaded.
+_LAZY = {"Evidence": "evidence", "RunResult": "pipeline", "run": "pipeline", "Failure": "results"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'r3con' has no attribute {name!r}")
 
 __all__ = [
     "BudgetExceeded",

@@ -18,6 +18,7 @@ from .errors import ConfigError
 
 STAGES = ("relevance", "schema", "populate", "reason", "judge")
 DEFAULT_CONTEXT_WINDOW = 32_768
+ROUTING_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")  # llm/routing.py
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class Settings:
     """Everything a run needs to know, frozen. Build it with `Settings.resolve(...)`."""
 
     base_url: str | None = None
+    base_urls: tuple[str, ...] = ()  # a pool of endpoints (`--base-url` repeated, R3CON_BASE_URLS); base_url is the first
+    pool_file: Path | None = None  # a TOML or JSON file of endpoints, each with its own key, model, weight, concurrency
+    routing_headers: tuple[str, ...] = ROUTING_HEADERS  # carry each document's routing key to a router
     api_key: str | None = None
     model: str | None = None
     stage_models: Mapping[str, str] = field(default_factory=dict)
@@ -91,6 +95,8 @@ class Settings:
                 value = str(value)
             elif isinstance(value, Mapping):
                 value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
             out[f.name] = value
         return out
 
@@ -108,6 +114,8 @@ class Settings:
             if raw is not None and raw != "":
                 values[f.name] = _parse(f.name, raw, hints[f.name], f"R3CON_{f.name.upper()}")
                 given[f.name] = f"R3CON_{f.name.upper()}"
+        if values.get("base_urls") and not values.get("base_url"):
+            values["base_url"] = values["base_urls"][0]
         for name, variable in (("base_url", "OPENAI_BASE_URL"), ("api_key", "OPENAI_API_KEY"),
                                ("organization", "OPENAI_ORG_ID"), ("project", "OPENAI_PROJECT_ID")):
             if name not in values and env.get(variable):
@@ -123,6 +131,9 @@ class Settings:
             if value is not None:
                 values[name] = _parse(name, value, hints[name], flag(name)) if isinstance(value, str) else value
                 given[name] = flag(name)
+        if overrides.get("base_urls"):  # `--base-url` repeated: the first is the base URL
+            values["base_urls"] = tuple(values["base_urls"])
+            values["base_url"] = values["base_urls"][0]
         values["stage_models"] = stage_models
         if values.get("cache_path") is None:
             values["cache_path"] = default_cache_path(env)
@@ -160,6 +171,10 @@ class Settings:
             raise ConfigError("R3CON_MAX_TOKENS_CAP must be at least 16 reply tokens (default 4096)")
         if self.base_url:
             check_base_url(self.base_url)
+        for url in self.base_urls:
+            check_base_url(url)
+        if self.batch and (len(self.base_urls) > 1 or self.pool_file is not None):
+            raise ConfigError("--batch sends to one endpoint's Batch API; pass one --base-url, not a pool")
         if self.unverified not in ("reask", "keep", "drop"):
             raise ConfigError("--unverified must be 'reask' (once, then keep flagged), 'keep' (flagged) or 'drop'")
         if self.layout not in ("cache", "paper"):
@@ -247,6 +262,21 @@ def check_base_url(base_url: str) -> str:
     return url
 
 
+def endpoint_flags(base_urls: list[str] | None, pool: Path | None = None,
+                   routing_headers: list[str] | None = None) -> dict[str, Any]:
+    """`--base-url` (repeatable: a pool), `--pool FILE` and `--routing-header` (repeatable; `none` sends none)
+    as settings overrides."""
+    urls = tuple(base_urls or ())
+    headers: tuple[str, ...] | None = None
+    if routing_headers:
+        headers = () if [h.lower() for h in routing_headers] == ["none"] else tuple(routing_headers)
+        bad = [h for h in headers if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", h)]
+        if bad:
+            raise ConfigError(f"--routing-header {bad[0]!r} is not an HTTP header name; give one like X-Session-ID")
+    return {"base_url": urls[0] if urls else None, "base_urls": urls or None, "pool_file": pool,
+            "routing_headers": headers}
+
+
 def parse_stage_models(values: list[str] | tuple[str, ...] | None) -> dict[str, str]:
     """`--stage-model STAGE=MODEL` values as {stage: model}; ConfigError on a value of another shape."""
     out: dict[str, str] = {}
@@ -286,6 +316,8 @@ def _parse(name: str, raw: Any, hint: Any, source: str) -> Any:
             if lowered in {"0", "false", "no", "off"}:
                 return False
             raise ValueError("expected true or false")
+        if typing.get_origin(target) is tuple:  # a list: comma- or space-separated
+            return tuple(item for item in re.split(r"[,\s]+", raw) if item)
         if target in (int, float):
             return target(raw)
         if target is Path:

@@ -161,26 +161,30 @@ async def run(
         raise InputError("no documents given; pass files, folders or globs")
     resumed = run_folder is not None
     run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
+    docs = tuple(documents)
     if llm is not None:
+        parts = await split_documents_async(docs, part_budget(settings, llm.endpoint.context_window))
         run_dir.open(new=not resumed)
-        return await _run_in(run_dir, resumed, task, tuple(documents), settings, llm, progress or NoProgress(), inputs)
+        return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs)
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
+        # split before the folder is made: a run killed while a large document is split leaves no empty folder
+        parts = await split_documents_async(docs, part_budget(settings, stack.endpoint.context_window))
         run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
+            return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
                                  own=True)
         async with stack.embedder(settings, "relevance") as embedder:
-            return await _run_in(run_dir, resumed, task, tuple(documents), settings, stack, progress or NoProgress(), inputs,
+            return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
                                  embed=embedder.embed if embedder is not None else None, own=True)
 
 
-async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...], settings: Settings,
-                  llm: LLMStack, progress: Progress, inputs: Inputs | None,
-                  embed: Embed | None = None, own: bool = False) -> RunResult:
+async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...],
+                  parts: tuple[Document, ...], settings: Settings, llm: LLMStack, progress: Progress,
+                  inputs: Inputs | None, embed: Embed | None = None, own: bool = False) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
     try:
-        result = await _run(task, docs, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
+        result = await _run(task, docs, parts, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
                             replayed=llm.replayed if own else None)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
@@ -206,15 +210,14 @@ def notes_ranking(settings: Settings) -> str:
     return settings.notes_ranking
 
 
-async def _run(task: str, docs: tuple[Document, ...], settings: Settings, llm: LLMStack,
-               run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
+async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], settings: Settings,
+               llm: LLMStack, run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
                embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes."""
     started = time.perf_counter()
     window = llm.endpoint.context_window
     part_tokens = part_budget(settings, window)
-    parts = await split_documents_async(docs, part_tokens)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,

@@ -168,8 +168,10 @@ class RunRecord:
         total = self.llm.ledger.total().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
         total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
-        self.run_dir.write_json("usage.json", total)
         manifest, selections = self.manifest, self.selections
+        if self.llm.pool is not None:  # per endpoint of a pool, in both
+            total["by_endpoint"] = manifest["endpoint"]["pool"] = self.llm.endpoints()
+        self.run_dir.write_json("usage.json", total)
         manifest["inputs"] = self.degraded().to_dict()
         manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
                                                 for stage, s in selections.items() if s.calls}
@@ -188,7 +190,9 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
                      "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source},
+                     "context_window_source": stack.endpoint.context_window_source,
+                     **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
+                        if stack.pool is not None else {})},
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [

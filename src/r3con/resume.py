@@ -26,7 +26,7 @@ T = TypeVar("T")
 _NOT_RESUMED = {"api_key"}  # hidden in manifests; comes from the environment or --api-key again
 # Settings a resume may change: how the run reaches the endpoint and what it may spend, not what it computes.
 OPERATIONAL = frozenset({
-    "base_url", "api_key", "concurrency", "request_timeout_s", "organization", "project", "max_call_s", "max_cost_usd", "batch_poll_s",
+    "base_url", "base_urls", "pool_file", "routing_headers", "api_key", "concurrency", "request_timeout_s", "organization", "project", "max_call_s", "max_cost_usd", "batch_poll_s",
     "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
     "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
 })
@@ -68,7 +68,8 @@ def read_resume(run_dir: Path) -> ResumePlan:
                          "from the library with the same documents (the LLM cache makes that free)")
     known = {f.name for f in dataclasses.fields(Settings)} - _NOT_RESUMED
     settings = {k: v for k, v in saved.items() if k in known and v is not None
-                and (isinstance(v, str | int | float | bool) or k == "stage_models")}
+                and (isinstance(v, str | int | float | bool) or k == "stage_models"
+                     or (k in ("base_urls", "routing_headers") and isinstance(v, list)))}
     return ResumePlan(run_dir=Path(run_dir), task=task, sources=sources, settings=settings, documents=entries,
                       inputs=inputs)
 

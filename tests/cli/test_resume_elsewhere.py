@@ -200,3 +200,22 @@ def test_ctrl_c_while_a_large_file_is_split_ends_at_once_and_leaves_nothing(comm
     (line,) = err.strip().splitlines()
     assert line.startswith("r3con: interrupted") and "nothing was" in line
     assert not out.exists() or not any(out.iterdir()), "no run folder when nothing was spent"
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/PID/io to see the file being read")
+@pytest.mark.parametrize("after_s", [0.0, 0.5])
+def test_sigkill_while_a_large_file_is_split_leaves_no_empty_run_folder(after_s, server, tmp_path):
+    big = _big_file(tmp_path / "docs", 80)
+    out = tmp_path / "runs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
+    proc = subprocess.Popen([sys.executable, "-m", "r3con", "run", QUESTION, str(big), "--base-url", server.base_url,
+                             "--out", str(out), "--no-cache", "-q"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 60
+    while _read_bytes(proc.pid) < big.stat().st_size and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(after_s)
+    proc.kill()
+    proc.wait(timeout=10)
+    folders = list(out.iterdir()) if out.exists() else []
+    assert all((f / "manifest.json").is_file() for f in folders), "a run folder is made with its manifest, or not at all"

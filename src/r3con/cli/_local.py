@@ -40,7 +40,7 @@ def with_local_server(settings: Settings, *, quiet: bool = False, required: bool
     or when the server offers several models and none is chosen with --model or loaded; one line on
     stderr says what was found.
     """
-    if settings.base_url:
+    if settings.base_url or settings.pool_file is not None:  # an endpoint, or a pool file naming its own
         return settings
     ports = local_ports() if ports is None else ports
     if not ports and required:

@@ -18,7 +18,7 @@ import typer
 
 from .._names import shown
 from .._readers import READABLE
-from ..config import Settings, parse_stage_models
+from ..config import Settings, endpoint_flags, parse_stage_models
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
@@ -49,7 +49,9 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers)")]
+BaseUrl = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers); repeat it for a pool of replicas (env R3CON_BASE_URLS)")]
+Pool = Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file: [[endpoint]] tables with url, key (or key_env), model, weight, concurrency (env R3CON_POOL_FILE); see docs/scale.md")]
+RoutingHeader = Annotated[list[str] | None, typer.Option("--routing-header", help="Header that carries each document's routing key to a router (repeatable; default X-Session-ID, X-Correlation-ID, X-SMG-Routing-Key, X-Dynamo-Session-ID; 'none' sends none)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
 Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")]
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
@@ -109,13 +111,15 @@ def run(
     paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub need r3con\\[office])", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
+    pool: Pool = None,
+    routing_header: RoutingHeader = None,
     api_key: ApiKey = None,
     stage_model: StageModel = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (0 skips the stage; default 2)")] = None,
     reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (the coding agent, default) or direct")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Agent step bound (default 10)")] = None,
     context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens; default: from /v1/models")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default 8)")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default 8; per endpoint of a pool)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (document first, default) or paper")] = None,
     notes_budget: NotesBudget = None,
     cache_breakpoints: CacheBreakpoints = None,
@@ -149,7 +153,7 @@ def run(
     from ..pipeline import run as run_pipeline
 
     flags: dict[str, Any] = dict(
-        base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
+        **endpoint_flags(base_url, pool, routing_header), api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
         concurrency=concurrency, layout=layout, sandbox_mode=sandbox, out_dir=out,
         cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
@@ -180,7 +184,8 @@ def run(
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
-    settings = with_local_server(Settings.resolve(**flags), quiet=quiet)
+    settings = Settings.resolve(**flags)
+    settings = with_local_server(settings, quiet=quiet)  # unless an endpoint or a pool file is set
     warn_many_rounds(settings.rounds)
     with interrupt_sends_nothing():
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
@@ -358,7 +363,8 @@ def estimate(
 
     warn_unknown_variables()
     settings = Settings.resolve(
-        base_url=base_url, api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
+        base_url=base_url[0] if base_url else None, api_key=api_key, model=model,
+        stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
         notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
     )

@@ -96,7 +96,8 @@ def run(
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False,
     rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False,
     model: Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers)")] = None,
+    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers); repeat it for a pool of replicas")] = None,
+    pool: Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file of endpoints (docs/scale.md)")] = None,
     api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")] = None,
     stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight per client (default 8)")] = None,
@@ -110,7 +111,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
 ) -> None:
     """Run methods over a benchmark's tasks, judge the answers, and write a report into OUT/report."""
-    from ..config import Settings, parse_stage_models
+    from ..config import Settings, endpoint_flags, parse_stage_models
     from ..eval import (
         build_report,
         load_benchmark,
@@ -128,7 +129,7 @@ def run(
     if judge_model:
         stages["judge"] = judge_model
     settings = Settings.resolve(
-        base_url=base_url, api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
+        **endpoint_flags(base_url, pool), api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
         embedding_model=embedding_model, cache_path=cache, cache=False if no_cache else None,
         max_cost_usd=max_cost, batch=batch,
     )

@@ -17,15 +17,17 @@ from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
 from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
+from .pool import EndpointStats, Pooled, open_pool, pool_entries
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .replay import FolderReplies, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
+from .routers import through_router
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
 __all__ = [
-    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "LLMStack", "Ledger", "Message", "Price",
+    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "LLMStack", "Ledger", "Message", "Price",
     "PriceTable", "Usage", "build_llm", "request_headers",
 ]
 
@@ -42,7 +44,12 @@ class LLMStack:
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
     replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
+    pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
+
+    def endpoints(self) -> list[dict[str, object]]:
+        """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
+        return [s.to_dict() for s in self.pool.stats()] if self.pool is not None else []
 
     def warnings(self) -> tuple[str, ...]:
         """What the run should warn about once it ends (prompts close to an unreported window)."""
@@ -69,10 +76,19 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
     """
-    base = OpenAIChat(settings)
+    entries = pool_entries(settings)
+    pool: Pooled | None = None
+    base: OpenAIChat | Pooled
+    if entries:
+        base = pool = await open_pool(settings, entries)  # each endpoint's window discovered as for one
+    else:
+        base = OpenAIChat(settings)
     closing = ExitStack()
     try:
-        endpoint = await base.describe(settings)
+        if isinstance(base, Pooled):
+            endpoint = base.info()
+        else:  # behind a router, the window is asked of its workers (`routers`)
+            endpoint = await through_router(base.endpoint, settings, await base.describe(settings))
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
         stack: LLM = base
@@ -85,7 +101,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     "does not exceed; raise --max-cost above what was spent to continue it")
         if cap is not None:
             check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
-        if settings.batch:
+        if settings.batch and isinstance(base, OpenAIChat):
             # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
             # a job's calls are in flight together, so all of them reserve
             stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
@@ -95,7 +111,9 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         else:
             if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
                 stack = BudgetGuard(stack, cap, prices)
-            stack = ConcurrencyLimited(stack, settings.concurrency)
+            # a pool limits each endpoint on its own (`Pooled`); all of them together here
+            limit = sum(s.concurrency for s in pool.stats()) if pool is not None else settings.concurrency
+            stack = ConcurrencyLimited(stack, limit)
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
         budget = RetryBudget(settings.retry_budget)
         retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
@@ -121,7 +139,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, replayed=replayed, near_window=near)
+                       cache=cache, replayed=replayed, pool=pool, near_window=near)
     finally:
         closing.close()
         await base.aclose()

@@ -18,6 +18,7 @@ from ..config import Settings
 from ..errors import ConfigError, ContextTooLong, ProviderError
 from .endpoint import Account, Endpoint, HTTPFailure
 from .overflow import is_overflow
+from .routing import is_openai, routing_headers, routing_key
 from .types import ChatRequest, Completion, Usage, tool_calls_from
 from .window import EndpointInfo, discover
 
@@ -67,12 +68,18 @@ def endpoint_for(settings: Settings) -> Endpoint:
 
 
 class OpenAIChat:
-    """Sends ChatRequests to an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, llama.cpp, OpenRouter, OpenAI)."""
+    """Sends ChatRequests to an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, llama.cpp, OpenRouter, OpenAI).
 
-    def __init__(self, settings: Settings):
-        self.endpoint = endpoint_for(settings)
+    Every call carries its document's routing key (`routing`) in `settings.routing_headers`, and in
+    `prompt_cache_key` where the endpoint is OpenAI's API.
+    """
+
+    def __init__(self, settings: Settings, endpoint: Endpoint | None = None):
+        self.endpoint = endpoint or endpoint_for(settings)
         self.base_url = self.endpoint.base_url
         self.default_model = settings.model
+        self._routing = tuple(settings.routing_headers)
+        self._cache_key = is_openai(self.base_url)
         self._constrained = True  # send response_format json_schema until the endpoint rejects it
 
     async def aclose(self) -> None:
@@ -87,9 +94,12 @@ class OpenAIChat:
         if model is None:
             raise ConfigError("no model configured; pass --model or set R3CON_MODEL")
         body = chat_body(request, model, constrained=self._constrained)
+        if self._cache_key:
+            body.setdefault("prompt_cache_key", routing_key(request))
         started = time.perf_counter()
         try:
-            data = await self.endpoint.post("/chat/completions", body, request_headers(request))
+            data = await self.endpoint.post("/chat/completions", body,
+                                            {**request_headers(request), **routing_headers(request, self._routing)})
         except HTTPFailure as failure:
             if failure.status == 400 and "response_format" in body and _NO_SCHEMA.search(failure.message) \
                     and not is_overflow(failure.message + " " + failure.body):

@@ -133,10 +133,12 @@ class ChatRequest:
 
 EVENTS = (
     "retries", "length", "cut_kept", "empty", "reasoning_only", "refusals", "json_repaired", "reasks", "constrained_fallback",
+    "failovers",
 )
 """What `Usage.events` counts: transport retries; replies cut at max_tokens (and of those, kept for what
 they completed), empty, only in reasoning_content,
-refused; structured replies that needed repair, re-asks after a validation error; endpoints without json_schema."""
+refused; structured replies that needed repair, re-asks after a validation error; endpoints without json_schema;
+calls a pool sent to another endpoint after theirs was taken out (`pool.Pooled`)."""
 
 
 @dataclass(frozen=True)
