@@ -45,12 +45,12 @@ def test_broken_json_is_recovered_to_the_same_value(text):
     assert break_json("a plain note", "00000000") is None
 
 
-def _run(server, tmp_path, name, **kw):
+def _run(server, tmp_path, name, on_end=None, **kw):
     settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path / name, cache=False,
                                       request_timeout_s=0.5, retry_base_s=0.01, **kw)
     import asyncio
 
-    return asyncio.run(r3con.run(question(), r3con.load_documents([corpus_dir()]), settings))
+    return asyncio.run(r3con.run(question(), r3con.load_documents([corpus_dir()]), settings, on_end=on_end))
 
 
 def test_a_run_through_every_fault_gives_the_answer_and_records_of_a_fault_free_run(tmp_path):
@@ -108,9 +108,11 @@ def test_documents_that_fail_for_good_are_degraded_and_the_run_goes_on(tmp_path)
 
 def test_a_failed_schema_proposal_fails_the_run(tmp_path):
     with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=schema")) as server:
+        ends: list[r3con.RunEnd] = []
         with pytest.raises(r3con.ProviderError, match="HTTP 500") as failed:  # the endpoint's error, as it was
-            _run(server, tmp_path, "run", retries=1)
-    assert failed.value.status == 500 and failed.value.stage == "schema"
+            _run(server, tmp_path, "run", on_end=ends.append, retries=1)
+    [end] = ends
+    assert failed.value.status == 500 and end.error is failed.value and end.stage == "schema"
     with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=populate")) as server:
         with pytest.raises(RunFailed, match="all 6 documents failed in populate: HTTP 500 from the endpoint: internal error"):
             _run(server, tmp_path, "run2", retries=0)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from r3con._names import shown, special_kind
+from r3con._names import from_name_bytes, name_bytes, shown, special_kind
 from r3con._readers import NotText, decode_text
 
 
@@ -19,6 +19,20 @@ def test_shown_names_encode_as_utf8_and_stay_on_one_line(raw, expected):
     assert text == expected
     text.encode("utf-8")
     assert "\n" not in text
+
+
+@pytest.mark.parametrize("raw", [b"caf\xe9.txt", b"two\nlines.txt", b"/a/\xff\xfe/b.md"])
+def test_a_name_shown_escaped_keeps_its_bytes_to_find_the_file_again(raw):
+    name = os.fsdecode(raw)
+    kept = name_bytes(name)
+    assert kept is not None and kept.isascii()
+    assert from_name_bytes(kept) == name and os.fsencode(from_name_bytes(kept) or "") == raw
+
+
+@pytest.mark.parametrize("value", [None, "", 3, "not base64!"])
+def test_a_name_needing_no_bytes_has_none_and_bad_bytes_read_as_absent(value):
+    assert name_bytes("plain/Zoë.md") is None
+    assert from_name_bytes(value) is None
 
 
 def test_a_fifo_is_named_without_being_opened(tmp_path):

@@ -1,5 +1,6 @@
 """The whole pipeline through real HTTP against the scripted server, and its run folder."""
 
+import asyncio
 import json
 
 import pytest
@@ -95,11 +96,36 @@ async def test_too_many_failed_documents_fail_the_run_and_keep_what_was_done(tmp
 
     llm = ScriptedLLM({"relevance": lambda r: "note", "schema": lambda r: schema_reply(SIMPLE_SCHEMA), "populate": populate})
     settings = r3con.Settings.resolve(env={}, out_dir=tmp_path, populate_attempts=1, max_failed_share=0.5)
-    with pytest.raises(RunFailed, match="2 of 3 documents failed in populate"):
-        await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm))
+    ends: list[r3con.RunEnd] = []
+    with pytest.raises(RunFailed, match="2 of 3 documents failed in populate") as failed:
+        await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm), on_end=ends.append)
     (folder,) = tmp_path.iterdir()
     assert json.loads((folder / "error.json").read_text())["stage"] == "populate"
     assert (folder / "notes" / "round-2.json").is_file() and (folder / "schema.json").is_file()
+    assert ends == [r3con.RunEnd(failed.value, folder, "populate", folder / "report.html")], \
+        "the error raised as it was, and beside it where the run left off"
+    assert not set(vars(failed.value)) & {"run_dir", "stage", "report", "report_error"}
+
+
+class HangsInSchema(ScriptedLLM):
+    async def complete(self, request):
+        if request.stage == "schema":
+            await asyncio.Event().wait()
+        return await super().complete(request)
+
+
+async def test_a_cancelled_run_stays_cancelled_for_asyncio_and_says_where_it_left_off(tmp_path):
+    llm = HangsInSchema({"relevance": lambda r: "note"})
+    settings = r3con.Settings.resolve(env={}, out_dir=tmp_path)
+    ends: list[r3con.RunEnd] = []
+    with pytest.raises(TimeoutError):  # asyncio.timeout turns only the CancelledError it sent into TimeoutError
+        async with asyncio.timeout(0.5):
+            await run(TASK, r3con.documents_from_texts(TEXTS), settings, llm=stack(llm), on_end=ends.append)
+    (folder,) = tmp_path.iterdir()
+    [end] = ends
+    assert type(end.error) is asyncio.CancelledError and end.run_dir == folder and end.stage == "schema"
+    assert json.loads((folder / "error.json").read_text())["kind"] == "interrupted"
+    assert end.report == folder / "report.html" and end.report.is_file()
 
 
 async def test_degraded_documents_are_reported_and_shown_to_the_agent(tmp_path):

@@ -25,11 +25,12 @@ from .inputs import Inputs  # noqa: E402
 if TYPE_CHECKING:
     from .evidence import Evidence
     from .pipeline import RunResult, run
-    from .results import Failure
+    from .results import Failure, RunEnd
 
 # Imported on first use: the pipeline (the LLM client, the stages) is most of what importing r3con costs,
 # and `r3con` on the command line must be able to catch Ctrl-C (its main() does) before that is loaded.
-_LAZY = {"Evidence": "evidence", "RunResult": "pipeline", "run": "pipeline", "Failure": "results"}
+_LAZY = {"Evidence": "evidence", "RunResult": "pipeline", "run": "pipeline", "Failure": "results",
+         "RunEnd": "results"}
 
 
 def __getattr__(name: str) -> Any:
@@ -56,6 +57,7 @@ __all__ = [
     "OutputError",
     "ProviderError",
     "R3conError",
+    "RunEnd",
     "RunFailed",
     "RunResult",
     "SandboxError",

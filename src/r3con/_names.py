@@ -9,6 +9,7 @@ leads nowhere. `special_kind` names them from `os.stat` alone, before anything i
 
 from __future__ import annotations
 
+import base64
 import errno
 import os
 import re
@@ -31,6 +32,22 @@ def shown(path: str | Path) -> str:
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def name_bytes(path: str) -> str | None:
+    """The bytes of `path` (`os.fsencode`) in base64 when `shown` escapes it, so a manifest can find the file
+    again exactly; None when the shown name is the name."""
+    return None if shown(path) == path else base64.b64encode(os.fsencode(path)).decode("ascii")
+
+
+def from_name_bytes(value: object) -> str | None:
+    """The path `name_bytes` wrote, as Python names files (`os.fsdecode`); None when absent or not base64."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return os.fsdecode(base64.b64decode(value, validate=True))
+    except ValueError:  # binascii.Error: a hand-edited manifest
+        return None
 
 
 @dataclass(frozen=True)

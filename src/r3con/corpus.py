@@ -7,7 +7,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -25,7 +25,9 @@ class Document:
 
     `number` is the document's stable 1-based number in the corpus; a split document keeps its
     number and its parts are numbered 1..`parts`; `offset` is where a part's text starts in the whole
-    document's text (so evidence spans found in a part point into the document).
+    document's text (so evidence spans found in a part point into the document). `source` is the file's
+    name as shown (escaped, see `_names.shown`); `path` is the name it was read by, which may hold bytes
+    that are not UTF-8 (empty when it is `source`, or the document came from no file).
     """
 
     number: int
@@ -35,6 +37,7 @@ class Document:
     part: int = 1
     parts: int = 1
     offset: int = 0
+    path: str = field(default="", compare=False, repr=False)
 
     @cached_property
     def tokens(self) -> int:
@@ -108,7 +111,8 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
         first_with[digest] = source
-        docs.append(Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source))
+        docs.append(Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source,
+                             path="" if source == str(path) else str(path)))
         read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)

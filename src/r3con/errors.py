@@ -13,9 +13,16 @@
     ├── DiskFull               no space left to write the run folder (or the cache)    exit 1
     └── RunFailed              a stage failed in a way that makes the answer meaningless exit 1
 
-Every message is one line that says what to do. The pipeline sets `run_dir` (the run folder that keeps
-what was done) and `stage` on an error that ends a run, for the CLI to say where to continue. Third-party exceptions are translated at one
-boundary (the LLM client, the corpus readers, the sandbox) with `raise ... from exc`.
+Every message is one line that says what to do. Third-party exceptions are translated at one boundary
+(the LLM client, the corpus readers, the sandbox) with `raise ... from exc`.
+
+An exception carries what its constructor was given; nothing is attached to one that was caught
+(tests/test_layers.py checks), with one exception: the output guard adds the usage of its re-asks to an
+endpoint error passing through it (llm/output.py), for the ledger. A run that raises re-raises the very exception that ended it, so `except ProviderError` (or
+`asyncio.CancelledError`, for which asyncio compares types) catches what it always did; where the run left
+off (its folder, stage and report, for `--resume`) is not put on the exception but handed to
+`run(on_end=...)` as a `RunEnd`. Copying or wrapping the error instead would change its type for those
+who catch it, and a CancelledError or KeyboardInterrupt must stay what asyncio raised.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ class R3conError(Exception):
     """Base of every error r3con raises on purpose."""
 
     exit_code = 1
-    usage: object = None  # the Usage of calls made before the error (set by the LLM layers), if any
-    run_dir: Path | None = None  # the run folder that keeps what was done (set by the pipeline), if any
-    stage: str | None = None  # the stage the run was in when it ended (set by the pipeline), if any
+
+    def __init__(self, *args: object, usage: object = None):
+        super().__init__(*args)
+        self.usage = usage  # the Usage of calls made before the error (for the ledger), if any
 
 
 class ConfigError(R3conError):
@@ -56,13 +64,13 @@ class ProviderError(R3conError):
     """The endpoint answered a request with an error."""
 
     def __init__(self, message: str, *, status: int | None = None, body: str = "", endpoint: str = "",
-                 retry_after: float | None = None):
-        super().__init__(message)
+                 retry_after: float | None = None, proxy: str | None = None, usage: object = None):
+        super().__init__(message, usage=usage)
         self.status = status
         self.body = body
         self.endpoint = endpoint
         self.retry_after = retry_after  # seconds the endpoint asked us to wait (Retry-After), if it said
-        self.proxy: str | None = None  # the proxy the connection went through and failed at, if any
+        self.proxy = proxy  # the proxy the connection went through and failed at, if any
 
 
 class ContextTooLong(ProviderError):

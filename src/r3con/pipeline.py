@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -24,7 +23,7 @@ from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
 from .recording import RunRecord
 from .report import try_write_report
-from .results import Failure
+from .results import Failure, RunEnd
 from .reuse import Reuse
 from .sandbox import SandboxLimits
 from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
@@ -143,7 +142,7 @@ async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None,
-    cap: CostCap | None = None,
+    cap: CostCap | None = None, on_end: Callable[[RunEnd], object] | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
@@ -152,6 +151,8 @@ async def run(
     from (`load_corpus`); the run adds parts and degraded documents to it.
     had succeeded there costs nothing again, and `--max-cost` counts what its earlier attempts paid.
     `cap`: a spending cap shared with other runs (instead of one from `settings.max_cost_usd`).
+    `on_end`: called, before the error propagates, with how a run that raises ended (its run folder, stage
+    and report); the error itself is raised as it was (see errors.py).
     The folder is created only once the endpoint answered; a start that fails before any LLM call
     leaves no folder behind.
     """
@@ -164,38 +165,39 @@ async def run(
     docs = tuple(documents)
     if llm is not None:
         parts = await split_documents_async(docs, part_budget(settings, llm.endpoint.context_window))
-        run_dir.open(new=not resumed)
-        return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs)
+        return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
+                             on_end=on_end)
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
-        # split before the folder is made: a run killed while a large document is split leaves no empty folder
+        # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
+        # killed while a large document is split or hashed leaves no empty folder
         parts = await split_documents_async(docs, part_budget(settings, stack.endpoint.context_window))
-        run_dir.open(new=not resumed)
         if notes_ranking(settings) != "embeddings":
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
-                                 own=True)
+                                 own=True, on_end=on_end)
         async with stack.embedder(settings, "relevance") as embedder:
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None, own=True)
+                                 embed=embedder.embed if embedder is not None else None, own=True, on_end=on_end)
 
 
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...],
                   parts: tuple[Document, ...], settings: Settings, llm: LLMStack, progress: Progress,
-                  inputs: Inputs | None, embed: Embed | None = None, own: bool = False) -> RunResult:
+                  inputs: Inputs | None, embed: Embed | None = None, own: bool = False,
+                  on_end: Callable[[RunEnd], object] | None = None) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
+    stopped: list[str] = []  # the stage a run that raised was in (none if it raised before its record began)
     try:
         result = await _run(task, docs, parts, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
-                            replayed=llm.replayed if own else None)
+                            replayed=llm.replayed if own else None, stopped=stopped.append)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
         used = llm.ledger.total()
         if not resumed and not (used.calls or used.cache_hits):
             run_dir.discard_if_unused()  # a start that failed before any LLM call leaves no folder
-        if run_dir.path.is_dir():
-            path, problem = try_write_report(run_dir.path)
-            with suppress(AttributeError):  # for the CLI's report line
-                exc.report, exc.report_error = path, problem  # type: ignore[attr-defined]
+        path, problem = try_write_report(run_dir.path) if run_dir.path.is_dir() else (None, None)
+        if stopped and on_end is not None:
+            on_end(RunEnd(exc, run_dir.path, stopped[-1], path, problem))
         raise
     finally:
         run_dir.seal()
@@ -212,9 +214,10 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], settings: Settings,
                llm: LLMStack, run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None) -> RunResult:
+               embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None,
+               stopped: Callable[[str], object] = lambda stage: None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
-    outcome goes to the run folder's record as it comes."""
+    outcome goes to the run folder's record as it comes (and `stopped` hears the stage a failure ended)."""
     started = time.perf_counter()
     window = llm.endpoint.context_window
     part_tokens = part_budget(settings, window)
@@ -291,6 +294,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         reuse.finish(schema)
     except BaseException as exc:
         ended = record.ended(exc)
+        stopped(record.stage)
         if ended is not exc:
             raise ended from exc
         raise

@@ -19,6 +19,8 @@ from contextlib import suppress
 from typing import Any
 
 from ._fanout import cause_of
+from ._names import name_bytes
+from ._names import shown as shown_name
 from ._version import __version__
 from .artifacts import RunDir, disk_full, is_disk_full
 from .config import Settings
@@ -70,6 +72,7 @@ class RunRecord:
         }
         manifest["fallbacks"] = self.fallbacks
         self.manifest = manifest
+        run_dir.open(new=not resumed)  # made only now, with its manifest: see pipeline.run
         run_dir.write_json("manifest.json", manifest)
         _write_documents(run_dir, docs)
 
@@ -140,7 +143,8 @@ class RunRecord:
 
     def ended(self, exc: BaseException) -> BaseException:
         """What ended the run, in error.json (with the traceback for our own bugs), and the usage and
-        manifest so far; returns the error to raise (DiskFull for a full disk). Never raises: the disk
+        manifest so far; returns the error to raise (DiskFull for a full disk), leaving `exc` as it was (the
+        pipeline hands the run folder and stage to `run(on_end=...)`). Never raises: the disk
         may be full, and the error that ended the run is the one to report."""
         stage = self.stage
         if isinstance(exc, R3conError):
@@ -152,9 +156,6 @@ class RunRecord:
         record: dict[str, Any] = {"stage": stage, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
         if kind == "internal error":
             record["traceback"] = "".join(traceback.format_exception(exc))
-        with suppress(AttributeError):
-            exc.run_dir = self.run_dir.path  # type: ignore[attr-defined]  # any exception takes attributes
-            exc.stage = stage  # type: ignore[attr-defined]
         with suppress(OSError):
             self.run_dir.write_json("error.json", record)
             self._save()
@@ -196,7 +197,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, **_absolute(d.source), "chars": len(d.text),
+            {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
              "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
              "parts": sum(1 for p in parts if p.number == d.number)}
             for d in docs
@@ -241,6 +242,16 @@ def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
         for d in docs))
 
 
-def _absolute(source: str) -> dict[str, str]:
-    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it."""
-    return {} if source.startswith("<") else {"path": os.path.abspath(source)}
+def _where(doc: Document) -> dict[str, str]:
+    """{"path": the absolute path} of a document read from a file, so a resume from another folder finds it;
+    with "source_b64" and "path_b64" (`_names.name_bytes`) when a name is shown escaped, so a resume finds
+    the very file, not its printable name."""
+    real = doc.path or doc.source
+    if real.startswith("<"):
+        return {}
+    absolute = os.path.abspath(real)
+    out = {"path": shown_name(absolute)}
+    for key, name in (("source_b64", real), ("path_b64", absolute)):
+        if (raw := name_bytes(name)) is not None:
+            out[key] = raw
+    return out

@@ -15,6 +15,18 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class RunEnd:
+    """How a run that raised ended (what `run(on_end=...)` is given): the error it raised, the run folder that
+    keeps what was done, the stage it was in, and its report (or why none was written)."""
+
+    error: BaseException
+    run_dir: Path
+    stage: str
+    report: Path | None = None
+    report_error: str | None = None
+
+
+@dataclass(frozen=True)
 class Failure:
     """A document that a stage had to go on without (the run is degraded, not failed)."""
 

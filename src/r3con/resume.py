@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ._names import from_name_bytes, shown
 from .config import Settings
 from .corpus import Document, text_sha256
 from .errors import ConfigError, InputError
@@ -119,12 +120,13 @@ def locate_sources(plan: ResumePlan) -> tuple[list[str], str | None]:
     moved: list[str] = []
     gone: list[str] = []
     for source, entry in zip(plan.sources, plan.documents or [{}] * len(plan.sources), strict=True):
-        absolute = str(entry.get("path") or "")
-        if Path(source).exists() and (not absolute or os.path.abspath(source) == absolute or not Path(absolute).exists()):
-            found.append(source)
+        named = from_name_bytes(entry.get("source_b64")) or source  # the very name, where it is shown escaped
+        absolute = from_name_bytes(entry.get("path_b64")) or str(entry.get("path") or "")
+        if Path(named).exists() and (not absolute or os.path.abspath(named) == absolute or not Path(absolute).exists()):
+            found.append(named)
         elif absolute and Path(absolute).exists():
             found.append(absolute)
-            moved.append(absolute)
+            moved.append(shown(absolute))
         else:
             gone.append(source)
     if gone:

@@ -153,6 +153,67 @@ def test_with_no_cache_a_raised_cap_pays_only_the_calls_not_answered(server, tmp
     assert paid["cache_hits"] >= spent["calls"] - 2  # a call cut by the cap is asked again
 
 
+def _latin1_workspace(root: Path) -> Path:
+    """root/work/docs: a letter whose name is Latin-1 (the byte \\xe9, not UTF-8) beside an ordinary one."""
+    docs = root / "work" / "docs"
+    docs.mkdir(parents=True)
+    try:
+        fd = os.open(os.fsencode(docs) + b"/caf\xe9.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as exc:  # a file system that allows only UTF-8 names (macOS)
+        pytest.skip(f"this file system refuses a name that is not UTF-8: {exc}")
+    with os.fdopen(fd, "w") as f:
+        f.write("Letter from the cafe\n\n" + "Ann Lee wrote to Bob Stone from the cafe on day 3. " * 30)
+    (docs / "plain.txt").write_text("Letter 2\n\n" + "Bob Stone wrote back to Ann Lee on day 5. " * 30)
+    (root / "prices.json").write_text(json.dumps(PRICES))
+    return docs
+
+
+def _documents(folder: Path) -> list[tuple[str, str]]:
+    return [(d["source"], d["sha256"]) for d in json.loads((folder / "manifest.json").read_text())["documents"]]
+
+
+@pytest.mark.parametrize("where", ["elsewhere", "work"])
+def test_a_document_whose_name_is_not_utf8_is_found_again_on_resume(where, server, tmp_path):
+    docs = _latin1_workspace(tmp_path)
+    first = _start(server, tmp_path)
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "runs" / Path(json.loads(first.stdout)["run_dir"]).name
+    before = _documents(folder)
+    assert sorted(s for s, _ in before) == ["docs/caf\\xe9.txt", "docs/plain.txt"], "shown escaped"
+    (cafe,) = [d for d in json.loads((folder / "manifest.json").read_text())["documents"] if "caf" in d["source"]]
+    assert cafe["path"] == f"{docs}/caf\\xe9.txt", "the printable name stays for display"
+    cwd = tmp_path / where
+    cwd.mkdir(exist_ok=True)
+    calls = _chat_calls(server)
+    again = _resume(server, folder, cwd)
+    assert again.returncode == 0, again.stderr
+    assert _chat_calls(server) == calls, "every call was answered before: none is sent again"
+    after = _documents(folder)  # from elsewhere, named by the absolute paths they were read at
+    assert [(Path(s).name, h) for s, h in after] == [(Path(s).name, h) for s, h in before], "same content hashes"
+    read = sorted(e["source"] for e in json.loads(again.stdout)["inputs"]["read"])
+    if where == "work":  # found as the run named them
+        assert read == ["docs/caf\\xe9.txt", "docs/plain.txt"]
+        assert "another folder" not in again.stderr
+    else:  # found at the absolute paths, printed escaped
+        assert read == [f"{docs}/caf\\xe9.txt", f"{docs}/plain.txt"]
+        (line,) = [line for line in again.stderr.splitlines() if "another folder" in line]
+        assert f"{docs}/caf\\xe9.txt" in line, "the name it was read at, printed escaped"
+    again.stderr.encode("utf-8")  # every line printable: nothing of the raw name leaks out
+    assert json.loads(again.stdout)["answer"] == json.loads(first.stdout)["answer"]
+
+
+def test_a_manifest_without_the_name_bytes_still_resumes_by_its_paths(server, tmp_path):
+    _workspace(tmp_path)
+    first = _start(server, tmp_path)
+    folder = tmp_path / "runs" / Path(json.loads(first.stdout)["run_dir"]).name
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert not any("source_b64" in d or "path_b64" in d for d in manifest["documents"]), "only escaped names need them"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = _resume(server, folder, elsewhere, "-q")
+    assert again.returncode == 0, again.stderr
+
+
 def _big_file(folder: Path, megabytes: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "big.txt"

@@ -53,10 +53,12 @@ async def test_a_failed_run_still_writes_a_report_with_what_it_did_and_why_it_st
     docs = r3con.load_documents(sorted(FIXTURES.glob("*.txt")))
     with FakeLLMServer(faults=FaultPlan.parse("500=1.0,max=1000,only=populate")) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path, retries=0)
+        ends: list[r3con.RunEnd] = []
         with pytest.raises(r3con.RunFailed) as failed:
-            await run(QUESTION, docs, settings)
-    report = failed.value.report
-    assert report is not None and report.parent == failed.value.run_dir and failed.value.report_error is None
+            await run(QUESTION, docs, settings, on_end=ends.append)
+    [end] = ends
+    report = end.report
+    assert end.error is failed.value and report is not None and report.parent == end.run_dir and end.report_error is None
     data = _payload(report.read_text(encoding="utf-8"))
     assert data["error"]["stage"] == "populate" and data["answer"] is None
     assert data["rounds"] == 2 and data["schema_tables"], "the notes and schema it made are in the report"

@@ -10,9 +10,9 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,10 +22,14 @@ from ..config import Settings, endpoint_flags, parse_stage_models
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
+from ._ended import failed, report_line
 from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
 from ._question import read_question
 from ._warnings import warn_many_rounds, warn_unknown_variables
+
+if TYPE_CHECKING:
+    from ..results import RunEnd
 
 app = typer.Typer(
     name="r3con", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -195,24 +199,24 @@ def run(
         check_documents(plan, corpus.documents)
         corpus = dataclasses.replace(corpus, inputs=carried_inputs(plan, corpus.inputs))
     progress = make_progress(quiet)
-    interrupted: KeyboardInterrupt | None = None
+    ends: list[RunEnd] = []  # how the run left off, if it raised
+    stopped: BaseException | None = None
     try:
         with terminate_as_interrupt() as signals:
             result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
-                                              run_folder=resume, inputs=corpus.inputs))
-    except KeyboardInterrupt as exc:
-        interrupted = exc
-    except Exception as exc:
-        with suppress(AttributeError):
-            exc.quiet = quiet  # type: ignore[attr-defined]  # main() then prints no report line after the error
-        raise
+                                              run_folder=resume, inputs=corpus.inputs, on_end=ends.append))
+    except (KeyboardInterrupt, Exception) as exc:
+        stopped = exc  # said once the progress display is closed
     finally:
         if progress is not None:
             progress.close()
-    if interrupted is not None:
-        print(interrupted_line(interrupted), file=sys.stderr)
-        report_line(interrupted, quiet=quiet)
+    end = ends[-1] if ends else None
+    if isinstance(stopped, KeyboardInterrupt):
+        print(interrupted_line(end), file=sys.stderr)
+        report_line(end, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
+    if stopped is not None:
+        raise typer.Exit(failed(stopped, end, quiet=quiet))
     with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
         _print_run(result, as_json, quiet, strict)
 
@@ -241,18 +245,6 @@ def _names_input(spec: str) -> bool:
     if os.path.lexists(os.path.expanduser(spec)):
         return True
     return glob.has_magic(spec) and bool(glob.glob(os.path.expanduser(spec), recursive=True))
-
-
-def report_line(outcome: object, *, quiet: bool = False) -> None:
-    """`report: PATH` on stderr for a run's result or the exception that ended it, or one warning line
-    when the report could not be written (the run's own outcome stands either way)."""
-    links = (outcome, getattr(outcome, "__context__", None), getattr(outcome, "__cause__", None))
-    source = next((o for o in links if hasattr(o, "report") or hasattr(o, "report_error")), outcome)
-    path, problem = getattr(source, "report", None), getattr(source, "report_error", None)
-    if problem:
-        print(f"r3con: warning: {problem}", file=sys.stderr)
-    elif path is not None and not quiet:
-        print(path_lines("report", path), file=sys.stderr)
 
 
 @app.command()
@@ -307,12 +299,11 @@ def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began
         raise typer.Exit(130) from None
 
 
-def interrupted_line(exc: BaseException) -> str:
+def interrupted_line(end: RunEnd | None) -> str:
     """What an interrupted run says: where the run folder is, what it kept, and how to continue."""
-    folder = next((getattr(e, "run_dir", None) for e in (exc, exc.__context__, exc.__cause__)
-                   if getattr(e, "run_dir", None) is not None), None)
-    if folder is None:
+    if end is None:
         return "r3con: interrupted before the run began; nothing was sent"
+    folder = end.run_dir
     calls = Path(folder) / "calls.jsonl"
     count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
     return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "

@@ -139,10 +139,9 @@ class Endpoint:
             raise ProviderError(f"{self.base_url}: request timed out (after {waited:g} s)",
                                 endpoint=self.base_url) from exc
         except aiohttp.ClientProxyConnectionError as exc:
-            error = ProviderError(f"{self.base_url}: cannot connect to the proxy {proxy_shown(self._proxy)} "
-                                  f"({exc.os_error or exc})", endpoint=self.base_url)
-            error.proxy = proxy_shown(self._proxy)
-            raise error from exc
+            raise ProviderError(f"{self.base_url}: cannot connect to the proxy {proxy_shown(self._proxy)} "
+                                f"({exc.os_error or exc})", endpoint=self.base_url,
+                                proxy=proxy_shown(self._proxy)) from exc
         except aiohttp.ClientConnectorError as exc:
             raise ProviderError(f"{self.base_url}: cannot connect to {url} ({exc.os_error or exc})",
                                 endpoint=self.base_url) from exc

@@ -53,9 +53,9 @@ class OutputChecked:
             total = total + completion.usage
             if completion.refusal or completion.finish_reason == "content_filter":
                 total = total.with_event("refusals")
-                raise _attach(OutputError(
+                raise OutputError(
                     f"the model refused to answer ({(completion.refusal or 'content filter')[:200]}); "
-                    "rephrase the question or use another model"), total)
+                    "rephrase the question or use another model", usage=total)
             if completion.finish_reason == "length":
                 total = total.with_event("length")
                 text = visible_text(completion)
@@ -68,9 +68,9 @@ class OutputChecked:
                 if reasks < 1 and self.budget.take():  # once more at the same budget, never a bigger one
                     reasks += 1
                     continue
-                raise _attach(OutputError(
+                raise OutputError(
                     f"{problem} ({request.stage} stage); raise the stage's max tokens (at most "
-                    "R3CON_MAX_TOKENS_CAP) or try another model"), total)
+                    "R3CON_MAX_TOKENS_CAP) or try another model", usage=total)
             elif not visible_text(completion) and not completion.tool_calls:
                 if (completion.reasoning or "").strip():
                     return replace(completion, usage=total.with_event("reasoning_only"))
@@ -81,12 +81,13 @@ class OutputChecked:
             if reasks < self.reasks and self.budget.take():
                 reasks += 1
                 continue
-            raise _attach(OutputError(f"{problem} after {reasks + 1} attempts ({request.stage} stage); "
-                                      "raise the stage's max tokens or try another model"), total)
+            raise OutputError(f"{problem} after {reasks + 1} attempts ({request.stage} stage); "
+                              "raise the stage's max tokens or try another model", usage=total)
 
 
 def _attach(exc: R3conError, usage: Usage) -> R3conError:
-    """Add `usage` (calls already made) to what the error carries, for the ledger."""
+    """Add `usage` (re-asks already made) to what an endpoint error passing through carries, for the ledger
+    (the one attribute set on a caught exception: copying it would change what callers catch)."""
     before = exc.usage if isinstance(exc.usage, Usage) else Usage()
     exc.usage = before + usage
     return exc

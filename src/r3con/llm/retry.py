@@ -139,9 +139,8 @@ class Retrying:
 
 def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int, *, hint: bool = True) -> ProviderError:
     advice = "; check the endpoint or raise --retries" if hint else ""
-    error = ProviderError(
+    return ProviderError(
         f"{endpoint or exc.endpoint}: giving up {why}; last error: {exc}{advice}",
         status=exc.status, body=exc.body, endpoint=exc.endpoint or endpoint, retry_after=exc.retry_after,
+        usage=Usage(events={"retries": retries}) if retries else None,
     )
-    error.usage = Usage(events={"retries": retries}) if retries else None
-    return error

@@ -1,0 +1,59 @@
+"""How a command that failed ends: one error line, the report line of a run that raised, an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..artifacts import is_disk_full
+from ..display import path_lines
+from ..errors import DiskFull, R3conError
+
+if TYPE_CHECKING:
+    from ..pipeline import RunResult
+    from ..results import RunEnd
+
+
+def failed(exc: BaseException, end: RunEnd | None = None, *, quiet: bool = False) -> int:
+    """Say how a command failed: its one error line (and the report line of a run that ended, `end`);
+    returns the exit code. Our own bugs print their traceback too with R3CON_DEBUG=1."""
+    if not isinstance(exc, R3conError) and os.environ.get("R3CON_DEBUG"):
+        traceback.print_exception(exc)
+    print(error_line(exc, end), file=sys.stderr)
+    report_line(end, quiet=quiet)
+    return exc.exit_code if isinstance(exc, R3conError) else 1
+
+
+def error_line(exc: BaseException, end: RunEnd | None = None) -> str:
+    """The one line an error ends a command with: what happened, its cause, and where the run folder is
+    (`end`: how the run it ended left off, if it ended one)."""
+    folder: Path | None = end.run_dir if end is not None else exc.run_dir if isinstance(exc, DiskFull) else None
+    if isinstance(exc, R3conError):
+        during = end.stage if end is not None else exc.stage if isinstance(exc, DiskFull) else None
+        stage = f" in {during}" if during and during not in str(exc) else ""
+        line = f"r3con: error{stage}: {exc}"
+        if folder is not None:
+            line = line.replace("--resume RUN_DIR", f"--resume {folder}")  # messages written before the folder was known
+        if folder is not None and "--resume" not in line:
+            line += f"; then continue with r3con run --resume {folder} (the run folder keeps what was done)"
+        return line
+    if is_disk_full(exc):
+        where = getattr(exc, "filename", None) or folder or "the output folder"
+        return f"r3con: error: no space left on the device while writing {where}; free some space and run again"
+    saved = f"with {folder / 'error.json'}, which holds the traceback" if folder is not None else \
+        "set R3CON_DEBUG=1 for the traceback"
+    return f"r3con: internal error: {type(exc).__name__}: {exc} (a bug in r3con: please report it, {saved})"
+
+
+def report_line(outcome: RunResult | RunEnd | None, *, quiet: bool = False) -> None:
+    """`report: PATH` on stderr for a run's result or how a run that raised ended, or one warning line
+    when the report could not be written (the run's own outcome stands either way)."""
+    if outcome is None:
+        return
+    if outcome.report_error:
+        print(f"r3con: warning: {outcome.report_error}", file=sys.stderr)
+    elif outcome.report is not None and not quiet:
+        print(path_lines("report", outcome.report), file=sys.stderr)  # the path alone on its line
