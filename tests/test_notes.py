@@ -254,3 +254,40 @@ async def test_documents_without_a_note_share_the_selection_for_the_task_and_get
     assert all(t.index("</notes") < t.index("<document number=") for t in ledgers)
     assert all(t.startswith("<document number=") for t in letters), "selected for their own note: document first"
     assert result.selections.shared_first == 4
+
+
+async def test_a_large_set_of_notes_is_chosen_as_a_full_ranking_would_choose_it(monkeypatch):
+    """Over many notes (with many equal scores), reading the ranking only as far as the budget lasts chooses
+    exactly what sorting every note would: the same text, counts and keys, for queries with and without a
+    line of their own, with and without an excluded note."""
+    import random
+
+    from r3con import notes as notes_module
+
+    rng = random.Random(11)
+    words = "revenue growth year company profit harbour ship storm letter report increase percent market".split()
+    refs = [NoteRef(str(i), f"T{i}", " ".join(rng.choice(words) for _ in range(rng.randint(1, 40))))
+            for i in range(1, 1501)]
+    queries = [("revenue growth", None), ("revenue growth\nship storm harbour", "7"), ("market\nprofit", "1500")]
+    for budget in (300, 4000, 20_000):
+        partial = NotesSelector(refs, budget)
+        chosen = [await partial.select(q, exclude=ex) for q, ex in queries]
+        monkeypatch.setattr(notes_module, "_FIRST", 10**9)  # every choice from the whole order, sorted
+        whole = NotesSelector(refs, budget)
+        expected = [await whole.select(q, exclude=ex) for q, ex in queries]
+        monkeypatch.undo()
+        for got, want in zip(chosen, expected, strict=True):
+            assert (got.text, got.shown, got.indexed, got.omitted, got.tokens, got.full, got.listed) == (
+                want.text, want.shown, want.indexed, want.omitted, want.tokens, want.full, want.listed)
+        assert any(c.selected for c in chosen)
+
+
+async def test_a_choice_kept_without_its_text_renders_the_same_text():
+    refs = [NoteRef(str(i), f"T{i}", f"Ann Lee met Bob Stone in Oslo on day {i}.") for i in range(1, 60)]
+    for budget in (None, 200, 2000):
+        selector = NotesSelector(refs, budget)
+        full = await selector.select("Who met in Oslo?", exclude="3")
+        kept = await selector.select("Who met in Oslo?", exclude="3", compact=True)
+        assert kept.text == "" and selector.text_of(kept) == full.text
+        assert (kept.shown, kept.indexed, kept.omitted, kept.tokens, kept.full) == (
+            full.shown, full.indexed, full.omitted, full.tokens, full.full)

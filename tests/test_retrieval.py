@@ -44,3 +44,14 @@ def test_within_budget_skips_what_does_not_fit_and_keeps_order():
     assert within_budget([2, 0, 1, 3, 4], costs, 1000) == [2, 3]
     assert within_budget([0, 1, 2, 3, 4], costs, 1000) == [0, 1, 3]
     assert within_budget([0, 1, 2, 3, 4], costs, 10_000, limit=2) == [0, 1]
+
+
+def test_queries_sharing_a_first_line_score_as_if_each_were_scored_alone():
+    from r3con.notes import terms
+
+    texts = ["Ann Lee lives in Oslo", "Bob Stone wrote to Ann", "Cara moved to Bergen", "Oslo and Bergen ships"]
+    shared = BM25(texts, tokenize=terms, distinct_query_terms=True)
+    for query in ("Who lives in Oslo?\nAnn wrote", "Who lives in Oslo?\nBergen ships Oslo", "Who lives in Oslo?",
+                  "Where is Bergen?\nCara"):
+        alone = BM25(texts, tokenize=terms, distinct_query_terms=True)
+        assert shared.scores(query) == alone.scores(query)

@@ -38,22 +38,14 @@ async def fan_out(
     prefixes its error) in its place. Any other r3con error (a budget stop, a configuration error)
     stops the stage: no item starts after it, the calls already under way finish (they are paid for,
     and the cache keeps them for a rerun), then the first such error is raised as it was. Our own bugs
-    cancel the other items at once and propagate unchanged.
+    cancel the other items at once and propagate unchanged. With a `limit`, `limit` workers take the
+    items in order, so what is held at once (tasks, prompts) follows the limit, not the number of items.
     """
-    gate = asyncio.Semaphore(limit) if limit else None
     stops: list[R3conError] = []
-
-    async def guarded(item: T) -> R:
-        if gate is None:
-            return await fn(item)
-        async with gate:
-            if stops:  # the stage is stopping: do not start another item
-                raise stops[0]
-            return await fn(item)
 
     async def one(item: T) -> R | Failure | None:
         try:
-            return await guarded(item)
+            return await fn(item)
         except DOCUMENT_ERRORS as exc:
             error = f"{context}: {exc}" if context else str(exc)
             return Failure(stage=stage, doc=key(item), error=error, cause=cause_of(exc))
@@ -61,17 +53,34 @@ async def fan_out(
             stops.append(exc)
             return None
 
+    results: list[R | Failure | None] = [None] * len(items)
+    queue = iter(enumerate(items))
+
+    async def worker() -> None:
+        for i, item in queue:  # one iterator shared by the workers: each item taken once, in order
+            if stops:  # the stage is stopping: do not start another item
+                return
+            results[i] = await one(item)
+
+    async def each(i: int, item: T) -> None:
+        results[i] = await one(item)
+
     error: BaseException | None = None
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(item)) for item in items]
+            if limit:
+                for _ in range(min(limit, len(items))):
+                    group.create_task(worker())
+            else:
+                for i, item in enumerate(items):
+                    group.create_task(each(i, item))
     except BaseExceptionGroup as failed:
         error = _first(failed)
     if error is None and stops:
         error = stops[0]
     if error is not None:
         raise error  # outside the handler, so the error keeps its own context
-    return [result for task in tasks if (result := task.result()) is not None]
+    return [result for result in results if result is not None]
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:

@@ -69,18 +69,32 @@ def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> W
             raise InputError(special.refusal(text))
         else:
             raise InputError(f"no such file or folder: {shown(text)}; pass existing files, folders or globs")
-    seen: set[Path] = set()
+    seen: set[str] = set()
     unique = []
+    folders: dict[str, str] = {}  # a folder -> its real path: resolved once, not once per file in it
     for p in files:
         try:
-            r = p.resolve()
+            r = real_path(p, folders)
         except (OSError, RuntimeError):  # a link that loops: kept, for the reader to name
-            r = Path(os.path.abspath(p))
+            r = os.path.abspath(p)
         if r not in seen:
             seen.add(r)
             unique.append(p)
     return Walk(files=tuple(unique), excluded=tuple(ExcludedInput(s, r) for s, r in excluded.items()),
                 unreadable=tuple(unlisted))
+
+
+def real_path(path: Path, folders: dict[str, str] | None = None) -> str:
+    """`path` with links and `..` resolved, as `Path.resolve` gives it; `folders` caches the folders' real
+    paths, so that a large folder costs one look-up per file rather than one per path component."""
+    if os.path.islink(path) or ".." in path.parts:
+        return os.path.realpath(path)
+    parent, name = os.path.split(os.path.abspath(path))
+    if folders is None:
+        return os.path.join(os.path.realpath(parent), name)
+    if parent not in folders:
+        folders[parent] = os.path.realpath(parent)
+    return os.path.join(folders[parent], name)
 
 
 def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
@@ -148,7 +162,7 @@ def folder_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
 
 def file_rule(path: Path, root: Path, rules: WalkRules) -> str | None:
     """Why a walk does not read the file `path` (below `root`), or None."""
-    if rule := _user_rule(path.relative_to(root), path.name, rules):
+    if rules.exclude and (rule := _user_rule(path.relative_to(root), path.name, rules)):
         return rule
     if path.name.startswith(".") and not rules.include_hidden:
         return "hidden"

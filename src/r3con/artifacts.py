@@ -29,6 +29,7 @@ import re
 import secrets
 import shutil
 import sqlite3
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,9 +96,14 @@ class RunDir:
             target.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
 
     def write_json(self, name: str, data: Any) -> Path:
-        return self.write_text(name, json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n")
+        """`data` as JSON, indented for reading; beyond 200,000 characters on one line (indenting goes through
+        Python's slow encoder: seconds for a large corpus's manifest)."""
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        if len(text) <= _INDENT_UP_TO:
+            text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
+        return self.write_text(name, text + "\n")
 
-    def write_text(self, name: str, text: str) -> Path:
+    def write_text(self, name: str, text: str | Iterable[str]) -> Path:
         target = self.path / name
         self._folder(target)
         return write_atomic(target, text)
@@ -117,6 +123,7 @@ class RunDir:
         return write_atomic(target, buffer.getvalue(), newline="")
 
 
+_INDENT_UP_TO = 200_000  # characters of JSON a run folder's file is indented up to
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 

@@ -79,6 +79,8 @@ class Settings:
     sandbox_timeout_s: float = 60.0
     sandbox_memory_mb: int = 4096
     embedding_model: str | None = None  # /v1/embeddings model for dense retrieval (rag, raptor); None: BM25 only
+    corpus_store: bool = True  # keep what does not depend on the question per document content (`store`)
+    corpus_dir: Path | None = None  # resolve(): `corpus/` beside the LLM cache; the store's folder
 
     def model_for(self, stage: str) -> str | None:
         """The model for `stage`: a per-stage choice if set, else the default model."""
@@ -137,6 +139,8 @@ class Settings:
         values["stage_models"] = stage_models
         if values.get("cache_path") is None:
             values["cache_path"] = default_cache_path(env)
+        if values.get("corpus_dir") is None and values["cache_path"] is not None:
+            values["corpus_dir"] = Path(values["cache_path"]).parent / "corpus"
         for name in _HEADER_VALUES:
             if isinstance(values.get(name), str):
                 values[name] = _header_value(values[name], given.get(name, flag(name)))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from ._names import shown, special_kind
 from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
@@ -17,6 +18,52 @@ from ._walk import WalkRules, walk_paths
 from .errors import EncryptedDocument, InputError
 from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
 from .tokens import estimate_tokens, longest_prefix_within, max_piece_chars
+
+if TYPE_CHECKING:
+    from ._readers import FileText
+
+
+class FileReader(Protocol):
+    """Reads a corpus's files for one load (`store.StoredReader`): `preload`, `read` each, `finish`."""
+
+    def preload(self, roots: Sequence[str | Path]) -> None: ...
+
+    def read(self, path: Path) -> tuple[FileText, str]: ...
+
+    def finish(self, roots: Sequence[str | Path] = ()) -> FilesSeen: ...
+
+
+class ReadsFiles(Protocol):
+    """What `load_corpus` reads through: the corpus store (`store.CorpusStore`)."""
+
+    def reader(self, pdf_password: str | None = None) -> FileReader: ...
+
+
+@dataclass(frozen=True)
+class FilesSeen:
+    """What loading a corpus took from the store and what it had to read again, in files.
+
+    `unchanged`: stat matched, neither read nor hashed; `touched`: stat changed, bytes the same
+    (hashed, not extracted); `renamed`: a path the store did not know holding bytes it did (renamed or
+    copied; not extracted); `read`: new or changed content, read and extracted; `deleted`: paths the
+    store knew under the folders walked that are gone (they drop out, their content stays keyed).
+    """
+
+    unchanged: int = 0
+    touched: int = 0
+    renamed: int = 0
+    read: int = 0
+    deleted: int = 0
+
+    @property
+    def reused(self) -> int:
+        return self.unchanged + self.touched + self.renamed
+
+    def to_dict(self) -> dict[str, int]:
+        return {"unchanged": self.unchanged, "touched": self.touched, "renamed": self.renamed,
+                "read": self.read, "reused": self.reused, "deleted": self.deleted}
+
+
 
 
 @dataclass(frozen=True)
@@ -62,16 +109,25 @@ class Corpus:
 
     documents: tuple[Document, ...]
     inputs: Inputs
+    stored: FilesSeen | None = None  # with a corpus store: which files it had to read again
+
+
+def with_tokens(doc: Document, tokens: int) -> Document:
+    """`doc` with its token count already known (kept by the corpus store), so it is not counted again."""
+    doc.__dict__["tokens"] = tokens  # what `cached_property` would store on first use
+    return doc
 
 
 def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), include_hidden: bool = False,
-                pdf_password: str | None = None) -> Corpus:
+                pdf_password: str | None = None, store: ReadsFiles | None = None) -> Corpus:
     """Read every file under `specs` into numbered documents, accounting for each file that was not read.
 
     Folder walks leave out run folders, hidden files, version control, virtualenvs and dependency
     folders, and what an `exclude` glob names. Unsupported, empty and binary files and PDFs without a
     text layer are skipped; files that cannot be read are unreadable; a file whose text equals an
-    earlier one's is read once. InputError when no document is left.
+    earlier one's is read once. InputError when no document is left. With a `store`, a file whose
+    content the store has seen is not read again (see `store`), and paths under the folders named that
+    are gone are forgotten.
     """
     walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
     docs: list[Document] = []
@@ -80,6 +136,9 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     unreadable: list[UnreadableInput] = list(walk.unreadable)
     duplicates: list[DuplicateInput] = []
     first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
+    reader = store.reader(pdf_password) if store is not None else None
+    if reader is not None:
+        reader.preload(specs)
     for path in walk.files:
         source = shown(path)
         if special := special_kind(path):  # never opened: a pipe would hang the run, /dev/zero never end
@@ -94,7 +153,11 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             skipped.append(SkippedInput(source, f"{kind} type: r3con reads {READABLE}", kind))
             continue
         try:
-            got = read_document(path, pdf_password=pdf_password)
+            if reader is not None:
+                got, digest = reader.read(path)
+            else:
+                got = read_document(path, pdf_password=pdf_password)
+                digest = text_sha256(got.text)
         except NotText as exc:
             skipped.append(SkippedInput(source, exc.reason, exc.kind))
             continue
@@ -106,7 +169,6 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         if not got.text.strip():
             skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
             continue
-        digest = text_sha256(got.text)
         if digest in first_with:
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
@@ -116,9 +178,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)
+    stored = reader.finish(specs) if reader is not None else None
     if not docs:
         raise InputError(_nothing_read(specs, inputs))
-    return Corpus(documents=tuple(docs), inputs=inputs)
+    return Corpus(documents=tuple(docs), inputs=inputs, stored=stored)
 
 
 def text_sha256(text: str, chunk: int = 1 << 20) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,14 +53,13 @@ def document_refs(note: str, keys: Iterable[str], own: str | None = None) -> lis
     A part's key ("3.2") when the note names an existing part, else the document's number when the
     corpus has that document (whole or split); the note's own document or part (`own`) is left out.
     """
-    known = set(keys)
-    numbers = {k.split(".")[0] for k in known}
+    known = keys if isinstance(keys, AbstractSet) else set(keys)  # a set given is not copied: a call per note
     mine = {own, own.split(".")[0]} if own else set()
     found: list[str] = []
     for m in _DOC_REF.finditer(note):
         number, part = m.group(1).lstrip("0") or "0", m.group(2) or m.group(3)
         key = f"{number}.{part}" if part and f"{number}.{part}" in known else number
-        if number in numbers and key not in mine and key not in found:
+        if (number in known or f"{number}.1" in known) and key not in mine and key not in found:
             found.append(key)
     return found
 

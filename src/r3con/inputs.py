@@ -129,7 +129,8 @@ class Inputs:
     def with_parts(self, parts: Sequence[Part]) -> Inputs:
         """The same account, with how many parts each read document was split into."""
         counts = Counter(p.number for p in parts)
-        return replace(self, read=tuple(replace(r, parts=counts.get(r.doc, r.parts)) for r in self.read))
+        return replace(self, read=tuple(r if counts.get(r.doc, r.parts) == r.parts else replace(r, parts=counts[r.doc])
+                                        for r in self.read))
 
     def with_degraded(self, failures: Iterable[Degrading]) -> Inputs:
         """The same account, with the documents the stages had to go on without."""

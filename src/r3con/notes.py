@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -76,7 +76,7 @@ def format_notes(refs: Sequence[NoteRef]) -> str:
 def round_entries(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
     """A round's notes for its record (notes/round-N.json): each with `refs`, the keys of the documents
     it names ("document 12"), for links and for knowing which notes name a document that left."""
-    keys = [p.key for p in parts]
+    keys = {p.key for p in parts}
     return [{"doc": p.key, "title": p.title, "note": notes[p.key],
              "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
 
@@ -134,6 +134,7 @@ class NotesChoice:
     tokens: int = 0
     full: tuple[str, ...] = ()  # the keys of the notes shown in full, and of those shown as index lines
     listed: tuple[str, ...] = ()
+    picks: _Picks | None = field(default=None, compare=False, repr=False)  # what `NotesSelector.text_of` renders
 
     @property
     def selected(self) -> bool:
@@ -170,6 +171,18 @@ class Shown:
     def to_dict(self) -> dict[str, Any]:
         return {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
                 "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}
+
+
+@dataclass(frozen=True)
+class _Picks:
+    """Which notes a choice shows in full and as index lines (positions, in the text's order), so that
+    a choice can be kept without its text and rendered when its call goes out."""
+
+    full: np.ndarray
+    index: np.ndarray
+    omitted: int
+    every_but: int | None = None  # every note but this position's, in full (no budget applied)
+    every: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,8 +225,10 @@ class NotesSelector:
         self._positions = {ref.label: i for i, ref in enumerate(self.refs)}
         self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
         self._total = sum(self._full_cost) + 4
+        self._min_full = min(self._full_cost, default=0)
         self._lines: list[_IndexLine] | None = None
         self._line_cost: list[int] = []
+        self._line_total = self._min_line = self._min_extra = 0
         self._bm25: BM25 | None = None
         self._vectors: np.ndarray | None = None
 
@@ -231,71 +246,106 @@ class NotesSelector:
         pos = self._positions.get(exclude) if exclude is not None else None
         return self._total - (self._full_cost[pos] if pos is not None else 0)
 
-    async def select(self, query: str, exclude: str | None = None, budget: int | None = None) -> NotesChoice:
+    async def select(self, query: str, exclude: str | None = None, budget: int | None = None, *,
+                     compact: bool = False) -> NotesChoice:
         """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
 
         `budget` overrides the selector's budget for this call (after a request did not fit the window).
+        `compact`: the choice without its text, as `compact` gives it (a plan of many calls; `text_of`).
         """
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
-        return await self._choose(query, exclude, budget)
+        choice = await self._choose(query, exclude, budget, render=not compact)
+        return self.compact(choice) if compact else choice
 
-    async def _choose(self, query: str, exclude: str | None, budget: int | None) -> NotesChoice:
-        keep = [i for i, r in enumerate(self.refs) if r.label != exclude]
+    async def _choose(self, query: str, exclude: str | None, budget: int | None, *,
+                      render: bool = True) -> NotesChoice:
+        # Every step is bounded by the notes a call can show, not by the corpus: the ranking is read
+        # best first only as far as the budget lasts (`_best_first`), and the loops stop once nothing
+        # could fit any more; the choice is the same as ranking every note and scanning all of them.
+        pos = self._positions.get(exclude) if exclude is not None else None
+        count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
-        if not keep or budget is None or full <= budget:
-            refs = [self.refs[i] for i in keep]
-            return NotesChoice(format_notes(refs), shown=len(refs), indexed=0, tokens=full,
-                               full=tuple(r.label for r in refs))
-        order = await self._rank(query, keep)
-        lines, line_cost = self._index()
-        index_cost = _INDEX_OVERHEAD + sum(line_cost[i] for i in keep)
+        if not count or budget is None or full <= budget:
+            every = _Picks(_NONE, _NONE, 0, every_but=pos, every=True)
+            return NotesChoice(self._render(every) if render else "", shown=count, indexed=0, tokens=full,
+                               full=tuple(r.label for i, r in enumerate(self.refs) if i != pos), picks=every)
+        scores = await self._scores(query)
+        _, line_cost = self._index()
+        index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
         remaining = budget - index_cost
-        shown: set[int] = set()
-        listed: set[int] = set(keep)
+        shown: list[int] = []
         if index_cost <= budget // 2:  # every other note at least as an index line; upgrade the best ranked
-            for i in order:
+            for i in _best_first(scores, pos):
+                if remaining < self._min_extra:
+                    break
                 extra = self._full_cost[i] - line_cost[i]
                 if extra <= remaining:
-                    shown.add(i)
+                    shown.append(i)
                     remaining -= extra
+            taken = set(shown)
+            indexed = [i for i in range(len(self.refs)) if i != pos and i not in taken]
         else:  # the index alone would crowd out the notes: half for the best in full, half for index lines
-            listed, remaining = set(), budget // 2
-            for i in order:
+            remaining = budget // 2
+            for i in _best_first(scores, pos):
+                if remaining < self._min_full:
+                    break
                 if self._full_cost[i] <= remaining:
-                    shown.add(i)
+                    shown.append(i)
                     remaining -= self._full_cost[i]
             remaining += budget - budget // 2 - _INDEX_OVERHEAD
-            for i in order:
-                if i not in shown and line_cost[i] <= remaining:
-                    listed.add(i)
+            taken = set(shown)
+            indexed = []
+            for i in _best_first(scores, pos):
+                if remaining < self._min_line:
+                    break
+                if i not in taken and line_cost[i] <= remaining:
+                    indexed.append(i)
                     remaining -= line_cost[i]
-        full_refs = [self.refs[i] for i in keep if i in shown]
-        indexed = [i for i in keep if i in listed and i not in shown]
-        index = [lines[i] for i in indexed]
-        omitted = len(keep) - len(shown) - len(index)
-        text = format_notes(full_refs) if full_refs else "<notes>\n</notes>"
+        indexed.sort()  # the index lines in corpus order, as the notes in full
+        omitted = count - len(shown) - len(indexed)
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
-        if index or omitted:
-            text += "\n" + render("notes_index", lines=index, omitted=omitted).text
+        if indexed or omitted:
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
-        return NotesChoice(text, shown=len(full_refs), indexed=len(index), omitted=omitted, tokens=tokens,
-                           full=tuple(r.label for r in full_refs), listed=tuple(self.refs[i].label for i in indexed))
+        in_order = sorted(shown)
+        picks = _Picks(np.array(in_order, dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
+        return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed),
+                           omitted=omitted, tokens=tokens, full=tuple(self.refs[i].label for i in in_order),
+                           listed=tuple(self.refs[i].label for i in indexed), picks=picks)
+
+    def compact(self, choice: NotesChoice) -> NotesChoice:
+        """`choice` without its text (kept small while a round's other calls are planned); `text_of` renders it."""
+        return replace(choice, text="") if choice.picks is not None else choice
+
+    def text_of(self, choice: NotesChoice) -> str:
+        """The notes text of `choice`, rendered again when `compact` left it out."""
+        return choice.text if choice.text or choice.picks is None else self._render(choice.picks)
+
+    def _render(self, picks: _Picks) -> str:
+        if picks.every:
+            return format_notes([r for i, r in enumerate(self.refs) if i != picks.every_but])
+        lines, _ = self._index()
+        text = format_notes([self.refs[i] for i in picks.full.tolist()]) if len(picks.full) else "<notes>\n</notes>"
+        if len(picks.index) or picks.omitted:
+            index = [lines[i] for i in picks.index.tolist()]
+            text += "\n" + render("notes_index", lines=index, omitted=picks.omitted).text
+        return text
 
     def _index(self) -> tuple[list[_IndexLine], list[int]]:
         if self._lines is None:
             self._lines = [_index_line(r) for r in self.refs]
             self._line_cost = [estimate_tokens(f'Document {x.label} "{x.title}": {x.start}') for x in self._lines]
+            self._line_total = sum(self._line_cost)
+            self._min_line = min(self._line_cost, default=0)
+            self._min_extra = min((f - c for f, c in zip(self._full_cost, self._line_cost, strict=True)), default=0)
         return self._lines, self._line_cost
 
-    async def _rank(self, query: str, keep: Sequence[int]) -> list[int]:
-        """Positions in `keep`, best first; ties keep corpus order."""
+    async def _scores(self, query: str) -> np.ndarray:
+        """Every note's score for `query` (BM25, or cosine with embeddings)."""
         if self._embed is not None:
-            scores = await self._embedding_scores(query)
-        else:
-            if self._bm25 is None:
-                self._bm25 = notes_bm25([f"{r.title}\n{r.text}" for r in self.refs])
-            scores = self._bm25.scores(query)
-        return sorted(keep, key=lambda i: (-scores[i], i))
+            return np.asarray(await self._embedding_scores(query), dtype=float)
+        if self._bm25 is None:
+            self._bm25 = notes_bm25([f"{r.title}\n{r.text}" for r in self.refs])
+        return self._bm25.score_array(query)
 
     async def _embedding_scores(self, query: str) -> list[float]:
         embed = self._embed
@@ -304,6 +354,29 @@ class NotesSelector:
         if self._vectors is None:
             self._vectors = unit_rows(await embed([f"{r.title}\n{r.text}" for r in self.refs]))
         return (self._vectors @ unit_rows([(await embed([query]))[0]])[0]).tolist()  # rows are unit already
+
+
+_NONE = np.zeros(0, dtype=np.int32)
+_FIRST = 256  # positions ranked at first; more only when a call's budget reads past them
+
+
+def _best_first(scores: np.ndarray, skip: int | None) -> Iterator[int]:
+    """Positions by descending score, ties in position order (as a stable sort), without `skip`; the
+    first few hundred found with a partition, the whole order sorted only if it is read past them."""
+    n = len(scores)
+    done = 0
+    if n > 2 * _FIRST:
+        threshold = np.partition(scores, n - _FIRST)[n - _FIRST]  # the _FIRST-th best score
+        top = np.flatnonzero(scores >= threshold)  # every tie of it too: a prefix of the full order
+        top = top[np.argsort(-scores[top], kind="stable")]
+        for i in top.tolist():
+            if i != skip:
+                yield i
+        done = len(top)
+    if done < n:
+        for i in np.argsort(-scores, kind="stable")[done:].tolist():
+            if i != skip:
+                yield i
 
 
 def shrink(budget: int | None, choice: NotesChoice) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from ._fanout import DOCUMENT_ERRORS, check_failed_share
 from .artifacts import RunDir
 from .config import Settings
-from .corpus import Document, split_documents_async
+from .corpus import Document, FilesSeen, split_documents_async
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
@@ -31,6 +31,7 @@ from .stages.plan import Placement
 from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
+from .store import CorpusStore, EmbeddingsSeen, Split
 
 _PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 
@@ -64,6 +65,7 @@ class RunResult:
     report: Path | None = None  # the run folder's report.html
     report_error: str | None = None  # why there is no report.html, when writing it failed
     reuse: Mapping[str, Any] | None = None  # what came from earlier runs of the question (`reuse`), per stage
+    corpus_store: Mapping[str, Any] | None = None  # what came from the corpus store (`store`), or None without one
     warnings: tuple[str, ...] = ()  # what the run noticed that may affect the answer (prompts near an unreported window)
 
     def __repr__(self) -> str:
@@ -104,6 +106,7 @@ class RunResult:
             "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
             "reuse": dict(self.reuse) if self.reuse is not None else None,
+            "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
             "warnings": list(self.warnings),
         }
 
@@ -143,6 +146,7 @@ async def run(
     progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None,
     cap: CostCap | None = None, on_end: Callable[[RunEnd], object] | None = None,
+    store: CorpusStore | None = None, files: FilesSeen | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
@@ -153,6 +157,8 @@ async def run(
     `cap`: a spending cap shared with other runs (instead of one from `settings.max_cost_usd`).
     `on_end`: called, before the error propagates, with how a run that raises ended (its run folder, stage
     and report); the error itself is raised as it was (see errors.py).
+    `store`: the corpus store the documents were loaded through (`files`: what it reused of them);
+    parts, token counts and embeddings come from it where it holds them, and the manifest says so.
     The folder is created only once the endpoint answered; a start that fails before any LLM call
     leaves no folder behind.
     """
@@ -163,32 +169,34 @@ async def run(
     resumed = run_folder is not None
     run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
     docs = tuple(documents)
+    stored = _Stored(store, files)
     if llm is not None:
-        parts = await split_documents_async(docs, part_budget(settings, llm.endpoint.context_window))
+        parts = await stored.split(docs, part_budget(settings, llm.endpoint.context_window))
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
-                             on_end=on_end)
+                             on_end=on_end, stored=stored)
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
         # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
         # killed while a large document is split or hashed leaves no empty folder
-        parts = await split_documents_async(docs, part_budget(settings, stack.endpoint.context_window))
+        parts = await stored.split(docs, part_budget(settings, stack.endpoint.context_window))
         if notes_ranking(settings) != "embeddings":
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
-                                 own=True, on_end=on_end)
+                                 own=True, on_end=on_end, stored=stored)
         async with stack.embedder(settings, "relevance") as embedder:
+            embed = stored.embedder(embedder.embed, settings.embedding_model) if embedder is not None else None
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
-                                 embed=embedder.embed if embedder is not None else None, own=True, on_end=on_end)
+                                 embed=embed, own=True, on_end=on_end, stored=stored)
 
 
 async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Document, ...],
                   parts: tuple[Document, ...], settings: Settings, llm: LLMStack, progress: Progress,
                   inputs: Inputs | None, embed: Embed | None = None, own: bool = False,
-                  on_end: Callable[[RunEnd], object] | None = None) -> RunResult:
+                  on_end: Callable[[RunEnd], object] | None = None, stored: _Stored | None = None) -> RunResult:
     """`_run` in `run_dir`; then the report is written (for a failed run too, with what the folder holds)
     and the folder made private, or the folder is removed if a new run made no call in it."""
     stopped: list[str] = []  # the stage a run that raised was in (none if it raised before its record began)
     try:
         result = await _run(task, docs, parts, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
-                            replayed=llm.replayed if own else None, stopped=stopped.append)
+                            replayed=llm.replayed if own else None, stopped=stopped.append, stored=stored)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
@@ -203,6 +211,44 @@ async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Documen
         run_dir.seal()
 
 
+def in_flight(settings: Settings) -> int | None:
+    """Per-document calls a stage prepares at once: a few times what the endpoint takes, so prompts are
+    built as slots free up and memory follows the calls in flight, not the corpus; a batch takes all."""
+    return None if settings.batch else 4 * settings.concurrency
+
+
+@dataclass
+class _Stored:
+    """The corpus store a run reads through, and what it took from it: files (at load), parts, embeddings."""
+
+    store: CorpusStore | None = None
+    files: FilesSeen | None = None
+    split_seen: Split | None = None
+    embeddings: EmbeddingsSeen | None = None  # counted as the calls go
+
+    async def split(self, docs: tuple[Document, ...], budget: int) -> tuple[Document, ...]:
+        """The parts of `docs`: through the store when there is one (cuts and token counts kept by content)."""
+        if self.store is None:
+            return await split_documents_async(docs, budget)
+        self.split_seen = self.store.split(docs, budget)
+        return self.split_seen.parts
+
+    def embedder(self, embed: Embed, model: str | None) -> Embed:
+        """`embed`, keeping its vectors in the store when there is one."""
+        if self.store is None:
+            return embed
+        embed, self.embeddings = self.store.embedder(embed, model or "")
+        return embed
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """What came from the store, for the manifest and `--json`; None without a store."""
+        if self.store is None:
+            return None
+        return {"path": str(self.store.path), "files": self.files.to_dict() if self.files else None,
+                "parts": self.split_seen.to_dict() if self.split_seen else None,
+                "embeddings": self.embeddings.to_dict() if self.embeddings else None}
+
+
 def notes_ranking(settings: Settings) -> str:
     """How notes are ranked when they exceed the budget: bm25, or embeddings (needs --embedding-model)."""
     if settings.notes_ranking == "embeddings" and not settings.embedding_model:
@@ -215,7 +261,7 @@ def notes_ranking(settings: Settings) -> str:
 async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], settings: Settings,
                llm: LLMStack, run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
                embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None,
-               stopped: Callable[[str], object] = lambda stage: None) -> RunResult:
+               stopped: Callable[[str], object] = lambda stage: None, stored: _Stored | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes (and `stopped` hears the stage a failure ended)."""
     started = time.perf_counter()
@@ -225,7 +271,8 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
                             scratch_root=run_dir.scratch_root)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
                        notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
-                       breakpoints=options.relevance.breakpoints, placement=options.relevance.placement)
+                       breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
+                       corpus_store=stored.to_dict if stored else lambda: None)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
     reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
                        run_dir.path, parts, new_schema=settings.new_schema)
@@ -287,6 +334,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
             elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
             fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, reuse=reuse.summary(),
+            corpus_store=stored.to_dict() if stored else None,
             warnings=llm.warnings(),
         )
         record.reuse(reuse.decisions.to_dict(), reuse.summary())
@@ -319,13 +367,13 @@ def stage_options(settings: Settings, context_window: int, *, breakpoints: bool 
     return StageOptions(
         relevance=RelevanceOptions(
             rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
-            breakpoints=breakpoints, placement=placement, embed=embed,
+            breakpoints=breakpoints, placement=placement, embed=embed, in_flight=in_flight(settings),
             notes_budget=notes_budget(settings, context_window, part_budget(settings, context_window)),
         ),
         populate=PopulateOptions(
             max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
             temperature=settings.temperature, breakpoints=breakpoints, placement=placement,
-            unverified=settings.unverified,
+            unverified=settings.unverified, in_flight=in_flight(settings),
         ),
         answer=AnswerOptions(
             mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,

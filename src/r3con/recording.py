@@ -12,9 +12,11 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -38,7 +40,6 @@ from .stages.plan import CacheSeen, Placement
 from .stages.populate import PopulateResult
 from .stages.relevance import RelevanceResult
 from .stages.schema import SchemaResult
-from .tokens import estimate_tokens
 
 
 def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
@@ -53,7 +54,8 @@ class RunRecord:
 
     def __init__(self, run_dir: RunDir, resumed: bool, llm: LLMStack, settings: Settings, task: str,
                  docs: Sequence[Document], parts: Sequence[Document], part_tokens: int, inputs: Inputs | None,
-                 *, notes_budget: int | None, ranking: str, breakpoints: bool, placement: Placement):
+                 *, notes_budget: int | None, ranking: str, breakpoints: bool, placement: Placement,
+                 corpus_store: Callable[[], dict[str, Any] | None] = lambda: None):
         self.run_dir, self.llm, self.placement = run_dir, llm, placement
         self.stage = "relevance"
         self.failures: list[Failure] = []
@@ -71,10 +73,12 @@ class RunRecord:
             "ranking": ranking, "query": "the task, and in relevance rounds the document's own last note",
         }
         manifest["fallbacks"] = self.fallbacks
+        manifest["corpus_store"] = corpus_store()
+        self._corpus_store = corpus_store  # what came from the corpus store, again at the end (embeddings)
         self.manifest = manifest
         run_dir.open(new=not resumed)  # made only now, with its manifest: see pipeline.run
         run_dir.write_json("manifest.json", manifest)
-        _write_documents(run_dir, docs)
+        self._documents = _Background(_write_documents, run_dir, docs)  # written while the first calls go out
 
     def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
         """`stage` failed and the run went on without it (`fallback`)."""
@@ -88,7 +92,7 @@ class RunRecord:
         for i, notes in enumerate(result.rounds, start=1):
             self.run_dir.write_json(f"notes/round-{i}.json", round_entries(parts, notes))
         for i, shown in enumerate(result.shown, start=2):
-            self.run_dir.write_text(f"notes/shown-{i}.jsonl", "".join(
+            self.run_dir.write_text(f"notes/shown-{i}.jsonl", (
                 json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in shown))
 
     def final_notes(self, final: FinalNotes) -> None:
@@ -166,6 +170,7 @@ class RunRecord:
     def _save(self) -> None:
         """usage.json and the manifest, with how many calls had their notes selected and put them first,
         per stage, and whether the endpoint kept the documents' prefixes between stages."""
+        self._documents.join()
         total = self.llm.ledger.total().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
         total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
@@ -179,11 +184,35 @@ class RunRecord:
         manifest["layout"]["shared_first_calls"] = {stage: s.shared_first for stage, s in selections.items()
                                                     if s.shared_first or stage == "populate"}
         manifest["layout"]["document_reuse"] = self.seen.to_dict(self.placement.adaptive)
+        manifest["corpus_store"] = self._corpus_store()
         self.run_dir.write_json("manifest.json", manifest)
+
+
+class _Background:
+    """`fn(*args)` in a thread; `join()` waits for it and raises what it raised."""
+
+    def __init__(self, fn: Callable[..., object], *args: Any):
+        self._error: BaseException | None = None
+
+        def work() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:  # raised in the run's thread by join()
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
               stack: LLMStack, budget: int) -> dict[str, Any]:
+    counts = Counter(p.number for p in parts)
     return {
         "task": task,
         "r3con_version": __version__,
@@ -198,8 +227,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
-             "sha256": content_hash(d.text), "tokens_estimate": estimate_tokens(d.text),
-             "parts": sum(1 for p in parts if p.number == d.number)}
+             "sha256": content_hash(d.text), "tokens_estimate": d.tokens, "parts": counts[d.number]}
             for d in docs
         ],
     }
@@ -237,7 +265,7 @@ def _attempts(run_dir: RunDir, resumed: bool, started: str) -> list[dict[str, An
 
 def _write_documents(run_dir: RunDir, docs: Sequence[Document]) -> None:
     """documents.jsonl: each whole document's text as loaded, which records' `_span`s index."""
-    run_dir.write_text("documents.jsonl", "".join(
+    run_dir.write_text("documents.jsonl", (  # line by line: a large corpus's file need not be built in memory
         json.dumps({"doc": d.number, "title": d.title, "source": d.source, "text": d.text}, ensure_ascii=False) + "\n"
         for d in docs))
 

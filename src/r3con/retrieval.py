@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,10 +35,23 @@ class BM25:
 
     def __init__(self, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
                  tokenize: Callable[[str], list[str]] = tokenize, distinct_query_terms: bool = False):
+        self._index([Counter(tokenize(t)) for t in texts], k1, b, tokenize, distinct_query_terms)
+
+    @classmethod
+    def from_counts(cls, counts: Sequence[Mapping[str, int]], *, k1: float = 1.5, b: float = 0.75,
+                    tokenize: Callable[[str], list[str]] = tokenize, distinct_query_terms: bool = False) -> BM25:
+        """The index of texts given by their term counts (kept by the corpus store), as `BM25(texts)` would be;
+        `tokenize` is the one the counts were made with (queries go through it)."""
+        index = cls.__new__(cls)
+        index._index(counts, k1, b, tokenize, distinct_query_terms)
+        return index
+
+    def _index(self, counts: Sequence[Mapping[str, int]], k1: float, b: float,
+               tokenize: Callable[[str], list[str]], distinct_query_terms: bool) -> None:
         self._tokenize = tokenize
         self._distinct = distinct_query_terms
-        self.size = len(texts)
-        counts = [Counter(tokenize(t)) for t in texts]
+        self._first: tuple[str, set[str], np.ndarray] | None = None
+        self.size = len(counts)
         lengths = np.array([sum(c.values()) for c in counts], dtype=float)
         avg = float(lengths.mean()) if self.size and lengths.sum() else 1.0
         norm = k1 * (1 - b + b * lengths / avg)
@@ -60,12 +73,31 @@ class BM25:
 
     def scores(self, query: str) -> list[float]:
         """The BM25 score of every text for `query`, in the texts' order."""
-        total = np.zeros(self.size)
-        for term, qf in Counter(self._tokenize(query)).items():
+        return self.score_array(query).tolist()
+
+    def score_array(self, query: str) -> np.ndarray:
+        """`scores(query)` as an array (no list of a float per text: for large indexes).
+
+        With `distinct_query_terms`, the scores of a query's first line are kept for the next queries
+        that start with it (a round's calls all start with the task): only the other lines' terms are
+        added per query, the same sum in the same order of terms.
+        """
+        if not self._distinct or "\n" not in query:
+            return self._add(np.zeros(self.size), Counter(self._tokenize(query)).items())
+        first, _, rest = query.partition("\n")
+        if self._first is None or self._first[0] != first:
+            terms = dict.fromkeys(self._tokenize(first), 1)
+            self._first = (first, set(terms), self._add(np.zeros(self.size), terms.items()))
+        _, seen, base = self._first
+        more = {t: 1 for t in self._tokenize(rest) if t not in seen}
+        return self._add(base.copy(), more.items())
+
+    def _add(self, total: np.ndarray, terms: Iterable[tuple[str, int]]) -> np.ndarray:
+        for term, qf in terms:
             hit = self._weights.get(term)
             if hit is not None:
                 total[hit[0]] += hit[1] if self._distinct else qf * hit[1]
-        return total.tolist()
+        return total
 
     def top_k(self, query: str, k: int) -> list[int]:
         """Indices of the `k` best texts for `query`, best first (ties in text order)."""

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,6 +22,7 @@ from ..config import Settings, endpoint_flags, parse_stage_models
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
+from ..store import CorpusStore, open_store
 from ._ended import failed, report_line
 from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
@@ -134,6 +135,8 @@ def run(
     out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders (default ./r3con-runs)")] = None,
     cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
+    corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="Corpus store folder: files' texts, parts, token counts and embeddings kept by content, so a second run reads only changed files (default: corpus/ beside the LLM cache; env R3CON_CORPUS_DIR)")] = None,
+    no_corpus_store: Annotated[bool, typer.Option("--no-corpus-store", help="Read every file afresh and keep nothing in the corpus store")] = False,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache, and --max-cost counts what RUN_DIR already spent")] = None,
     question_file: Annotated[Path | None, typer.Option("--question-file", help="Read the question from this UTF-8 file")] = None,
     log_calls: Annotated[str | None, typer.Option("--log-calls", help="What calls.jsonl keeps: compact (default: every reply, one full request per prompt template and every failed one), full (every request), meta (tokens, cost, timing only)")] = None,
@@ -154,8 +157,6 @@ def run(
     new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
-    from ..pipeline import run as run_pipeline
-
     flags: dict[str, Any] = dict(
         **endpoint_flags(base_url, pool, routing_header), api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
@@ -164,6 +165,7 @@ def run(
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
         prices_file=prices, log_calls=log_calls, unverified=unverified, reuse=reuse, new_schema=new_schema or None,
+        corpus_dir=corpus_dir, corpus_store=False if no_corpus_store else None,
     )
     warn_unknown_variables()
     if question_file is not None and question is not None:  # with --question-file every argument is a path...
@@ -191,8 +193,23 @@ def run(
     settings = Settings.resolve(**flags)
     settings = with_local_server(settings, quiet=quiet)  # unless an endpoint or a pool file is set
     warn_many_rounds(settings.rounds)
+    with ExitStack() as closing:
+        store = open_store(settings.corpus_store, settings.corpus_dir)
+        if store is not None:
+            closing.callback(store.close)
+        _run_loaded(question, paths, settings, plan, store, resume, exclude=exclude, include_hidden=include_hidden,
+                    pdf_password=pdf_password, quiet=quiet, as_json=as_json, strict=strict)
+
+
+def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, store: CorpusStore | None,
+                resume: Path | None, *, exclude: list[str] | None, include_hidden: bool, pdf_password: str | None,
+                quiet: bool, as_json: bool, strict: bool) -> None:
+    """`run`'s work once the settings are resolved: load (through the corpus store), run, print."""
+    from ..pipeline import run as run_pipeline
+
     with interrupt_sends_nothing():
-        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password)
+        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password,
+                             store=store)
     if plan is not None:
         from ..resume import carried_inputs, check_documents
 
@@ -204,7 +221,8 @@ def run(
     try:
         with terminate_as_interrupt() as signals:
             result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
-                                              run_folder=resume, inputs=corpus.inputs, on_end=ends.append))
+                                              run_folder=resume, inputs=corpus.inputs, on_end=ends.append,
+                                              store=store, files=corpus.stored))
     except (KeyboardInterrupt, Exception) as exc:
         stopped = exc  # said once the progress display is closed
     finally:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ._diff import changed_share, word_diff
 
+TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)
+RECORDS_UP_TO = 20_000  # records per table a large run's page holds (and the cited documents')
 _SECRET_KEYS = ("api_key", "password", "pdf_password", "token", "secret")
 
 
@@ -46,24 +48,30 @@ class Folder:
 
     def lines(self, name: str) -> list[dict[str, Any]]:
         """A JSON-lines file's objects; a broken line (a run killed while writing) is counted, not fatal."""
-        raw = self.text(name)
-        if raw is None:
-            return []
-        out: list[dict[str, Any]] = []
+        return list(self.each_line(name))
+
+    def each_line(self, name: str) -> Iterator[dict[str, Any]]:
+        """`lines(name)` one at a time, read as they go (a large run's calls.jsonl need not fit in memory)."""
+        target = self.path / name
+        if not target.exists():
+            return
         broken = 0
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError:
-                broken += 1
-                continue
-            if isinstance(item, dict):
-                out.append(item)
+        try:
+            with target.open(encoding="utf-8") as lines:
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        item = json.loads(line)
+                    except ValueError:
+                        broken += 1
+                        continue
+                    if isinstance(item, dict):
+                        yield item
+        except (OSError, ValueError) as exc:
+            self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
         if broken:
             self.problems.append(f"{name}: {broken} line(s) could not be read")
-        return out
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -80,8 +88,10 @@ def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("***" if k.lower().endswith(_SECRET_KEYS) and v else v) for k, v in settings.items()}
 
 
-def _notes(folder: Folder) -> tuple[int, dict[str, list[dict[str, Any]]]]:
-    """Each note key's rounds: text, the documents it names, and from round 2 on the word diff to the round before."""
+def _notes(folder: Folder, limit: int | None = None,
+           also: frozenset[str] = frozenset()) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    """Each note key's rounds: text, the documents it names, and from round 2 on the word diff to the round before.
+    With a `limit`: the notes of the first `limit` keys and of the documents in `also` (a large run)."""
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     rounds = 0
     while (folder.path / "notes" / f"round-{rounds + 1}.json").exists():
@@ -90,6 +100,8 @@ def _notes(folder: Folder) -> tuple[int, dict[str, list[dict[str, Any]]]]:
             if not isinstance(item, dict) or "doc" not in item:
                 continue
             key, note = str(item["doc"]), str(item.get("note", ""))
+            if limit is not None and key not in by_key and (len(by_key) >= limit and key.split(".")[0] not in also):
+                continue
             entry: dict[str, Any] = {"round": rounds, "note": note, "refs": [str(r) for r in _list(item.get("refs"))]}
             earlier = by_key[key]
             if earlier and earlier[-1]["round"] == rounds - 1:
@@ -119,18 +131,21 @@ def _schema_tables(schema: Any) -> list[dict[str, Any]]:
     return tables
 
 
-def _timing(calls: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per stage: wall time from its first call's start to its last call's end, and the calls' summed latency."""
+def _timing(calls: Iterable[dict[str, Any]]) -> tuple[dict[str, dict[str, float]], int]:
+    """Per stage: wall time from its first call's start to its last call's end, and the calls' summed
+    latency; and how many calls there were."""
     spans: dict[str, list[float]] = {}
     latency: dict[str, float] = defaultdict(float)
+    count = 0
     for call in calls:
+        count += 1
         stage, end, took = call.get("stage"), call.get("time"), call.get("latency_s") or 0.0
         if not isinstance(stage, str) or not isinstance(end, int | float) or not isinstance(took, int | float):
             continue
         lo_hi = spans.setdefault(stage, [end - took, end])
         lo_hi[0], lo_hi[1] = min(lo_hi[0], end - took), max(lo_hi[1], end)
         latency[stage] += took
-    return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(latency[s], 3)} for s, (lo, hi) in spans.items()}
+    return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(latency[s], 3)} for s, (lo, hi) in spans.items()}, count
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -140,24 +155,40 @@ def load(path: Path) -> dict[str, Any]:
     result = _dict(folder.json("result.json", {}))
     answer = folder.text("answer.txt")
     documents = [d for d in _list(manifest.get("documents")) if isinstance(d, dict)]
+    listed = {str(d.get("doc")) for d in documents}
+    evidence = [e for e in _list(result.get("evidence")) if isinstance(e, dict)]
+    cited = {str(e.get("doc")) for e in evidence}
     texts: dict[str, str] = {}
-    for line in folder.lines("documents.jsonl"):
+    large = len(documents) > TEXTS_UP_TO
+    for line in folder.each_line("documents.jsonl"):
         if "doc" in line:
-            texts[str(line["doc"])] = str(line.get("text", ""))
-            if not any(str(d.get("doc")) == str(line["doc"]) for d in documents):
+            if not large or str(line["doc"]) in cited:
+                texts[str(line["doc"])] = str(line.get("text", ""))
+            if str(line["doc"]) not in listed:
+                listed.add(str(line["doc"]))
                 documents.append({"doc": line["doc"], "title": line.get("title", ""), "source": line.get("source", "")})
-    rounds, notes = _notes(folder)
+    if large:
+        folder.problems.append(f"{len(documents):,} documents: the texts of the cited ones and the notes of the first "
+                               f"{TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl and "
+                               "notes/)")
+    rounds, notes = _notes(folder, TEXTS_UP_TO if large else None, frozenset(cited))
     records = {str(k): [r for r in _list(v) if isinstance(r, dict)] for k, v in _dict(folder.json("records.json", {})).items()}
+    if large:
+        for table, rows in records.items():
+            if len(rows) > RECORDS_UP_TO:
+                records[table] = rows[:RECORDS_UP_TO] + [r for r in rows[RECORDS_UP_TO:] if str(r.get("_doc")) in cited]
+                folder.problems.append(f"records {table}: the first {RECORDS_UP_TO:,} of {len(rows):,} and the cited "
+                                       "documents' are in this page (all are in records.json)")
     schema = folder.json("schema.json")
     usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
-    calls = folder.lines("calls.jsonl")
+    timing, calls = _timing(folder.each_line("calls.jsonl"))
     settings = redact(_dict(manifest.get("settings")))
     return {
         "run_dir": str(folder.path),
         "question": str(manifest.get("task") or ""),
         "answer": answer.rstrip("\n") if answer is not None else result.get("answer"),
         "error": folder.json("error.json"),
-        "evidence": [e for e in _list(result.get("evidence")) if isinstance(e, dict)],
+        "evidence": evidence,
         "unknown_citations": [str(u) for u in _list(result.get("unknown_citations"))],
         "unsupported_numbers": [str(n) for n in _list(result.get("unsupported_numbers"))],
         "evidence_stats": manifest.get("evidence_stats") or result.get("evidence_stats"),
@@ -173,8 +204,8 @@ def load(path: Path) -> dict[str, Any]:
         "tables": _dict(manifest.get("tables")),  # the records as Parquet and records.duckdb, or why not
         "transcript": _dict(folder.json("transcript.json", {})),
         "usage": usage,
-        "timing": _timing(calls),
-        "calls": len(calls),
+        "timing": timing,
+        "calls": calls,
         "endpoint": _dict(manifest.get("endpoint")),
         "settings": settings,
         "run": {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",

@@ -68,6 +68,7 @@ class PopulateOptions:
     cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     selector: NotesSelector | None = field(default=None, compare=False)
+    in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Callable[[Document], Mapping[str, list[dict[str, Any]]] | None] | None = field(default=None, compare=False)
     """`keep(doc)`: an earlier run's records of `doc` (per table) to keep without a call, or None to populate it."""
 
@@ -231,9 +232,10 @@ async def populate(
         if earlier is not None:
             return _DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
                                repaired=False, reasks=0, kept=True)
-        return await populate_document(llm, task, form, call, first, options)
+        done = await populate_document(llm, task, form, call, first, options)
+        return replace(done, conversation=())  # its prompt is not kept for every document until the stage ends
 
-    sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key)
+    sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}

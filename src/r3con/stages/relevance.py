@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .._fanout import fan_out
@@ -26,6 +26,7 @@ from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
+_PLANNED_AT_ONCE = 256  # notes choices made concurrently while a round is planned (embeddings: a call each)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class RelevanceOptions:
     notes_budget: int | None = None
     placement: Placement = Placement()
     embed: Embed | None = field(default=None, compare=False)
+    in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Keep | None = field(default=None, compare=False)  # an earlier run's note to keep instead of a read
 
 
@@ -146,13 +148,16 @@ class _Round:
         if self.selector is None:
             return plan_round(self.options.placement, self.round_no, self.readers)
         selector, readers = self.selector, self.readers
-        choices = [await selector.select(self._query(d), exclude=d.key) for d in readers[:1]]  # ranks the notes once
-        choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key) for d in readers[1:]))
+        choices = [await selector.select(self._query(d), exclude=d.key, compact=True) for d in readers[:1]]  # ranks once
+        for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept without their text: rendered when the call goes out
+            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True)
+                                              for d in readers[at:at + _PLANNED_AT_ONCE]))
+        shared = []
         for doc, choice in zip(readers, choices, strict=True):
+            shared.append(self._shared(doc, choice))
             self.choices[doc.key] = choice
             self.planned += Selections(calls=1, selected=int(choice.selected))
-        return plan_round(self.options.placement, self.round_no, self.readers,
-                          [self._shared(doc, self.choices[doc.key]) for doc in self.readers])
+        return plan_round(self.options.placement, self.round_no, self.readers, shared)
 
     async def run(self, seen: CacheSeen) -> tuple[dict[str, _Read | Failure], CacheSeen]:
         """The round's outcome per document key, and what the cache was seen to hold after it."""
@@ -166,7 +171,8 @@ class _Round:
         return sent, seen.seen(r.seen for r in rest if isinstance(r, _Read))
 
     async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
-        return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}")
+        return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}",
+                             limit=self.options.in_flight)
 
     def _query(self, doc: Document) -> str:
         """What ranks the other notes for `doc`'s call: the task and its own last note."""
@@ -181,7 +187,8 @@ class _Round:
     async def _read(self, call: CallPlan) -> _Read:
         """One call; when it is too long for the window, again with half the notes, down to none."""
         doc, selector = call.doc, self.selector
-        first = self.choices.get(doc.key)
+        planned = self.choices.pop(doc.key, None)  # kept without its text while the round was planned
+        first = None if planned is None or selector is None else replace(planned, text=selector.text_of(planned))
         if self.options.keep is not None:
             shown = None if first is None else {k: (self.previous or {})[k] for k in first.full}
             earlier = self.options.keep(doc, self.round_no, shown)

@@ -181,7 +181,7 @@
   function renderText(view, doc, activeId) {
     var textValue = data.texts[doc];
     view.appendChild(text("h3", "", "Text"));
-    if (textValue === undefined) { view.appendChild(text("p", "muted", "The text is not in this run folder (documents.jsonl).")); return null; }
+    if (textValue === undefined) { view.appendChild(text("p", "muted", "The text is not in this page (a large run keeps only the cited texts here; documents.jsonl holds them all).")); return null; }
     var spans = (recordsByDoc[doc] || []).filter(function (e) { return e.record._span; }).map(function (e) {
       return {start: e.record._span[0], end: e.record._span[1], id: String(e.record._id), mismatch: e.record._match === "mismatch"};
     });
