@@ -39,7 +39,7 @@ def test_a_run_on_noise_completes_with_every_failure_accounted_for(llama_server,
     result = json.loads((folder / "result.json").read_text())
     assert [Path(r["source"]).name for r in result["inputs"]["read"]] == ["a.txt", "b.md", "c.txt"]
     assert all(d["cause"] for d in result["degraded"]), "every degraded document says why"
-    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    warnings = [line for line in err.replace("\n  ", " ").splitlines() if line.startswith("warning: ")]  # wrapped at 80
     for used in result["fallbacks"]:  # what failed, how the run went on, and a warning line for each
         assert used["failed"] and used["fallback"]
         assert any(line.startswith(f"warning: {used['stage']} failed ({used['failed']})") for line in warnings), err
