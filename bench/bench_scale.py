@@ -195,7 +195,7 @@ def _text(content: Any) -> str:
     return "".join(p.get("text", "") for p in content) if isinstance(content, list) else str(content)
 
 
-def sdk_baseline(calls: int = 300, words: int = 4000) -> dict[str, Any]:
+def bare_baseline(calls: int = 300, words: int = 4000) -> dict[str, Any]:
     """CPU per call of a bare aiohttp session (no r3con) posting prompts of `words` words: the floor under r3con's."""
     import aiohttp
 
@@ -310,8 +310,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one == "sdk":
-        print(json.dumps(sdk_baseline()))
+    if args.one == "bare":
+        print(json.dumps(bare_baseline()))
         return
     if args.one:
         print(json.dumps(one(**json.loads(args.one))))
@@ -337,18 +337,18 @@ def main() -> None:
                         print(" ".join(f"{k}={row.get(k)}" for k in ("D", "layout", "notes", "budget", "order", "adapt", "wall_s",
                                                                      "calls", "error") if k in row),
                               file=sys.stderr, flush=True)
-    baseline = subprocess.run([sys.executable, __file__, "--one", "sdk"], capture_output=True, text=True)
-    sdk = json.loads(baseline.stdout.strip().splitlines()[-1]) if baseline.returncode == 0 else {"error": baseline.stderr[-300:]}
+    baseline = subprocess.run([sys.executable, __file__, "--one", "bare"], capture_output=True, text=True)
+    bare = json.loads(baseline.stdout.strip().splitlines()[-1]) if baseline.returncode == 0 else {"error": baseline.stderr[-300:]}
     checks = targets(rows)
     if args.json:
-        print(json.dumps({"latency_model": LATENCY, "rows": rows, "sdk_alone": sdk,
+        print(json.dumps({"latency_model": LATENCY, "rows": rows, "bare_aiohttp": bare,
                           "targets": [{"target": t, "pass": p, "measured": m} for t, p, m in checks]}))
         return
     print(f"latency model: {LATENCY}")
     print(" | ".join(COLUMNS))
     for row in rows:
         print(" | ".join(str(row.get(c, row.get("error", ""))) for c in COLUMNS))
-    print(f"reference, a bare aiohttp session (no r3con), same server: {sdk}")
+    print(f"reference, a bare aiohttp session (no r3con), same server: {bare}")
     for target, ok, measured in checks:
         verdict = "n/a " if ok is None else ("PASS" if ok else "FAIL")
         print(f"{verdict} {target}: {measured}")

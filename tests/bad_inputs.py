@@ -56,7 +56,7 @@ def messy_folder(root: Path) -> dict[str, str]:
     put("scan.pdf", blank_pdf(), "skipped")
     put("empty.txt", "", "skipped")
     put("blank.md", "   \n\n", "skipped")
-    put("report.docx", docx_bytes(), "skipped")
+    put("slides.pptx", docx_bytes(), "skipped")  # a zip of a kind r3con does not read
     put("photo.png", b"\x89PNG\r\n\x1a\n" + bytes(64), "skipped")
     put("blob.txt", b"PK\x03\x04\x00\x00binary\x00data", "skipped")
     put("broken.pdf", b"%PDF-1.4 this is not really a PDF", "unreadable")

@@ -14,11 +14,14 @@ from r3con.testing import FakeLLMServer
 
 from .fakes import FIXTURE_DATA, data_dir
 
+NO_LOCAL_SERVERS = {"R3CON_LOCAL_PORTS": ""}  # a test never finds the servers others run on the usual ports
+
 
 @pytest.fixture(autouse=True)
 def _private_llm_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test (and every `r3con` it starts) gets its own LLM cache, never the developer's."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.setenv("R3CON_LOCAL_PORTS", "")
 
 
 @pytest.fixture
@@ -49,6 +52,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("R3CON_", "OPENAI_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("R3CON_LOCAL_PORTS", "")  # and no server another engineer runs on a usual port
 
 
 def free_port() -> int:
@@ -61,7 +65,7 @@ def r3con_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 30
     """Run the installed `r3con` command as a user would, in a subprocess: for what only a real process
     shows (signals, the interpreter's own exit, a server that runs until stopped)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
-    base.update(env or {})
+    base.update({**NO_LOCAL_SERVERS, **(env or {})})
     return subprocess.run([sys.executable, "-m", "r3con", *args], capture_output=True, text=True,
                           env=base, timeout=timeout, cwd=cwd)
 
@@ -75,7 +79,7 @@ def cli_in_process(*args: str, env: dict[str, str] | None = None, cwd: Path | No
     try:
         for name in [n for n in os.environ if n.startswith(("R3CON_", "OPENAI_"))]:
             del os.environ[name]
-        os.environ.update(env or {})
+        os.environ.update({**NO_LOCAL_SERVERS, **(env or {})})
         sys.argv, sys.stdin = ["r3con", *args], io.StringIO(stdin)
         if cwd is not None:
             os.chdir(cwd)

@@ -141,7 +141,7 @@ def test_a_messy_folder_accounts_for_every_file_in_exactly_one_category(tmp_path
     assert reasons["scan.pdf"] == "no text layer: OCR it first (e.g. ocrmypdf)"
     assert reasons["empty.txt"].startswith("empty") and reasons["blank.md"].startswith("empty")
     assert reasons["blob.txt"].startswith("binary")
-    assert reasons["report.docx"].startswith("unsupported .docx") and ".pdf" in reasons["report.docx"]
+    assert reasons["slides.pptx"].startswith("unsupported .pptx") and ".pdf" in reasons["slides.pptx"]
     assert reasons["broken.pdf"].startswith("cannot read the PDF:") and "which does not exist" in reasons["gone.txt"]
     assert inputs["duplicates"] == [{"source": str(root / "saved" / "notes.txt"), "same_as": str(root / "notes.txt")}]
     rules = {Path(e["source"]).name: e["rule"] for e in inputs["excluded"]}
@@ -252,12 +252,12 @@ def test_a_mostly_scanned_pdf_is_read_with_a_warning(tmp_path):
 
 def test_when_nothing_is_readable_the_error_says_why(tmp_path):
     (tmp_path / "scan.pdf").write_bytes(blank_pdf())
-    (tmp_path / "a.docx").write_bytes(docx_bytes())
+    (tmp_path / "a.pptx").write_bytes(docx_bytes())
     (tmp_path / ".notes.txt").write_text("hidden")
     with pytest.raises(InputError) as info:
         load_corpus([tmp_path])
     message = str(info.value)
-    assert "no readable document" in message and "OCR it first" in message and "unsupported .docx" in message
+    assert "no readable document" in message and "OCR it first" in message and "unsupported .pptx" in message
     assert "1 excluded" in message and "--include-hidden" in message and "\n" not in message
 
 

@@ -126,7 +126,7 @@ def test_the_cli_finishes_against_a_faulty_server_and_shows_the_events(tmp_path)
     data = json.loads(proc.stdout)
     assert data["degraded"] == []
     assert data["usage"]["events"]["retries"] > 0 and data["usage"]["events"]["empty"] > 0
-    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("usage:")]
+    (line,) = [line for line in proc.stderr.replace("\n  ", " ").splitlines() if line.startswith("usage:")]
     assert "retries" in line and "empty" in line  # the end-of-run usage line names the events
 
 

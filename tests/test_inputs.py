@@ -36,14 +36,14 @@ def test_issues_list_what_a_user_must_hear_about_and_only_that():
 async def test_a_library_run_accounts_for_its_inputs_in_the_result_and_the_manifest(fake_server, tmp_path, clean_env):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old. " + "She lives in Oslo. " * 400)
-    (tmp_path / "docs" / "b.docx").write_bytes(b"PK\x03\x04")
+    (tmp_path / "docs" / "b.pptx").write_bytes(b"PK\x03\x04")
     corpus = r3con.load_corpus([tmp_path / "docs"])
     settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path / "runs",
                                       part_tokens=1000)
     result = await run("How old is Ann?", corpus.documents, settings, inputs=corpus.inputs)
     (read,) = result.inputs.read
     assert read.parts == len(result.parts) > 1
-    assert result.summary()["inputs"]["skipped"][0]["kind"] == "unsupported .docx"
+    assert result.summary()["inputs"]["skipped"][0]["kind"] == "unsupported .pptx"
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["inputs"] == result.summary()["inputs"]
     plain = await run("How old is Ann?", corpus.documents, settings)  # documents alone: every one counted as read

@@ -20,10 +20,17 @@ from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ._formats import OFFICE_SUFFIXES, read_office
 from .errors import EncryptedDocument, InputError
 
-SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf"})
-READABLE = ".txt .md .json .jsonl .csv .html .pdf"  # for messages: the kinds, in the order users know them
+SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf",
+                                *OFFICE_SUFFIXES})
+# for messages and --help: every suffix, in the order users know the kinds
+READABLE = ".txt .md .markdown .json .jsonl .csv .html .htm .pdf .docx .xlsx .eml .epub"
+# a title that names a file or a tool's placeholder ("pdfsrc.html", "Microsoft Word - a.doc", "Untitled")
+_JUNK_TITLE = re.compile(r"^(?:[\w ~$.-]*\.(?:html?|pdf|docx?|rtf|odt|txt|tex|dvi|indd|qxd|tmp|xlsx?|pptx?|ps)"
+                         r"|microsoft (?:word|excel|powerpoint) - .*|untitled(?: document)?\d*|title|document\d*|"
+                         r"\(?anonymous\)?|-+)$", re.IGNORECASE)
 _MAX_TITLE = 160
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
@@ -59,6 +66,9 @@ def read_document(path: Path, *, pdf_password: str | None = None) -> FileText:
         raw = _read_regular(path)
     except OSError as exc:
         raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
+    if suffix in OFFICE_SUFFIXES:
+        title, body, warning = read_office(suffix, raw, lambda html: _read_html(html, path))
+        return FileText(usable_title(title, path), body, warning=warning)
     text, encoding, dropped = decode_text(raw)
     got = _read_text(path, suffix, text, encoding)
     if dropped:
@@ -81,6 +91,12 @@ def _read_text(path: Path, suffix: str, text: str, encoding: str | None) -> File
         return FileText((m.group(1).strip()[:_MAX_TITLE] if m else path.stem), text, encoding)
     title, text = _title_from_first_line(text, path)
     return FileText(title, text, encoding)
+
+
+def usable_title(title: object, path: Path) -> str:
+    """A document's own title when it is one, else the file's name (a browser-printed PDF says "pdfsrc.html")."""
+    text = " ".join(str(title or "").split())
+    return text[:_MAX_TITLE] if text and not _JUNK_TITLE.match(text) else path.stem
 
 
 def _read_regular(path: Path) -> bytes:
@@ -306,7 +322,7 @@ def _read_pdf(path: Path, password: str | None = None) -> FileText:
                                         "check --pdf-password (or R3CON_PDF_PASSWORD)")
             raise EncryptedDocument(f"{path} is encrypted: pass --pdf-password (or set R3CON_PDF_PASSWORD)")
         pages = [page.extract_text() or "" for page in reader.pages]
-        title = (reader.metadata.title if reader.metadata and reader.metadata.title else "") or path.stem
+        title = usable_title(reader.metadata.title if reader.metadata else None, path)
     except DependencyError as exc:
         raise InputError(f"{path} is encrypted with AES, which needs the cryptography package: "
                          "pip install cryptography") from exc

@@ -252,7 +252,8 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 _OTHER_VARIABLES = frozenset({"R3CON_PDF_PASSWORD", "R3CON_DEBUG", "R3CON_DATA", "R3CON_VENV", "R3CON_LLAMA_CPP",
-                              "R3CON_SCREENSHOTS", "R3CON_CHROMIUM", "R3CON_CHROMEDRIVER"})
+                              "R3CON_LOCAL_PORTS", "R3CON_SCREENSHOTS", "R3CON_CHROMIUM", "R3CON_CHROMEDRIVER",
+                              "R3CON_ROUTER_BIN"})
 
 
 def check_base_url(base_url: str) -> str:

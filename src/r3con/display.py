@@ -14,6 +14,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from .llm.types import Usage
 
+WIDTH = 80  # the closing lines fit a standard terminal
+
+
+def wrapped(line: str, width: int = WIDTH) -> str:
+    """`line` broken at spaces to fit `width` columns, continued two spaces in; a word (a path) is never split."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False)) or line
+
+
+def path_lines(label: str, path: object) -> str:
+    """A label on its line and the path alone on the next, to copy whole: "run folder:\n  r3con-runs/..."."""
+    return f"{label}:\n  {path}"
+
 
 def usage_line(usage: Usage) -> str:
     cached = f" ({usage.cached_tokens / usage.prompt_tokens:.0%} cached)" if usage.prompt_tokens else ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,22 @@ def _all_methods() -> dict[str, MethodFn]:
     from .baselines import BASELINES  # imported here: the registry loads them when asked
 
     return {**BASELINES, **_METHODS}
+
+
+NEEDS: Mapping[str, tuple[str, str]] = {  # method: (module it imports, the extra that installs it)
+    "hipporag": ("igraph", "graph"), "linearrag": ("igraph", "graph"),
+}
+
+
+def check_extras(names: Sequence[str]) -> None:
+    """ConfigError before any work when a method needs an optional extra that is not installed."""
+    import importlib.util
+
+    for name in names:
+        module, extra = NEEDS.get(name, ("", ""))
+        if module and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"the {name} method needs {module}, which is not installed: "
+                              f"pip install 'r3con[{extra}]' (or leave {name} out of --method)")
 
 
 def available_methods() -> list[str]:

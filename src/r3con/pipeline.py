@@ -68,6 +68,7 @@ class RunResult:
     report_error: str | None = None  # why there is no report.html, when writing it failed
     reuse: Mapping[str, Any] | None = None  # what came from earlier runs of the question (`reuse`), per stage
     corpus_store: Mapping[str, Any] | None = None  # what came from the corpus store (`store`), or None without one
+    warnings: tuple[str, ...] = ()  # what the run noticed that may affect the answer (prompts near an unreported window)
 
     def __repr__(self) -> str:
         # short: the whole corpus would be megabytes, and asyncio formats the main task's result into
@@ -82,6 +83,12 @@ class RunResult:
         from .report import summary_html
 
         return summary_html(self)
+
+    def records_frame(self) -> dict[str, Any]:
+        """The records as pandas DataFrames, one per record type (`r3con.tables` names the columns)."""
+        from .tables import frames
+
+        return frames(self.records)
 
     def summary(self) -> dict[str, Any]:
         """The JSON object `r3con run --json` prints."""
@@ -102,6 +109,7 @@ class RunResult:
             "fallbacks": [dict(f) for f in self.fallbacks],
             "reuse": dict(self.reuse) if self.reuse is not None else None,
             "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
+            "warnings": list(self.warnings),
         }
 
 
@@ -367,6 +375,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
             evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
             fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, reuse=reuse.summary(),
             corpus_store=stored.to_dict() if stored else None,
+            warnings=llm.warnings(),
         )
         record.reuse(reuse.decisions.to_dict(), reuse.summary())
         record.finish(result.answer, result.summary())

@@ -134,6 +134,7 @@ class RunRecord:
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))
         for name, rows in filled.tables.items():
             self.run_dir.write_table_csv(name, [dict(r) for r in rows])
+        self.manifest["tables"] = _write_tables(self.run_dir, filled.tables)
 
     def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:
         if answer.isolation is not None:  # which sandbox layers the kernel allowed, for the record
@@ -253,6 +254,21 @@ def _concurrency(stack: LLMStack) -> dict[str, Any]:
     """The requests in flight and where the number came from (--concurrency, the server's slots, the default)."""
     chosen = getattr(stack, "concurrency", None)
     return {"concurrency": chosen[0], "concurrency_source": chosen[1]} if chosen else {}
+
+
+def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:
+    """The records as Parquet and a DuckDB file (with r3con[sql]); what was written, or why not, for the manifest."""
+    from .tables import NEEDS_DUCKDB, write_tables
+
+    try:
+        written = write_tables(run_dir.path, tables)
+    except Exception as exc:  # noqa: BLE001 - the tables are a convenience: records.json and the CSVs stand
+        if is_disk_full(exc):
+            raise
+        return {"files": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if not written:
+        return {"files": [], "error": f"Parquet and records.duckdb {NEEDS_DUCKDB}"}
+    return {"files": [str(p.relative_to(run_dir.path)) for p in written]}
 
 
 def _attempts(run_dir: RunDir, resumed: bool, started: str) -> list[dict[str, Any]]:

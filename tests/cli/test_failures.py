@@ -385,4 +385,4 @@ def test_a_step_capped_agent_is_a_warning_line_even_with_json(capsys, monkeypatc
                                                               "--max-steps", "1", "--json"))
     assert code == 0 and json.loads(out)["capped"]
     assert ("warning: reason stopped at --max-steps 1 before the agent finished; the answer is its last word "
-            "(raise --max-steps)") in err.splitlines(), err
+            "(raise --max-steps)") in err.replace("\n  ", " ").splitlines(), err  # wrapped at 80 columns

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from r3con._readers import READABLE
 from r3con.cli._inputs import issues_text, summary_line
 from r3con.inputs import DegradedInput, Inputs, ReadInput
 from r3con.testing import FakeLLMServer, FaultPlan
@@ -18,7 +19,8 @@ FAST_RETRIES = {"R3CON_RETRY_BASE_S": "0.001"}
 
 
 def stderr_lines(proc) -> list[str]:
-    return [line for line in proc.stderr.splitlines() if line.strip()]
+    """stderr's lines, a closing line wrapped at 80 columns joined again."""
+    return [line for line in proc.stderr.replace("\n  ", " ").splitlines() if line.strip()]
 
 
 def one_line(proc, prefix: str) -> str:
@@ -39,7 +41,7 @@ def test_a_messy_folder_is_accounted_for_and_named_in_one_warning(fake_server, t
     assert manifest["inputs"] == data["inputs"]
     assert one_line(proc, "inputs:") == (
         "inputs: 5 read (1 decoded as cp1252; 2 with a warning), 6 skipped (2 empty, 1 binary, "
-        "1 unsupported .png, 1 unsupported .docx, 1 no text layer), 2 unreadable, 1 duplicate (read once), "
+        "1 unsupported .png, 1 no text layer, 1 unsupported .pptx), 2 unreadable, 1 duplicate (read once), "
         "7 excluded (2 virtualenv, 2 r3con runs, 1 version control, 1 dependencies, 1 hidden)")
     warning = one_line(proc, "warning:")
     assert warning.startswith("warning: 10 inputs not fully used: broken.pdf (cannot read the PDF: ")
@@ -179,8 +181,10 @@ BATTERY = [
     ("white space only", {"blank.md": " \n\t\n"}, "skipped", "blank.md", "blank.md (empty", 1),
     ("html with only a script", {"app.html": "<html><script>var x = 1;</script></html>"}, "skipped", "app.html",
      "app.html (empty", 1),
-    ("word document", {"report.docx": docx_bytes()}, "skipped", "report.docx",
-     "report.docx (unsupported .docx type: r3con reads .txt .md .json .jsonl .csv .html .pdf)", 1),
+    ("slides", {"slides.pptx": docx_bytes()}, "skipped", "slides.pptx",
+     f"slides.pptx (unsupported .pptx type: r3con reads {READABLE})", 1),
+    ("damaged word document", {"report.docx": docx_bytes()}, "unreadable", "report.docx",
+     "report.docx (cannot read the .docx file (", 1),
     ("image", {"photo.png": b"\x89PNG\r\n\x1a\n" + bytes(40)}, "skipped", "photo.png", "photo.png (unsupported .png", 1),
     ("no extension", {"LICENSE": "MIT License\n"}, "skipped", "LICENSE", "LICENSE (unsupported (no extension)", 1),
     ("binary .txt with NUL bytes", {"blob.txt": b"PK\x03\x04\x00\x00data\x00"}, "skipped", "blob.txt",
@@ -258,7 +262,7 @@ def test_a_folder_with_nothing_readable_exits_2_and_says_why(tmp_path):
     (line,) = stderr_lines(proc)
     assert line == (f"r3con: error: no readable document in {docs} (scan.pdf: no text layer: OCR it first (e.g. "
                     "ocrmypdf); 1 excluded (hidden, version control, run folders...; see --include-hidden)); "
-                    "supported: .txt .md .json .jsonl .csv .html .pdf")
+                    f"supported: {READABLE}")
     assert not (tmp_path / "runs").exists()
 
 

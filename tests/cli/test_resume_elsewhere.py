@@ -35,7 +35,7 @@ def _workspace(root: Path) -> Path:
     docs.mkdir(parents=True)
     for i in range(1, 13):
         (docs / f"{i:02d}.txt").write_text(f"Letter {i}\n\n" + f"Ann Lee wrote to Bob Stone on day {i}. " * 30)
-    (docs / "report.docx").write_bytes(b"PK\x03\x04 not read")
+    (docs / "slides.pptx").write_bytes(b"PK\x03\x04 not read")
     (docs / ".secret.txt").write_text("hidden")
     (docs / "copy.txt").write_text((docs / "01.txt").read_text())
     os.symlink(docs / "moved.txt", docs / "gone.txt")
@@ -78,7 +78,7 @@ def test_a_resumed_run_keeps_the_account_of_every_input_through_every_resume(ser
     data = json.loads(first.stdout)
     folder = tmp_path / "runs" / Path(data["run_dir"]).name
     before = _account(data["inputs"])
-    assert before["skipped"] == [("pipe.txt", "named pipe"), ("report.docx", "unsupported .docx")]
+    assert before["skipped"] == [("pipe.txt", "named pipe"), ("slides.pptx", "unsupported .pptx")]
     assert [n for n, _ in before["unreadable"]] == ["gone.txt"] and before["excluded"] == [(".secret.txt", "hidden")]
     assert [n for n, _ in before["duplicates"]] == ["copy.txt"]
     for _ in range(2):
@@ -87,9 +87,9 @@ def test_a_resumed_run_keeps_the_account_of_every_input_through_every_resume(ser
         assert _account(json.loads(again.stdout)["inputs"]) == before
         manifest = json.loads((folder / "manifest.json").read_text())
         assert _account(manifest["inputs"]) == before
-    summary = [line for line in _resume(server, folder, tmp_path / "work").stderr.splitlines()
+    summary = [line for line in _resume(server, folder, tmp_path / "work").stderr.replace("\n  ", " ").splitlines()
                if line.startswith("inputs:")]
-    assert summary == ["inputs: 12 read, 2 skipped (1 named pipe, 1 unsupported .docx), 1 unreadable, "
+    assert summary == ["inputs: 12 read, 2 skipped (1 named pipe, 1 unsupported .pptx), 1 unreadable, "
                        "1 duplicate (read once), 1 excluded (1 hidden)"]
 
 

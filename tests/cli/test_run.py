@@ -5,6 +5,7 @@ the standard input of a process)."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,14 @@ def test_run_json_has_the_documented_shape(fake_server, corpus, tmp_path):
     assert data["documents"] == 3 and data["degraded"] == []
     assert set(data["usage"]) >= {"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "by_stage"}
     assert set(data["usage"]["by_stage"]) == {"relevance", "schema", "populate", "reason"}
+    assert set(data) == documented_json_keys(), "docs/usage.md lists every --json key, and only those"
+
+
+def documented_json_keys() -> set[str]:
+    """The keys of the `--json` table in docs/usage.md (its first column)."""
+    text = (Path(__file__).parents[2] / "docs" / "usage.md").read_text()
+    table = text[text.index("| key | what |"):].split("\n\n")[0]
+    return {line.split("`")[1] for line in table.splitlines()[2:]}
 
 
 @pytest.mark.parametrize("args, env, code, message", [
@@ -74,7 +83,7 @@ def test_demo_runs_offline_and_says_the_model_is_scripted(tmp_path):
     proc = cli_in_process("demo", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "scripted offline model" in proc.stderr
-    assert "Answer (scripted model):" in proc.stdout and "Artifacts:" in proc.stdout
+    assert "Answer (scripted model):" in proc.stdout and "Run folder:\n  " in proc.stdout
     assert any(tmp_path.iterdir())
 
 
@@ -130,3 +139,17 @@ def test_help_names_values_in_words_not_python_types(command):
         assert python_type not in proc.stdout, python_type
     if command == ["run"]:
         assert "--max-cost" in proc.stdout and "NUMBER" in proc.stdout and "--log-calls" in proc.stdout
+
+
+def test_the_closing_lines_fit_80_columns_with_the_folder_and_report_on_lines_of_their_own(fake_server, corpus,
+                                                                                           tmp_path):
+    out = tmp_path / "a-folder-with-a-rather-long-name-for-the-runs-of-this-test"
+    proc = cli_in_process("run", "How old are the people named?", str(corpus), "--base-url", fake_server.base_url,
+                          "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    run_dir = json.loads(proc.stdout)["run_dir"]
+    closing = [line for line in proc.stderr.splitlines() if not line.startswith("[")]  # not the progress lines
+    assert closing[-4:] == ["run folder:", f"  {run_dir}", "report:", f"  {run_dir}/report.html"]
+    assert len(run_dir) > 80  # the paths stay whole even when longer than a line
+    assert all(len(line) <= 80 for line in closing[:-4]), closing
+    assert any(line.startswith("usage: ") for line in closing) and any(line.startswith("  ") for line in closing[:-4])

@@ -119,7 +119,8 @@ def test_eval_run_without_matplotlib_writes_the_tables_and_says_how_to_get_plots
                                       "--method", "silent", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert len(silent_method) == 3 and (out / "silent" / "financial_en_0001.json").is_file(), "nothing done is lost"
-    assert {p.name for p in (out / "report").iterdir()} == {"report.md", "summary.csv", "categories.csv", "report.json"}
+    assert {p.name for p in (out / "report").iterdir()} == {"report.md", "summary.csv", "categories.csv", "report.json",
+                                                            "summary.parquet", "categories.parquet", "tasks.parquet"}
     hints = [line for line in result.stderr.splitlines() if "plots skipped" in line]
     assert len(hints) == 1 and "pip install 'r3con[eval]'" in hints[0]
     # `eval report` over the same folder writes to the same place by default, and does not fail either

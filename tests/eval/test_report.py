@@ -8,6 +8,7 @@ from r3con.eval.report import build_report, load_reference, render_markdown, sum
 from r3con.eval.runner import run_eval
 from r3con.eval.tasks import TaskSet
 from r3con.llm.types import Usage
+from r3con.tables import query
 
 from ._fakes import FakeMethod, judge_llm, make_task
 
@@ -62,6 +63,13 @@ async def test_report_files_show_the_run_beside_the_paper(tmp_path):
     assert rows[0]["cost_usd"] == "0.04" and rows[1]["accuracy"] == "37.43"
     cats = list(csv.DictReader((tmp_path / "report" / "categories.csv").read_text().splitlines()))
     assert {(r["category"], r["value"]) for r in cats} >= {("level", "1"), ("level", "2"), ("set", "2")}
+    # the same tables as Parquet, for SQL (r3con sql REPORT_DIR) and pandas
+    columns, parquet = query(tmp_path / "report", "SELECT source, accuracy, judge_calls FROM summary")
+    assert [(r[0], r[1]) for r in parquet] == [("run", 50.0), ("paper", 37.43), (rows[2]["source"], float(rows[2]["accuracy"]))]
+    assert query(tmp_path / "report", "SELECT count(*) FROM categories")[1] == [(len(cats),)]
+    tasks = query(tmp_path / "report", "SELECT method, model, count(*), sum(CASE WHEN correct THEN 1 ELSE 0 END) "
+                                       "FROM tasks GROUP BY method, model")[1]
+    assert tasks == [("r3con", "m1", 4, 2)]  # one row per task: 2 of 4 correct, as the summary says
 
 
 async def test_cost_counts_calls_served_from_the_cache_and_paid_shows_the_bill(tmp_path):
@@ -79,7 +87,7 @@ async def test_folders_with_other_models_become_rows_of_one_report(tmp_path):
     report = build_report([a, b])
     assert sorted(r.model for r in report.rows) == ["large", "small"]
     assert "| run | r3con | small |" in render_markdown(report)
-    assert len(write_report(report, tmp_path / "r", plots=False)) == 4
+    assert len(write_report(report, tmp_path / "r", plots=False)) == 7  # md, 2 csv, json, 3 parquet
 
 
 def test_a_folder_without_an_evaluation_is_refused(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from r3con.config import DEFAULT_CONTEXT_WINDOW, Settings
 from r3con.llm.endpoint import Endpoint
-from r3con.llm.window import OLLAMA_DEFAULT, discover
+from r3con.llm.native import OLLAMA_DEFAULT
+from r3con.llm.window import discover
 
 
 class Routes:
@@ -78,10 +79,10 @@ async def test_vllm_max_model_len_without_further_probes():
 
 
 @pytest.mark.parametrize(("parameters", "expected"), [
-    ("num_ctx                        16384\nstop \"<|im_end|>\"", (16384, "server: Ollama num_ctx")),
-    ("stop \"<|im_end|>\"", (OLLAMA_DEFAULT, "server: Ollama's default num_ctx")),
+    ("num_ctx                        16384\nstop \"<|im_end|>\"", (16384, "server: Ollama /api/show num_ctx")),
+    ("stop \"<|im_end|>\"", (OLLAMA_DEFAULT, "server: Ollama's default num_ctx (not loaded yet, so not asked)")),
 ])
-async def test_ollama_serves_its_num_ctx_not_the_trained_context(parameters, expected):
+async def test_an_ollama_without_api_ps_serves_its_num_ctx_not_the_trained_context(parameters, expected):
     routes = {**models({"id": "qwen3:8b", "owned_by": "library"}),
               ("POST", "/api/show"): {"modelfile": "FROM qwen3", "parameters": parameters,
                                       "model_info": {"qwen3.context_length": 40960}}}

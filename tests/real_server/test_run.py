@@ -63,7 +63,7 @@ def test_a_run_on_noise_completes_with_every_failure_accounted_for(llama_server,
     usage = json.loads((folder / "usage.json").read_text())
     assert usage["calls"] == result["usage"]["calls"] >= len(relevance)
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
-    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    warnings = [line for line in err.replace("\n  ", " ").splitlines() if line.startswith("warning: ")]  # wrapped at 80
     for used in result["fallbacks"]:  # what failed, how the run went on, and a warning line for each
         assert used["failed"] and used["fallback"]
         assert any(line.startswith(f"warning: {used['stage']} failed ({used['failed']})") for line in warnings), err

@@ -87,7 +87,7 @@ def test_the_cli_prints_the_report_line_or_one_warning(tmp_path, monkeypatch, ca
         assert not exited.value.code
         err = capsys.readouterr().err
         (folder,) = tmp_path.iterdir()
-        assert f"report: {folder / 'report.html'}" in err.splitlines()
+        assert f"report:\n  {folder / 'report.html'}\n" in err  # the path on a line of its own
         monkeypatch.setattr("r3con.report.render", lambda data: 1 / 0)
         with pytest.raises(SystemExit) as exited:
             main()
@@ -162,6 +162,6 @@ def test_an_interrupted_run_leaves_a_report_of_what_it_did_and_says_where(tmp_pa
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     (folder,) = tmp_path.iterdir()
-    assert err.splitlines()[-1] == f"report: {folder / 'report.html'}"
+    assert err.splitlines()[-2:] == ["report:", f"  {folder / 'report.html'}"]
     data = _payload((folder / "report.html").read_text(encoding="utf-8"))
     assert data["error"]["kind"] == "interrupted" and data["calls"] >= 1

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..artifacts import is_disk_full
+from ..display import path_lines
 from ..errors import DiskFull, R3conError
 
 if TYPE_CHECKING:
@@ -55,4 +56,4 @@ def report_line(outcome: RunResult | RunEnd | None, *, quiet: bool = False) -> N
     if outcome.report_error:
         print(f"r3con: warning: {outcome.report_error}", file=sys.stderr)
     elif outcome.report is not None and not quiet:
-        print(f"report: {outcome.report}", file=sys.stderr)
+        print(path_lines("report", outcome.report), file=sys.stderr)  # the path alone on its line

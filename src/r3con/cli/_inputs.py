@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..display import wrapped
 from ..errors import RunFailed
 from ..inputs import Inputs
 
@@ -61,13 +62,13 @@ def issues_text(inputs: Inputs, run_dir: Path | None = None) -> str | None:
 def report_inputs(inputs: Inputs, run_dir: Path | None, *, quiet: bool = False, strict: bool = False) -> None:
     """Print the summary (unless quiet) and the warning; with `strict`, RunFailed instead of the warning."""
     if not quiet:
-        print(summary_line(inputs), file=sys.stderr)
+        print(wrapped(summary_line(inputs)), file=sys.stderr)
     text = issues_text(inputs, run_dir)
     if text is None:
         return
     if strict:
         raise RunFailed(f"--strict: {text}")
-    print(f"warning: {text}; --strict makes this an error", file=sys.stderr)
+    print(wrapped(f"warning: {text}; --strict makes this an error"), file=sys.stderr)
 
 
 def _whole(key: str) -> str:

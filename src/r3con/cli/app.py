@@ -1,4 +1,4 @@
-"""Typer commands: run, demo, fake-llm, and the eval group."""
+"""Typer commands: run, show, demo, estimate, servers, sql, fake-llm, and the eval group."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from .._names import shown
+from .._readers import READABLE
 from ..config import Settings, endpoint_flags, parse_stage_models
 from ..corpus import load_corpus
-from ..display import cached_line, make_progress, reuse_line, usage_line
+from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
 from ..store import CorpusStore, open_store
 from ._ended import failed, report_line
 from ._inputs import report_inputs, summary_line
+from ._local import with_local_server
 from ._question import read_question
 from ._warnings import warn_many_rounds, warn_unknown_variables
 
@@ -54,11 +56,11 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-BaseUrl = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL); repeat it for a pool of replicas (env R3CON_BASE_URLS)")]
+BaseUrl = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers); repeat it for a pool of replicas (env R3CON_BASE_URLS)")]
 Pool = Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file: [[endpoint]] tables with url, key (or key_env), model, weight, concurrency (env R3CON_POOL_FILE); see docs/scale.md")]
 RoutingHeader = Annotated[list[str] | None, typer.Option("--routing-header", help="Header that carries each document's routing key to a router (repeatable; default X-Session-ID, X-Correlation-ID, X-SMG-Routing-Key, X-Dynamo-Session-ID; 'none' sends none)")]
 ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
-Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")]
+Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")]
 StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
 NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens the other documents' notes may take in a call; beyond it the most relevant go in full, the rest as an index (0: all in full, as the paper; default: what the window leaves)")]
 CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
@@ -113,7 +115,7 @@ def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: in
 @app.command()
 def run(
     question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
-    paths: Annotated[list[str] | None, typer.Argument(help="Files, folders (recursive) or globs: .txt .md .json .csv .html .pdf", show_default=False)] = None,
+    paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub need r3con\\[office])", show_default=False)] = None,
     model: Model = None,
     base_url: BaseUrl = None,
     pool: Pool = None,
@@ -191,8 +193,7 @@ def run(
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
     settings = Settings.resolve(**flags)
-    if settings.pool_file is None:  # a pool file names its endpoints itself
-        settings.require_endpoint()
+    settings = with_local_server(settings, quiet=quiet)  # unless an endpoint or a pool file is set
     warn_many_rounds(settings.rounds)
     with ExitStack() as closing:
         store = open_store(settings.corpus_store, settings.corpus_dir)
@@ -242,21 +243,24 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
 
 def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool, max_steps: int) -> None:
     print_result(result.summary(), as_json)
-    if not quiet:
-        print(f"usage: {usage_line(result.usage)}", file=sys.stderr)
-        print(f"prefix cache: {cached_line(result.by_stage)}", file=sys.stderr)
+    if not quiet:  # the closing lines fit 80 columns; the folder and the report on lines of their own
+        print(wrapped(f"usage: {usage_line(result.usage)}"), file=sys.stderr)
+        print(wrapped(f"prefix cache: {cached_line(result.by_stage)}"), file=sys.stderr)
         if result.reuse and result.reuse.get("previous_run"):
-            print(f"reuse: {reuse_line(result.reuse)}", file=sys.stderr)
+            print(wrapped(f"reuse: {reuse_line(result.reuse)}"), file=sys.stderr)
         if result.evidence_stats is not None:
-            print(f"evidence: {result.evidence_stats.line()}", file=sys.stderr)
-        print(f"run folder: {result.run_dir}", file=sys.stderr)
-    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet (and --json)
-        print(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}", file=sys.stderr)
+            print(wrapped(f"evidence: {result.evidence_stats.line()}"), file=sys.stderr)
+    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
+        print(wrapped(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}"), file=sys.stderr)
+    for line in result.warnings:
+        print(wrapped(f"warning: {line}"), file=sys.stderr)
     if result.capped and not any(used["stage"] == "reason" for used in result.fallbacks):
-        print(f"warning: reason stopped at --max-steps {max_steps} before the agent finished; the answer "
-              "is its last word (raise --max-steps)", file=sys.stderr)
-    report_line(result, quiet=quiet)
+        print(wrapped(f"warning: reason stopped at --max-steps {max_steps} before the agent finished; the answer "
+                      "is its last word (raise --max-steps)"), file=sys.stderr)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
+    if not quiet:
+        print(path_lines("run folder", result.run_dir), file=sys.stderr)
+    report_line(result, quiet=quiet)
 
 
 def _names_input(spec: str) -> bool:
@@ -418,7 +422,7 @@ def estimate(
     if not 0.5 <= confidence <= 0.99:
         raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
     if sample:
-        settings.require_endpoint()
+        settings = with_local_server(settings)
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
     with interrupt_sends_nothing():
@@ -486,6 +490,67 @@ def print_estimate(result: Any) -> None:
     console.print("Assumptions:")
     for line in result.assumptions:
         console.print(f"- {line}", markup=False)
+
+
+@app.command()
+def sql(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (or an evaluation's report folder)", show_default=False)],
+    query: Annotated[str, typer.Argument(help='SQL, e.g. "SELECT * FROM people WHERE unverified"', show_default=False)],
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of rows instead of a table")] = False,
+) -> None:
+    """Run an SQL query (DuckDB) over RUN_DIR's records: one table per record type."""
+    from ..tables import query as run_query
+    from ..tables import require_duckdb
+
+    require_duckdb("r3con sql")
+    columns, rows = run_query(run_dir, query)
+    if as_json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], ensure_ascii=False, default=str))
+    elif as_csv:
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(*columns, caption=f"{len(rows):,} rows")
+        for row in rows:  # as Text: a record's "[b]" is its own text, not console markup
+            table.add_row(*(Text("" if v is None else str(v)) for v in row))
+        Console().print(table)
+
+
+@app.command()
+def servers(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead of a table")] = False,
+) -> None:
+    """List the local servers on the usual ports (Ollama, llama.cpp, vLLM, SGLang, LM Studio) with their windows."""
+    from ..llm.local import find_servers, window_hint
+    from ._local import local_ports, servers_table
+
+    ports = local_ports()
+    found = asyncio.run(find_servers(ports))
+    rows = servers_table(found)
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not found:
+        looked = ", ".join(f"{port} ({kind})" for port, kind in ports)
+        print(f"no local server answers on ports {looked}", file=sys.stderr)
+        raise typer.Exit(1)
+    for server in found:
+        print(f"{server.kind} at {server.base_url}")
+        for row in (r for r in rows if r["base_url"] == server.base_url):
+            window = f"{row['window']:,} tokens ({row['window_source']})" if row["window"] else "window not reported"
+            marks = ", ".join(m for m, on in (("loaded", row["loaded"]), ("used without --model", row["chosen"])) if on)
+            print(f"  {row['model']}: {window}{f' [{marks}]' if marks else ''}")
+        hint = next((h for m in server.models if (h := window_hint(server, m))), "")
+        if hint:
+            print(f"  ({hint})")
 
 
 @app.command("fake-llm")

@@ -95,8 +95,8 @@ def run(
     score_capped: Annotated[bool, typer.Option("--score-capped", help="Judge step-capped answers instead of scoring them worst")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False,
     rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False,
-    model: Annotated[str | None, typer.Option("--model", help="Model id; default: the endpoint's first model (env R3CON_MODEL)")] = None,
-    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (env R3CON_BASE_URL, OPENAI_BASE_URL); repeat it for a pool of replicas")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")] = None,
+    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers); repeat it for a pool of replicas")] = None,
     pool: Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file of endpoints (docs/scale.md)")] = None,
     api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")] = None,
     stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
@@ -164,11 +164,15 @@ def run(
             outcome += f" (rating {verdict.rating})"
         print(f"[{done}/{total}] {record.method} {record.task_id}: {action}, {outcome}", file=sys.stderr, flush=True)
 
-    from ..methods import available_methods, configured_methods
+    from ..methods import available_methods, check_extras, configured_methods
 
     unknown = [m for m in methods if m not in available_methods()]
     if unknown:
         raise ConfigError(f"unknown method {unknown[0]!r}; choose one of {', '.join(available_methods())}")
+    check_extras(methods)
+    from ._local import with_local_server
+
+    settings = with_local_server(settings, quiet=quiet, required=False)  # some methods need no endpoint
     method_fn: Any = None
     if option:
         chosen = configured_methods(methods, option)

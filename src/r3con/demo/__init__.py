@@ -29,7 +29,7 @@ def question() -> str:
 
 def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = False) -> None:
     """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder."""
-    from ..display import make_progress, usage_line
+    from ..display import make_progress, path_lines, usage_line, wrapped
     from ..pipeline import run
     from ..testing import FakeLLMServer
 
@@ -49,10 +49,10 @@ def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = F
         summary["notice"] = NOTICE
         print(json.dumps(summary, ensure_ascii=False))
         return
-    print(f"Question: {task}")
-    print(f"Documents: {len(documents)} (in {corpus_dir()})")
-    print(f"Answer (scripted model): {result.answer}")
-    print(f"Usage: {usage_line(result.usage)}")
-    print(f"Artifacts: {result.run_dir}")
+    print(wrapped(f"Question: {task}"))
+    print(wrapped(f"Documents: {len(documents)} (in {corpus_dir()})"))
+    print(wrapped(f"Answer (scripted model): {result.answer}"))
+    print(wrapped(f"Usage: {usage_line(result.usage)}"))
+    print(path_lines("Run folder", result.run_dir))
     if result.report is not None:
-        print(f"Report: {result.report} (open it in a browser)")
+        print(path_lines("Report (open it in a browser)", result.report))

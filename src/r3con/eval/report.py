@@ -90,6 +90,7 @@ class ReportRow:
     recorded: int
     judge_models: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
+    records: tuple[TaskRecord, ...] = ()  # each task's record, for the per-task table
 
     @property
     def not_run(self) -> int:
@@ -186,6 +187,7 @@ def build_report(dirs: Sequence[Path]) -> Report:
                 recorded=len(records),
                 judge_models=tuple(sorted({r.verdict.judge_model for r in records if r.verdict and r.verdict.judge_model})),
                 folders=tuple(group["folders"]),
+                records=tuple(records),
             )
         )
     return Report(rows=tuple(rows), reference=load_reference(), skipped=skipped)
@@ -336,12 +338,32 @@ def _csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     return buffer.getvalue()
 
 
+def task_row(row: ReportRow, record: TaskRecord) -> dict[str, Any]:
+    """One task under one method as a table row: its outcome, verdict, cost, tokens and timing."""
+    verdict = record.verdict
+    return {
+        "benchmark": row.benchmark, "method": row.method, "model": row.model, "task_id": record.task_id,
+        "status": record.status, "judged": verdict.status if verdict is not None else None,
+        "correct": verdict.correct if verdict is not None else None,
+        "rating": verdict.rating if verdict is not None else None,
+        "cost_usd": record.usage.cost_usd, "calls": record.usage.calls,
+        "prompt_tokens": record.usage.prompt_tokens, "completion_tokens": record.usage.completion_tokens,
+        "method_s": record.method_s, "judge_s": record.judge_s, "answer": record.answer, "error": record.error,
+        **{f"meta_{k}": v for k, v in record.meta.items() if isinstance(v, str | int | float | bool)},
+        "run_dir": record.run_dir,
+    }
+
+
 def write_report(report: Report, out_dir: Path, *, plots: bool = True) -> list[Path]:
-    """Write report.md, summary.csv, categories.csv and (when matplotlib is installed) the PNG plots.
+    """Write report.md, summary.csv, categories.csv, (with DuckDB) the same as .parquet and each task's
+    outcome as tasks.parquet, and (when matplotlib is installed) the PNG plots.
 
     Returns the paths written. Without matplotlib (the `eval` extra) the plots are left out, never the
-    tables: `plots.unavailable()` says so in a line for the caller to print.
+    tables: `plots.unavailable()` says so in a line for the caller to print; without DuckDB (the `sql`
+    extra) the Parquet files are left out.
     """
+    from ..tables import write_parquet
+
     written = []
     written.append(write_atomic(out_dir / "report.md", render_markdown(report)))
     summary = [{"benchmark": b, **r} for b in report.benchmarks for r in summary_rows(report, b)]
@@ -349,6 +371,11 @@ def write_report(report: Report, out_dir: Path, *, plots: bool = True) -> list[P
     categories = [{"benchmark": b, **r} for b in report.benchmarks for r in category_rows(report, b)]
     columns = ("benchmark", "source", "method", "model", "category", "value", "n", "correct", "accuracy", "se")
     written.append(write_atomic(out_dir / "categories.csv", _csv(categories, columns)))
+    tasks = [task_row(report_row, r) for report_row in report.rows for r in report_row.records]
+    for name, rows in (("summary", summary), ("categories", categories), ("tasks", tasks)):
+        parquet = write_parquet(out_dir / f"{name}.parquet", rows)
+        if parquet is not None:
+            written.append(parquet)
     written.append(write_atomic(out_dir / "report.json",
                                 json.dumps(report.to_dict(), ensure_ascii=False, indent=1, default=str) + "\n"))
     if plots and unavailable() is None:

@@ -15,6 +15,7 @@ from .cache import Cached, CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
+from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
 from .overflow import LearnedWindow, Overflows
 from .pool import EndpointStats, Pooled, open_pool, pool_entries
@@ -46,6 +47,7 @@ class LLMStack:
     cache: CallCache | None = None  # the LLM cache, for embeddings too
     replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
     pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
+    near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
     window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
 
@@ -57,6 +59,11 @@ class LLMStack:
     def endpoints(self) -> list[dict[str, object]]:
         """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
         return [s.to_dict() for s in self.pool.stats()] if self.pool is not None else []
+
+    def warnings(self) -> tuple[str, ...]:
+        """What the run should warn about once it ends (prompts close to an unreported window)."""
+        line = self.near_window.warning() if self.near_window is not None else None
+        return (line,) if line else ()
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)
@@ -137,13 +144,18 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
         replayed = Replayed(stack)
-        stack = Accounted(replayed, ledger, prices)
+        stack = replayed
+        near: NearWindow | None = None
+        if not window_was_asked(endpoint.context_window_source):
+            stack = near = NearWindow(stack, ledger, endpoint)
+        stack = Accounted(stack, ledger, prices)
         log = CallLog(calls_log, detail=settings.log_calls)
         closing.callback(log.close)
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, replayed=replayed, pool=pool, window=window, concurrency=concurrency)
+                       cache=cache, replayed=replayed, pool=pool, near_window=near, window=window,
+                       concurrency=concurrency)
     finally:
         closing.close()
         await base.aclose()

@@ -6,15 +6,15 @@ its four slots 8,192 tokens while `/v1/models` says `n_ctx_train` 32,768. In ord
 1. `--context-window` (configuration wins);
 2. `/v1/models`: vLLM and SGLang's `max_model_len`, OpenRouter's `context_length`;
 3. llama.cpp's `/props`: `default_generation_settings.n_ctx` (one slot), or `/v1/models` `meta.n_ctx`;
-4. Ollama's `/api/show`: `num_ctx` in the model's parameters, else Ollama's default of 4,096 (it does not
-   serve the trained context unless told to);
+4. Ollama's `/api/ps`: the `context_length` a loaded model runs with; else `/api/show`'s `num_ctx`, else
+   Ollama's default of 4,096 (it does not serve the trained context unless told to); LM Studio's loaded
+   context length (`llm/local.py`);
 5. OpenAI's models by name (`KNOWN`);
 6. `meta.n_ctx_train` (the trained context), else `DEFAULT_CONTEXT_WINDOW`.
 """
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +22,9 @@ from typing import Any
 from ..config import DEFAULT_CONTEXT_WINDOW, Settings
 from ..errors import ConfigError, EndpointUnreachable, ProviderError
 from .endpoint import Endpoint, HTTPFailure
+from .native import native_window, same_model
 
 PROBE_S = 10.0  # seconds a discovery probe may take; a server that does not answer one is asked no more
-OLLAMA_DEFAULT = 4096
 
 KNOWN: tuple[tuple[str, int], ...] = (  # prefixes of OpenAI model names, longest first; input tokens
     ("gpt-4.1", 1_047_576), ("gpt-5", 272_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
@@ -52,14 +52,25 @@ async def discover(endpoint: Endpoint, settings: Settings) -> EndpointInfo:
         if not listed:
             raise ConfigError(f"{endpoint.base_url} lists no model; pass --model or set R3CON_MODEL")
         model = str(listed[0].get("id"))
+    check_served([model, *settings.stage_models.values()], listed, endpoint.base_url)
     if window is not None:
         return EndpointInfo(endpoint.base_url, model, window, "config")
-    entry = next((m for m in listed if m.get("id") == model), listed[0] if len(listed) == 1 else {})
+    entry = next((m for m in listed if same_model(str(m.get("id")), model)), listed[0] if len(listed) == 1 else {})
     found = await window_of(endpoint, model, entry)
     if found is None:
         trained = _int((entry.get("meta") or {}).get("n_ctx_train")) if isinstance(entry.get("meta"), dict) else None
         found = (trained, "server: /v1/models meta.n_ctx_train") if trained else (DEFAULT_CONTEXT_WINDOW, "default")
     return EndpointInfo(endpoint.base_url, model, found[0], found[1])
+
+
+def check_served(names: list[str], listed: list[dict[str, Any]], base_url: str) -> None:
+    """ConfigError naming the served models when the server lists models and one of `names` is not among them."""
+    served = [str(m.get("id")) for m in listed]
+    missing = [n for n in dict.fromkeys(names) if served and not any(same_model(s, n) for s in served)]
+    if missing:
+        shown = ", ".join(served[:12]) + (f" and {len(served) - 12} more" if len(served) > 12 else "")
+        raise ConfigError(f"{base_url} does not serve the model {', '.join(missing)}; it serves {shown}: "
+                          "pass one of them with --model")
 
 
 async def window_of(endpoint: Endpoint, model: str, entry: dict[str, Any]) -> tuple[int, str] | None:
@@ -79,12 +90,9 @@ async def window_of(endpoint: Endpoint, model: str, entry: dict[str, Any]) -> tu
         if value:
             return value, "server: /v1/models meta.n_ctx"
     if entry.get("owned_by") not in ("openai", "system", "openai-internal"):  # Ollama's owners are its users
-        shown = await _probe(endpoint, "POST", "//api/show", body={"model": model})
-        if isinstance(shown, dict) and ("modelfile" in shown or "model_info" in shown):
-            match = re.search(r"^num_ctx\s+(\d+)", str(shown.get("parameters") or ""), re.MULTILINE)
-            if match:
-                return int(match.group(1)), "server: Ollama num_ctx"
-            return OLLAMA_DEFAULT, "server: Ollama's default num_ctx"
+        found = await native_window(endpoint, model)  # Ollama's /api/ps, LM Studio's loaded context length
+        if found is not None:
+            return found
     for prefix, value in KNOWN:
         if model.startswith(prefix) or model.split("/")[-1].startswith(prefix):
             return value, "known"

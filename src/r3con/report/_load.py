@@ -206,6 +206,7 @@ def load(path: Path) -> dict[str, Any]:
         "schema_tables": _schema_tables(schema),
         "records": records,
         "dropped": [r for r in _list(folder.json("dropped_records.json", [])) if isinstance(r, dict)],
+        "tables": _dict(manifest.get("tables")),  # the records as Parquet and records.duckdb, or why not
         "transcript": _dict(folder.json("transcript.json", {})),
         "usage": usage,
         "timing": timing,

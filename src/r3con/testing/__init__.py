@@ -7,9 +7,10 @@ import sys
 from typing import Any
 
 from ._drawn import DrawnRelevance
+from ._local import LMStudioServer, OllamaServer
 from ._server import FakeLLMServer, FaultPlan, LatencyModel
 
-__all__ = ["DrawnRelevance", "FakeLLMServer", "FaultPlan", "LatencyModel", "serve"]
+__all__ = ["DrawnRelevance", "FakeLLMServer", "FaultPlan", "LMStudioServer", "LatencyModel", "OllamaServer", "serve"]
 
 
 def serve(port: int = 0, **kwargs: Any) -> None:

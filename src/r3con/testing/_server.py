@@ -283,6 +283,8 @@ class _HTTPServer(ThreadingHTTPServer):
 class FakeLLMServer:
     """The scripted server in a background thread: `with FakeLLMServer() as s: s.base_url`."""
 
+    _handler: type[_Handler] = _Handler  # a stand-in for another server answers its native routes first
+
     def __init__(self, port: int = 0, *, model: str = "r3con-scripted", max_model_len: int = 32768,
                  faults: FaultPlan | None = None, log_path: Path | None = None,
                  latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000,
@@ -291,7 +293,7 @@ class FakeLLMServer:
                        log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks,
                        note_sentences=note_sentences, relevance=relevance)
         self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=batch_delay_s)
-        handler = type("Handler", (_Handler,), {"state": state, "batches": self.batches})
+        handler = type("Handler", (self._handler,), {"state": state, "batches": self.batches, "owner": self})
         self._state = state
         self._httpd = _HTTPServer(("127.0.0.1", port), handler)
         self._thread: threading.Thread | None = None

@@ -1,0 +1,161 @@
+"""Records as tables: pandas DataFrames, Parquet files and a DuckDB database in the run folder, and SQL over them.
+
+One table per record type, its model-given fields first, then `_id`, `_doc`, `_part`, `_title`,
+`passage`, `span_start`, `span_end`, `match`, and the flags: `mismatch` (the values that differ from the
+passage's, as JSON), `ungrounded` (the fields whose value is not in the document, as JSON) and
+`unverified` (the passage was not found, or differs in a value). Parquet and the database need DuckDB
+(`pip install 'r3con[sql]'`); the DataFrames only pandas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DATABASE = "records.duckdb"
+FLAGGED = ("none", "mismatch")  # the passage outcomes that are not evidence (stages/_evidence.py)
+NEEDS_DUCKDB = "needs DuckDB, which is not installed: pip install 'r3con[sql]'"
+
+
+def require_duckdb(what: str) -> Any:
+    """The duckdb module, or a ConfigError saying `what` needs it (before any work is done)."""
+    try:
+        import duckdb
+    except ImportError:
+        raise ConfigError(f"{what} {NEEDS_DUCKDB}") from None
+    return duckdb
+
+
+def table_name(name: str) -> str:
+    """A record type's name as an SQL identifier (and a file name): lower case letters, digits and _."""
+    slug = re.sub(r"[^0-9a-z_]+", "_", name.lower()).strip("_")[:60] or "records"
+    return f"t_{slug}" if slug[0].isdigit() else slug
+
+
+def flat(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One record as a table row: the span in two columns, the passage and match named plainly, nested values as JSON."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key == "_span":
+            span = value if isinstance(value, list | tuple) and len(value) == 2 else (None, None)
+            out["span_start"], out["span_end"] = span
+        elif key in ("_passage", "_match", "_mismatch", "_ungrounded"):
+            out[key[1:]] = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        else:
+            out[key] = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+    if "_match" in row:
+        out["unverified"] = row.get("_match") in FLAGGED
+    return out
+
+
+def frames(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, pd.DataFrame]:
+    """{table name: DataFrame} of the records, one row per record, columns as in the module's docstring."""
+    import pandas as pd
+
+    out: dict[str, pd.DataFrame] = {}
+    for name, rows in tables.items():
+        frame = pd.DataFrame([flat(r) for r in rows if isinstance(r, Mapping)])
+        for column in frame.columns:  # one type per column: numbers stay numbers, anything mixed becomes text
+            values = frame[column].dropna()
+            kinds = {type(v) for v in values}
+            if kinds and not kinds <= {int, float} and not kinds <= {bool} and kinds != {str}:
+                frame[column] = frame[column].map(lambda v: None if v is None or v != v else str(v))
+        key, n = table_name(name), 2
+        while key in out:  # "People" and "people" both become people: the second is people_2
+            key, n = f"{table_name(name)}_{n}", n + 1
+        out[key] = frame
+    return out
+
+
+def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Path]:
+    """records/<table>.parquet for each record type and records.duckdb holding them; [] without DuckDB."""
+    try:
+        import duckdb
+    except ImportError:
+        return []
+    written: list[Path] = []
+    database = folder / DATABASE
+    database.unlink(missing_ok=True)
+    (folder / "records").mkdir(exist_ok=True)
+    with duckdb.connect(str(database)) as con:
+        for name, frame in frames(tables).items():
+            if frame.empty:
+                continue
+            con.register("frame", frame)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
+            con.unregister("frame")
+            target = folder / "records" / f"{name}.parquet"
+            con.execute(f"COPY \"{name}\" TO '{_quoted(target)}' (FORMAT parquet)")
+            written.append(target)
+    return [*written, database]
+
+
+def write_parquet(target: Path, rows: Sequence[Mapping[str, Any]]) -> Path | None:
+    """`rows` as one Parquet file (an evaluation's summary); None without DuckDB or without rows."""
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    (frame,) = frames({"rows": rows}).values()
+    if frame.empty:
+        return None
+    with duckdb.connect() as con:
+        con.register("frame", frame)
+        con.execute(f"COPY frame TO '{_quoted(target)}' (FORMAT parquet)")
+    return target
+
+
+def load_records(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """The DataFrames of a run folder's records (from records.json)."""
+    path = Path(run_dir) / "records.json"
+    if not path.is_file():
+        raise InputError(f"{run_dir} holds no records.json: pass a run folder whose population stage finished")
+    try:
+        tables = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} cannot be read ({exc}); the run folder is damaged") from None
+    return frames({str(k): v for k, v in tables.items() if isinstance(v, list)})
+
+
+def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run `sql` over a run folder's records (records.duckdb, else its Parquet files or records.json) or
+    an evaluation's results (every .parquet file under `folder`, each a table by its file name)."""
+    duckdb = require_duckdb("r3con sql")
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder} is no folder: pass a run folder (r3con-runs/...) or an evaluation's report folder")
+    database = folder / DATABASE
+    con = duckdb.connect(str(database), read_only=True) if database.is_file() else duckdb.connect()
+    try:
+        if not database.is_file():
+            parquet = sorted(folder.glob("*.parquet")) + sorted(folder.glob("records/*.parquet"))
+            for path in parquet:
+                con.execute(f"CREATE VIEW \"{table_name(path.stem)}\" AS SELECT * FROM read_parquet('{_quoted(path)}')")
+            if not parquet and (folder / "records.json").is_file():
+                for name, frame in load_records(folder).items():
+                    if not frame.empty:
+                        con.register(name, frame)
+            if not parquet and not (folder / "records.json").is_file():
+                raise InputError(f"{folder} holds no records or results to query: pass a run folder or an "
+                                 "evaluation's report folder")
+        try:
+            cursor = con.execute(sql)
+            columns = [d[0] for d in cursor.description or []]
+            return columns, cursor.fetchall()
+        except duckdb.Error as exc:
+            tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+            raise InputError(f"the query failed: {str(exc).splitlines()[0]} (tables: {', '.join(tables)})") from None
+    finally:
+        con.close()
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -1,0 +1,111 @@
+"""Records as tables (tables.py): DataFrames, Parquet and records.duckdb in the run folder, and SQL over them."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+
+from r3con.errors import ConfigError, InputError
+from r3con.tables import frames, query, write_tables
+
+from .conftest import cli_in_process
+
+TABLES = {
+    "People (2025)": [
+        {"name": "Ann Lee", "age": 34, "tags": ["a", "b"], "_id": "R1.1.1", "_doc": 1, "_title": "Registry",
+         "_passage": "Ann Lee is 34", "_span": [0, 13], "_match": "exact"},
+        {"name": "Bob [b]Stone[/b]", "age": "forty-one", "_id": "R2.1.1", "_doc": 2, "_title": "Letter",
+         "_passage": "Bob, aged 41", "_span": None, "_match": "none"},
+        {"name": "Cara Holm", "age": 30, "_id": "R3.1.1", "_doc": 3, "_title": "Census", "_passage": "Cara Holm, 29",
+         "_span": [0, 13], "_match": "mismatch", "_mismatch": [{"field": "age", "record": "30", "passage": "29"}],
+         "_ungrounded": ["age"]},
+    ],
+    "empty": [],
+}
+
+
+def test_frames_have_the_source_and_evidence_columns_and_one_type_per_column():
+    (name, frame), = [(k, v) for k, v in frames(TABLES).items() if not v.empty]
+    assert name == "people_2025"
+    assert list(frame.columns) == ["name", "age", "tags", "_id", "_doc", "_title", "passage", "span_start",
+                                   "span_end", "match", "unverified", "mismatch", "ungrounded"]
+    assert frame["unverified"].tolist() == [False, True, True]  # not found, or a value differs
+    assert frame["age"].tolist() == ["34", "forty-one", "30"]  # mixed: text, never a failed cast
+    assert json.loads(frame["mismatch"][2])[0]["field"] == "age" and frame["ungrounded"][2] == '["age"]'
+    assert frame["tags"][0] == '["a", "b"]' and frame["span_start"].tolist()[0] == 0
+
+
+def test_record_types_whose_names_meet_as_identifiers_stay_apart():
+    assert list(frames({"People": [{"a": 1}], "people": [{"a": 2}], "2025 data": [{"a": 3}]})) == [
+        "people", "people_2", "t_2025_data"]
+
+
+def test_parquet_and_duckdb_in_the_folder_answer_sql(tmp_path):
+    written = write_tables(tmp_path, TABLES)
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == ["records/people_2025.parquet", "records.duckdb"]
+    import duckdb  # Parquet as any reader sees it (pandas would need pyarrow)
+
+    parquet = str(tmp_path / "records" / "people_2025.parquet")
+    assert duckdb.sql(f"SELECT _id FROM read_parquet('{parquet}')").fetchall() == [("R1.1.1",), ("R2.1.1",),
+                                                                                   ("R3.1.1",)]
+    columns, rows = query(tmp_path, "SELECT _id, passage FROM people_2025 WHERE unverified AND match = 'none'")
+    assert columns == ["_id", "passage"] and rows == [("R2.1.1", "Bob, aged 41")]
+    with pytest.raises(InputError, match="the query failed.*tables: people_2025"):
+        query(tmp_path, "SELECT * FROM nowhere")
+
+
+def test_a_folder_without_the_database_is_queried_from_records_json(tmp_path):
+    (tmp_path / "records.json").write_text(json.dumps(TABLES))
+    assert query(tmp_path, "SELECT count(*) FROM people_2025")[1] == [(3,)]
+
+
+def test_a_run_writes_tables_the_report_links_and_sql_reads(fake_server, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old and lives in Oslo.")
+    (docs / "b.txt").write_text("Letter\n\nBob Stone, aged 41, wrote to Ann Lee.")
+    proc = cli_in_process("run", "How old are the people named?", str(docs), "--quiet", "--json",
+                          "--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    run_dir = json.loads(proc.stdout)["run_dir"]
+    manifest = json.loads((tmp_path / "runs").glob("*/manifest.json").__next__().read_text())
+    files = manifest["tables"]["files"]
+    assert files[-1] == "records.duckdb" and all(f.endswith(".parquet") for f in files[:-1]) and files[:-1]
+    table = files[0].split("/")[1].removesuffix(".parquet")
+    report = (tmp_path / "runs").glob("*/report.html").__next__().read_text()
+    assert "<code>records.duckdb</code>" in report and f"r3con sql {run_dir}" in report  # named, not linked:
+    # the report's links all stay inside the page
+    as_json = cli_in_process("sql", run_dir, f"SELECT _id, _doc, match FROM {table} ORDER BY _id", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    rows = json.loads(as_json.stdout)
+    assert rows and set(rows[0]) == {"_id", "_doc", "match"}
+    as_csv = cli_in_process("sql", run_dir, f"SELECT _id FROM {table} ORDER BY _id", "--csv")
+    assert as_csv.stdout.splitlines() == ["_id", *(r["_id"] for r in rows)]
+    shown = cli_in_process("sql", run_dir, f"SELECT count(*) AS n FROM {table}")
+    assert shown.returncode == 0 and str(len(rows)) in shown.stdout
+
+
+def test_records_frame_gives_dataframes(fake_server, tmp_path):
+    import asyncio
+
+    import r3con
+    from r3con.config import Settings
+
+    settings = Settings.resolve(env={}, base_url=fake_server.base_url, out_dir=tmp_path, cache=False)
+    result = asyncio.run(r3con.run("How old are the people named?", r3con.documents_from_texts(
+        [("Registry", "Ann Lee is 34 years old."), ("Letter", "Bob Stone, aged 41, wrote to Ann Lee.")]), settings))
+    dataframes = result.records_frame()
+    assert dataframes and all(isinstance(f, pd.DataFrame) for f in dataframes.values())
+    assert sum(len(f) for f in dataframes.values()) == sum(len(v) for v in result.records.values())
+
+
+def test_without_duckdb_sql_says_so_before_any_work_and_a_run_still_finishes(fake_server, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    proc = cli_in_process("sql", str(tmp_path / "no-such-run"), "SELECT 1")
+    assert proc.returncode == 2 and "pip install 'r3con[sql]'" in proc.stderr
+    assert write_tables(tmp_path, TABLES) == []
+    with pytest.raises(ConfigError, match=r"r3con\[sql\]"):
+        query(tmp_path, "SELECT 1")
