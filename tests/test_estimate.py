@@ -3,7 +3,7 @@ import json
 import r3con
 from r3con.estimate import Assumptions, estimate_range, estimate_run, sample
 from r3con.pipeline import run
-from r3con.testing import DrawnRelevance, FakeLLMServer
+from r3con.testing import DrawnRelevance, FakeLLMServer, FaultPlan
 
 from .conftest import cli_in_process
 
@@ -145,3 +145,17 @@ async def test_the_range_holds_a_run_whose_relevance_bm25_does_not_predict(tmp_p
     assert predicted.range is not None and sum(1 for n in result.notes[0].values() if n) == 9
     assert predicted.range.calls.low <= result.usage.calls <= predicted.range.calls.high
     assert predicted.range.prompt_tokens.low <= result.usage.prompt_tokens <= predicted.range.prompt_tokens.high
+
+
+async def test_a_sample_whose_schema_fails_goes_on_as_the_run_does(tmp_path):
+    docs = r3con.documents_from_texts(texts(6))
+    with FakeLLMServer(faults=FaultPlan.parse("empty=1.0,max=100,only=schema")) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          cache=False, max_steps=2)
+        calibrated, _ = await sample(TASK, docs, settings, 2)
+        result = await run(TASK, docs, settings)
+    assert [f["stage"] for f in result.fallbacks] == ["schema"] and "populate" not in result.by_stage
+    assert calibrated.sampled == 2 and calibrated.relevant_share > 0, "the sample measured the notes all the same"
+    assert calibrated.schema_tokens == Assumptions().schema_tokens, "the schema's size stays as assumed"
+    predicted = await estimate_run(TASK, docs, settings, assumptions=calibrated)
+    assert predicted.total.calls > 0

@@ -204,3 +204,17 @@ async def test_a_rerun_places_every_call_as_the_first_run_did_and_asks_nothing_a
     assert layouts[0]["document_reuse"]["population_shared_first"] is True
     assert layouts[0]["document_reuse"] == layouts[1]["document_reuse"]
     assert layouts[0]["shared_first_calls"] == layouts[1]["shared_first_calls"]
+
+
+async def test_a_window_the_server_states_is_learned_and_the_parts_planned_again(tmp_path):
+    # configured for 16,384 tokens, the server takes 4,096: parts planned for 16k do not fit, and the server says so
+    with FakeLLMServer(max_model_len=4096) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path, concurrency=2,
+                                          reasoning="direct", context_window=16_384, cache=False)
+        docs = r3con.documents_from_texts([(title, f"{text} {text}") for title, text in _long_documents(3)])
+        result = await run("Who recorded crates of tin, and how many?", docs, settings)
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["endpoint"]["learned_window"]["window"] == 4096
+    assert manifest["part_tokens"] == 1280 and all(d["parts"] > 1 for d in manifest["documents"])
+    assert result.degraded == () and len(result.parts) > 3
+    assert {p.number for p in result.parts} == {1, 2, 3}

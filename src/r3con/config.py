@@ -18,6 +18,7 @@ from .errors import ConfigError
 
 STAGES = ("relevance", "schema", "populate", "reason", "judge")
 DEFAULT_CONTEXT_WINDOW = 32_768
+DEFAULT_CONCURRENCY = 8  # requests in flight when neither --concurrency nor the server's slots say
 ROUTING_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")  # llm/routing.py
 
 
@@ -33,7 +34,7 @@ class Settings:
     model: str | None = None
     stage_models: Mapping[str, str] = field(default_factory=dict)
     context_window: int | None = None
-    concurrency: int = 8
+    concurrency: int | None = None  # None: the server's slots (llama.cpp's /props total_slots), else DEFAULT_CONCURRENCY
     request_timeout_s: float = 600.0
     organization: str | None = None  # OpenAI-Organization header (env OPENAI_ORG_ID), for OpenAI accounts
     project: str | None = None  # OpenAI-Project header (env OPENAI_PROJECT_ID)
@@ -68,6 +69,7 @@ class Settings:
     retry_budget: int = 200  # retries a whole run may spend before calls fail for good
     retry_base_s: float = 0.5  # first backoff (full jitter, doubling) when the endpoint sends no Retry-After
     retry_max_s: float = 60.0  # longest single wait, Retry-After included
+    outage_s: float = 180.0  # how long one call waits out a server that refuses connections or answers 503
     rpm: int | None = None  # requests per minute to the endpoint (None: unlimited)
     tpm: int | None = None  # estimated tokens per minute to the endpoint (None: unlimited)
     max_tokens_cap: int = 4096  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
@@ -160,7 +162,7 @@ class Settings:
         """Raise ConfigError on values that cannot work."""
         if self.rounds < 0:
             raise ConfigError("--rounds must be 0 or more (0 skips relevance extraction)")
-        if self.concurrency < 1:
+        if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1")
         if self.max_steps < 1:
             raise ConfigError("--max-steps must be at least 1")

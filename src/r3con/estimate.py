@@ -21,6 +21,7 @@ from ._prompts import render
 from ._ranges import Interval, Spread, draw, interval
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents_async
+from .errors import OutputError
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import part_budget, stage_options
@@ -441,10 +442,15 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
         schema_tokens, records, calls = base.schema_tokens, base.records_tokens, base.populate_calls
         filled = Usage()
+        proposed = None
         if settings.structuring:
             text = format_notes(note_refs(picks, found_final))
-            proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
-                                            temperature=settings.temperature)
+            try:
+                proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
+                                                temperature=settings.temperature)
+            except OutputError:  # the run goes on without a schema (the answer from the notes), and so does the
+                proposed = None  # sample: the schema and records stay as assumed
+        if proposed is not None:
             schema_tokens = round((await counter.count([schema_text(sent_schema(proposed.schema))]))[0] * scale)
             await populate(stack, task, proposed.schema, picks, text, stages.populate)
             filled = stack.ledger.by_stage().get("populate", Usage())

@@ -135,8 +135,11 @@ class Inputs:
     def with_degraded(self, failures: Iterable[Degrading]) -> Inputs:
         """The same account, with the documents the stages had to go on without."""
         seen = {(d.doc, d.stage) for d in self.degraded}
-        added = [DegradedInput(doc=f.doc, stage=f.stage, cause=f.error) for f in failures
-                 if (f.doc, f.stage) not in seen]
+        added: list[DegradedInput] = []
+        for f in failures:  # a part that failed in several rounds of a stage is listed once
+            if (f.doc, f.stage) not in seen:
+                seen.add((f.doc, f.stage))
+                added.append(DegradedInput(doc=f.doc, stage=f.stage, cause=f.error))
         return replace(self, degraded=self.degraded + tuple(added))
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -11,13 +12,14 @@ from typing import Any
 
 from ._fanout import DOCUMENT_ERRORS, check_failed_share
 from .artifacts import RunDir
-from .config import Settings
-from .corpus import Document, FilesSeen, split_documents_async
+from .config import DEFAULT_CONCURRENCY, Settings
+from .corpus import Document, FilesSeen, split_documents, split_documents_async
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
 from .llm.layers import Progressed, Replayed
+from .llm.overflow import is_overflow
 from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
@@ -111,26 +113,50 @@ class RunResult:
         }
 
 
+def reply_reserve(settings: Settings, context_window: int) -> int:
+    """Tokens kept for a per-document call's reply: the larger of the relevance and population stages'
+    reply budgets, but at most a quarter of the window (and at least 256)."""
+    return min(max(settings.note_max_tokens, settings.populate_max_tokens), max(256, context_window // 4))
+
+
+def prompt_reserve(context_window: int) -> int:
+    """Tokens kept for a per-document call's instructions, task and tags: 1,500, or an eighth of a
+    smaller window."""
+    return min(_PROMPT_OVERHEAD, context_window // 8)
+
+
 def part_budget(settings: Settings, context_window: int) -> int:
-    """Tokens a document part may take: the window less the output, the prompt, and room for notes."""
+    """Tokens a document part may take: half of what the window leaves after the reply reserve and the
+    instructions (the other half is for the notes), at least 256.
+
+    At 2,048 / 4,096 / 8,192 / 32,768 tokens with the default reply budgets (notes 1,024, records 4,096):
+    640 / 1,280 / 2,560 / 13,586 tokens.
+    """
     if settings.part_tokens:
         return settings.part_tokens
-    free = context_window - max(settings.note_max_tokens, settings.populate_max_tokens) - _PROMPT_OVERHEAD
+    free = context_window - reply_reserve(settings, context_window) - prompt_reserve(context_window)
     return max(256, free // 2)
+
+
+def data_view_limit(context_window: int) -> int:
+    """Characters of the records the answer's prompt may show: about a quarter of the window (at some four
+    characters a token), so that the records, the notes and the reply fit a small window together."""
+    return context_window
 
 
 def notes_budget(settings: Settings, context_window: int, part_tokens: int) -> int | None:
     """Tokens the other documents' notes may take in one call; None: no budget (every note in full).
 
     `--notes-budget 0` turns selection off (the paper's behaviour even if the window overflows); unset,
-    it is what the window leaves after the largest document part, the output and the instructions.
+    it is what the window leaves after the largest document part, the reply reserve, the instructions
+    and a margin (1,000 tokens, or a sixteenth of a smaller window), at least 256.
     """
     if settings.notes_budget_tokens == 0:
         return None
     if settings.notes_budget_tokens:
         return settings.notes_budget_tokens
-    output = max(settings.note_max_tokens, settings.populate_max_tokens)
-    return max(512, context_window - part_tokens - output - _PROMPT_OVERHEAD - 1000)
+    left = context_window - part_tokens - reply_reserve(settings, context_window) - prompt_reserve(context_window)
+    return max(256, left - min(1000, context_window // 16))
 
 
 def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
@@ -214,7 +240,7 @@ async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Documen
 def in_flight(settings: Settings) -> int | None:
     """Per-document calls a stage prepares at once: a few times what the endpoint takes, so prompts are
     built as slots free up and memory follows the calls in flight, not the corpus; a batch takes all."""
-    return None if settings.batch else 4 * settings.concurrency
+    return None if settings.batch else 4 * (settings.concurrency or DEFAULT_CONCURRENCY)  # unset: as for the default
 
 
 @dataclass
@@ -265,7 +291,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes (and `stopped` hears the stage a failure ended)."""
     started = time.perf_counter()
-    window = llm.endpoint.context_window
+    window = llm.planning_window  # the endpoint's, or less once a "too long" reply said so
     part_tokens = part_budget(settings, window)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
@@ -283,13 +309,25 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:
-            progress.stage("relevance", len(parts) * settings.rounds)
-            relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
-                options.relevance, keep=reuse.note_keeper))
+            while True:
+                progress.stage("relevance", len(parts) * settings.rounds)
+                relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
+                    options.relevance, keep=reuse.note_keeper), after_round=functools.partial(
+                        _after_round, docs=docs, parts=parts, window=window, settings=settings, llm=llm))
+                if not relevance.stopped:
+                    break
+                # a "too long" reply stated a smaller window: plan the parts and notes for it, and start
+                # again (the calls that were answered are in the cache when it is on)
+                window = llm.planning_window
+                part_tokens = part_budget(settings, window)
+                parts = await split_documents_async(docs, part_tokens)
+                options = stage_options(settings, window, breakpoints=options.relevance.breakpoints, embed=embed,
+                                        scratch_root=run_dir.scratch_root)
+                record.replanned(parts, part_tokens, options.relevance.notes_budget)
             record.relevance(relevance, parts)
             rounds = relevance.rounds
             reuse.decide_relevance(rounds, relevance.shown, relevance.kept)
-            check_failed_share("relevance", record.failures, len(parts), settings.max_failed_share)
+            _check_failures("relevance", record.failures, docs, settings)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
         record.final_notes(final)
@@ -313,11 +351,13 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
             record.records(filled)
             tables, evidence_stats = filled.tables, filled.evidence
             reuse.decide_populate(tables, filled.per_doc, filled.kept, final_notes)
-            check_failed_share("populate", record.failures, len(parts), settings.max_failed_share)
+            _check_failures("populate", record.failures, docs, settings)
 
         record.stage = "reason"
         progress.stage("reason", 1)
-        answer = await _answer(ask, task, final, final_notes, schema, tables, options.answer, settings, record)
+        answer_options = replace(options.answer, data_view_chars=min(  # the window as learned in any stage
+            settings.data_view_chars, data_view_limit(llm.planning_window)))
+        answer = await _answer(ask, task, final, final_notes, schema, tables, answer_options, settings, record)
         progress.advance("reason")
         record.answer(answer, settings.sandbox_mode)
         cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
@@ -366,18 +406,21 @@ def stage_options(settings: Settings, context_window: int, *, breakpoints: bool 
     placement = Placement.of(settings)
     return StageOptions(
         relevance=RelevanceOptions(
-            rounds=settings.rounds, max_tokens=settings.note_max_tokens, temperature=settings.temperature,
+            rounds=settings.rounds, max_tokens=min(settings.note_max_tokens, reply_reserve(settings, context_window)),
+            temperature=settings.temperature,
             breakpoints=breakpoints, placement=placement, embed=embed, in_flight=in_flight(settings),
             notes_budget=notes_budget(settings, context_window, part_budget(settings, context_window)),
         ),
         populate=PopulateOptions(
-            max_tokens=settings.populate_max_tokens, attempts=settings.populate_attempts,
+            max_tokens=min(settings.populate_max_tokens, reply_reserve(settings, context_window)),
+            attempts=settings.populate_attempts,
             temperature=settings.temperature, breakpoints=breakpoints, placement=placement,
             unverified=settings.unverified, in_flight=in_flight(settings),
         ),
         answer=AnswerOptions(
             mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,
-            temperature=settings.temperature, data_view_chars=settings.data_view_chars,
+            temperature=settings.temperature,
+            data_view_chars=min(settings.data_view_chars, data_view_limit(context_window)),
             sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
             sandbox_mode=settings.sandbox_mode, scratch_root=scratch_root,
         ),
@@ -421,6 +464,26 @@ async def _answer(llm: LLM, task: str, final: FinalNotes, final_notes: Mapping[s
             record.went_on("reason", f"the agent gave no answer in {settings.max_steps} steps",
                            "answered directly from the notes and the records")
     return await final.fit(lambda notes: answer_direct(llm, task, notes, schema_json, tables, options, missing))
+
+
+def _check_failures(stage: str, failures: Sequence[Failure], docs: Sequence[Document], settings: Settings) -> None:
+    """RunFailed when more than --max-failed-share of the documents (not parts: a document fails with
+    any of its parts) failed in `stage`."""
+    whole = [replace(f, doc=f.doc.split(".")[0]) for f in failures if f.stage == stage]
+    check_failed_share(stage, whole, len(docs), settings.max_failed_share)
+
+
+def _after_round(failed: Sequence[Failure], docs: Sequence[Document], parts: Sequence[Document], window: int,
+                 settings: Settings, llm: LLMStack) -> bool:
+    """After a relevance round: True when a "too long" reply taught a smaller window that changes the
+    parts or cost a document its note (the rounds are planned again); RunFailed when more than
+    --max-failed-share of the documents failed in it, before the next round spends anything."""
+    learned = llm.planning_window
+    if learned < window and (any(is_overflow(f"{f.error} {f.cause}") for f in failed)
+                             or split_documents(docs, part_budget(settings, learned)) != tuple(parts)):
+        return True
+    _check_failures("relevance", failed, docs, settings)
+    return False
 
 
 def _key_order(key: str) -> tuple[int, ...]:

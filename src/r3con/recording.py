@@ -80,6 +80,22 @@ class RunRecord:
         run_dir.write_json("manifest.json", manifest)
         self._documents = _Background(_write_documents, run_dir, docs)  # written while the first calls go out
 
+    def replanned(self, parts: Sequence[Document], part_tokens: int, notes_budget: int | None) -> None:
+        """The parts and notes planned again for a window a server's "too long" reply stated."""
+        self.account = self.account.with_parts(parts)
+        self.manifest["part_tokens"] = part_tokens
+        self.manifest["notes_selection"]["budget_tokens"] = notes_budget
+        for entry in self.manifest["documents"]:
+            entry["parts"] = sum(1 for p in parts if p.number == entry["doc"])
+        self._learned()
+        self.run_dir.write_json("manifest.json", self.manifest)
+
+    def _learned(self) -> None:
+        """The window the server's "too long" replies stated, in the manifest, when they taught one."""
+        window = getattr(self.llm, "window", None)
+        if window is not None and window.learned:
+            self.manifest["endpoint"]["learned_window"] = window.to_dict()
+
     def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
         """`stage` failed and the run went on without it (`fallback`)."""
         self.fallbacks.append(fallback(stage, failed, how))
@@ -185,6 +201,7 @@ class RunRecord:
                                                     if s.shared_first or stage == "populate"}
         manifest["layout"]["document_reuse"] = self.seen.to_dict(self.placement.adaptive)
         manifest["corpus_store"] = self._corpus_store()
+        self._learned()
         self.run_dir.write_json("manifest.json", manifest)
 
 
@@ -220,7 +237,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
                      "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source,
+                     "context_window_source": stack.endpoint.context_window_source, **_concurrency(stack),
                      **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
                         if stack.pool is not None else {})},
         "settings": settings.public(),
@@ -231,6 +248,12 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
             for d in docs
         ],
     }
+
+
+def _concurrency(stack: LLMStack) -> dict[str, Any]:
+    """The requests in flight and where the number came from (--concurrency, the server's slots, the default)."""
+    chosen = getattr(stack, "concurrency", None)
+    return {"concurrency": chosen[0], "concurrency_source": chosen[1]} if chosen else {}
 
 
 def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:

@@ -181,6 +181,7 @@ def test_a_server_killed_mid_run_says_connection_refused(capsys, monkeypatch, co
 
         killer = threading.Thread(target=kill_after_first_answer)
         killer.start()
+        monkeypatch.setenv("R3CON_OUTAGE_S", "1")  # a server that stays down is waited for this long
         code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, f"http://127.0.0.1:{port}/v1", runs,
                                                             "--concurrency", "1", "--retries", "1"))
         killer.join()
@@ -340,14 +341,22 @@ def test_a_bug_says_internal_error_and_keeps_the_traceback_in_the_run_folder(cap
     assert (folder / "notes" / "round-2.json").is_file()  # what was done before the bug is kept
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
-def test_a_terminated_run_says_how_to_continue_and_keeps_what_was_done(signum, code, corpus, tmp_path):
+def _ignore_sigint() -> None:
+    """What a shell without job control does to a background job (`r3con run ... &` in a script)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, code, background", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, False),
+                                                      (signal.SIGTERM, 143, True)],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-background-job"])
+def test_a_terminated_run_says_how_to_continue_and_keeps_what_was_done(signum, code, background, corpus, tmp_path):
     runs = tmp_path / "runs"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     with FakeLLMServer(faults=FaultPlan.parse("delay=0.2")) as server:
         proc = subprocess.Popen([sys.executable, "-m", "r3con", *run_args(corpus, server.base_url, runs,
                                                                           "--concurrency", "1")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=_ignore_sigint if background else None)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and answered(runs) < 2:
             time.sleep(0.02)
@@ -368,3 +377,12 @@ def test_a_terminated_run_says_how_to_continue_and_keeps_what_was_done(signum, c
         total = len(server.calls()) - made
     fresh = json.loads((folder / "usage.json").read_text())
     assert fresh["cache_hits"] >= 2 and total < fresh["calls"] + fresh["cache_hits"]  # the finished calls were not paid again
+
+
+def test_a_step_capped_agent_is_a_warning_line_even_with_json(capsys, monkeypatch, corpus, tmp_path):
+    with FakeLLMServer() as server:
+        code, out, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, tmp_path / "runs",
+                                                              "--max-steps", "1", "--json"))
+    assert code == 0 and json.loads(out)["capped"]
+    assert ("warning: reason stopped at --max-steps 1 before the agent finished; the answer is its last word "
+            "(raise --max-steps)") in err.replace("\n  ", " ").splitlines(), err  # wrapped at 80 columns

@@ -266,12 +266,22 @@ def test_a_folder_with_nothing_readable_exits_2_and_says_why(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_lines_group_degraded_documents_by_stage():
+def test_the_lines_group_degraded_documents_by_stage_and_count_documents_not_parts():
     inputs = Inputs(read=(ReadInput(1, "a.txt", parts=2), ReadInput(2, "b.txt")), degraded=(
         DegradedInput("1.1", "relevance", "x: giving up after 7 attempts; last error: x answered HTTP 500: boom"),
+        DegradedInput("1.2", "relevance", "x: giving up after 7 attempts; last error: x answered HTTP 500: boom"),
         DegradedInput("1.2", "populate", "the reply was not valid JSON"),
         DegradedInput("2", "populate", "the reply was not valid JSON")))
-    assert summary_line(inputs) == "inputs: 2 read (3 parts), 3 degraded (1 in relevance, 2 in populate)"
+    assert summary_line(inputs) == "inputs: 2 read (3 parts), 2 degraded (1 in relevance, 2 in populate)"
     assert issues_text(inputs, Path("RUN")) == (
-        "3 inputs not fully used: document 1.1 degraded in relevance (x answered HTTP 500: boom), "
-        "documents 1.2, 2 degraded in populate (the reply was not valid JSON); full list: RUN/manifest.json")
+        "2 inputs not fully used: document 1 degraded in relevance (x answered HTTP 500: boom), "
+        "documents 1, 2 degraded in populate (the reply was not valid JSON); full list: RUN/manifest.json")
+
+
+def test_a_document_that_failed_in_every_round_is_degraded_once():
+    from r3con.results import Failure
+
+    failures = [Failure("relevance", key, f"round {r}: boom", "HTTP 500") for r in (1, 2) for key in ("4", "5")]
+    inputs = Inputs(read=tuple(ReadInput(i, f"d{i}.txt") for i in range(1, 6))).with_degraded(failures)
+    assert [d.doc for d in inputs.degraded] == ["4", "5"]
+    assert issues_text(inputs).startswith("2 inputs not fully used: documents 4, 5 degraded in relevance")

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from r3con.errors import ConfigError, EndpointUnreachable, ProviderError
+from r3con.errors import ConfigError, EndpointUnreachable, OutputError, ProviderError
 from r3con.eval.judges import (
     EMPTY,
     JUDGE_ERROR,
@@ -13,6 +13,7 @@ from r3con.eval.judges import (
     judge_spec,
     prompt_from_file,
 )
+from r3con.llm.types import Usage
 
 from ._fakes import JUDGE_USAGE, judge_llm, make_task
 
@@ -73,6 +74,14 @@ async def test_an_endpoint_error_gives_a_judge_error_and_a_config_error_stops():
     assert verdict.status == JUDGE_ERROR and "503 busy" in verdict.error
     with pytest.raises(EndpointUnreachable):
         await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(EndpointUnreachable("down")))
+
+
+async def test_a_failed_judge_call_still_reports_the_tokens_it_spent():
+    failed = OutputError("the reply was cut at max_tokens=64 with nothing complete in it")
+    failed.usage = Usage(calls=2, prompt_tokens=900, completion_tokens=128)  # what the layers attach
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(failed))
+    assert verdict.status == JUDGE_ERROR
+    assert (verdict.usage.calls, verdict.usage.prompt_tokens, verdict.usage.completion_tokens) == (2, 900, 128)
 
 
 async def test_an_empty_answer_scores_worst_without_a_judge_call():

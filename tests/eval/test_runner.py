@@ -180,3 +180,20 @@ async def test_a_baseline_stopped_by_the_cost_cap_stops_the_evaluation_and_is_no
         result = await run_eval(one, raised, tmp_path, methods=("structrag",), judge_llm=judge_llm(default=judge_by_answer))
     assert read_record(record_path(tmp_path, "structrag", "t1")).status != FAILED
     assert result.ran == 1
+
+
+async def test_a_slow_judge_reports_progress_while_it_works(tmp_path, monkeypatch):
+    monkeypatch.setattr("r3con.eval.runner.JUDGE_HEARTBEAT_S", 0.05)
+
+    class SlowJudge:
+        async def complete(self, request):
+            await asyncio.sleep(0.3)
+            return await judge_llm(default=judge_by_answer).complete(request)
+
+    seen: list[tuple[str, str]] = []
+    one = TaskSet(benchmark="loong", tasks=TASKS.tasks[:1])
+    await run_eval(one, Settings(model="m1"), tmp_path, methods=["r3con"], method_fn=FakeMethod(),
+                   judge_llm=SlowJudge(), on_record=lambda record, action: seen.append((record.task_id, action)))
+    beats = [action for _, action in seen if action.startswith("judging")]
+    assert len(beats) >= 2 and all(a.endswith(" s") for a in beats), seen
+    assert seen[-1] == ("t1", "ran"), "the task is reported done once, after its judge"

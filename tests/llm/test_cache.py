@@ -22,8 +22,8 @@ def request(text="hello", **kw) -> ChatRequest:
 
 
 def reply(content="ok", finish="stop", **kw) -> Completion:
-    return Completion(content=content, finish_reason=finish, model="m",
-                      usage=Usage(calls=1, prompt_tokens=10, completion_tokens=2), **kw)
+    kw.setdefault("usage", Usage(calls=1, prompt_tokens=10, completion_tokens=2))
+    return Completion(content=content, finish_reason=finish, model="m", **kw)
 
 
 def test_key_covers_endpoint_model_messages_parameters_schema_and_sample():
@@ -67,6 +67,8 @@ def test_store_and_read_back_across_connections_in_wal_mode(tmp_path):
     (reply("a note"), False, True),
     (reply("", reasoning="the note, in reasoning_content"), False, True),
     (reply("a note cut sh", finish="length"), False, False),
+    (reply("a note cut. (cut)", finish="length", usage=Usage(calls=1, events={"length": 1, "cut_kept": 1})),
+     False, True),  # what the run kept of a cut reply: a resume gets it again without paying
     (reply(""), False, False),
     (reply("   "), False, False),
     (reply("", refusal="I can't help with that"), False, False),

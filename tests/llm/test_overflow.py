@@ -2,7 +2,11 @@
 
 import pytest
 
-from r3con.llm.overflow import is_overflow
+from r3con.errors import ContextTooLong
+from r3con.llm.overflow import LearnedWindow, Overflows, is_overflow, stated_limit
+from r3con.llm.types import ChatRequest, Message
+
+from ..fakes import ScriptedLLM
 
 
 @pytest.mark.parametrize("text", [
@@ -38,3 +42,39 @@ def test_each_servers_overflow_reply_is_recognised(text):
 ])
 def test_other_errors_are_not_overflows(text):
     assert not is_overflow(text)
+
+
+@pytest.mark.parametrize("text, stated", [
+    ("request (3995 tokens) exceeds the available context size (2048 tokens), try increasing it", (2048, 3995)),
+    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the "
+     "messages, 1000 in the completion).", (4096, None)),  # vLLM's "requested" counts the reply too
+    ("The prompt (total length 9000) is too long to fit into the model (context length 8192)", (8192, 9000)),
+    ("The input (61709 tokens) is longer than the model's context length (40960 tokens).", (40960, 61709)),
+    ("prompt is too long: 300000 tokens > 200000 maximum", (200000, 300000)),
+    ("input length exceeds the context length", None),  # Ollama states no number
+])
+def test_the_window_a_too_long_reply_states_is_read(text, stated):
+    assert stated_limit(text) == stated
+
+
+def test_a_learned_window_only_shrinks_and_scales_with_the_servers_count():
+    window = LearnedWindow(8192)
+    assert window.learn(2048, 2676, 2500) and window.stated == 2048
+    assert window.planning == int(2048 / (2676 / 2500)), "planned in r3con's estimate, which undercounts here"
+    assert not window.learn(4096, None, 100), "a larger stated window teaches nothing"
+    assert window.to_dict()["learned_from"] == [{"window": 2048, "request_tokens": 2676, "estimated_tokens": 2500}]
+
+
+async def test_max_tokens_is_kept_inside_the_window_and_a_refusal_teaches_it():
+    inner = ScriptedLLM(default="a note.", replies=[ContextTooLong("x: the request is longer than the model's context window (request "
+                                                "(3000 tokens) exceeds the available context size (2048 tokens))",
+                                                status=400)])
+    window = LearnedWindow(8192)
+    layer = Overflows(inner, window)
+    big = ChatRequest(messages=(Message("user", "word " * 2000),), stage="relevance", max_tokens=4096)
+    with pytest.raises(ContextTooLong):
+        await layer.complete(big)
+    assert inner.history[0].max_tokens == 4096, "it fitted the window as configured"
+    assert window.stated == 2048
+    await layer.complete(big)
+    assert inner.history[1].max_tokens == 64, "what is left of the learned window, at least 64"

@@ -97,7 +97,7 @@ async def test_a_call_gives_up_after_its_retries_naming_the_endpoint_and_last_er
 async def test_the_runs_retry_budget_is_shared_and_bounded():
     budget = RetryBudget(3)
     sleep = Sleeps()
-    inner = flaky(*[ProviderError("HTTP 503", status=503) for _ in range(10)])
+    inner = flaky(*[ProviderError("HTTP 500", status=500) for _ in range(10)])
     layer = Retrying(inner, RetryPolicy(retries=6, base_s=0.01), budget, "http://ep/v1", sleep=sleep)
     with pytest.raises(ProviderError, match="retry budget of 3 is spent"):
         await layer.complete(REQUEST)
@@ -156,3 +156,42 @@ async def test_one_call_stops_retrying_at_its_time_limit():
     with pytest.raises(ProviderError, match="at the one-call limit of 30 s"):
         await layer.complete(REQUEST)
     assert sleep.waits == [20] and len(inner.history) == 2, "the second wait would end past 30 s"
+
+
+def refused() -> ProviderError:
+    """What the transport raises when nothing listens: a ProviderError caused by a refused connection."""
+    try:
+        raise ConnectionRefusedError(111, "Connection refused")
+    except ConnectionRefusedError as cause:
+        error = ProviderError("http://ep/v1: cannot connect to http://ep/v1/chat/completions")
+        error.__cause__ = cause
+        return error
+
+
+async def test_a_restarting_server_is_waited_for_without_spending_the_retry_budget():
+    loading = [ProviderError("HTTP 503: Loading model", status=503) for _ in range(12)]
+    inner = flaky(*[refused() for _ in range(12)], *loading)
+    sleep, budget = Sleeps(), RetryBudget(3)
+    layer = Retrying(inner, RetryPolicy(retries=2, base_s=0.5, outage_s=240.0), budget, "http://ep/v1", sleep=sleep)
+    completion = await layer.complete(REQUEST)
+    assert completion.content == "ok" and len(inner.history) == 25
+    assert budget.spent == 0, "waiting for a server that is down costs no tokens, so no retries of the budget"
+    assert max(sleep.waits) == 10.0 and 120 < sum(sleep.waits) <= 240, sleep.waits
+    assert completion.usage.events["retries"] == 24
+
+
+async def test_an_outage_longer_than_outage_s_gives_up_saying_what_helps():
+    inner = flaky(*[refused() for _ in range(100)])
+    sleep = Sleeps()
+    layer = Retrying(inner, RetryPolicy(retries=2, base_s=0.5, outage_s=60.0), RetryBudget(100), "http://ep/v1",
+                     sleep=sleep)
+    with pytest.raises(ProviderError, match=r"unavailable for \d+ s \(R3CON_OUTAGE_S=60\).*start the server"):
+        await layer.complete(REQUEST)
+    assert sum(sleep.waits) <= 60
+
+
+async def test_a_timeout_says_to_lower_the_concurrency_or_raise_the_limits():
+    inner = flaky(*[ProviderError("http://ep/v1: request timed out (after 300 s)") for _ in range(5)])
+    layer = Retrying(inner, RetryPolicy(retries=1, base_s=0.0), RetryBudget(100), "http://ep/v1", sleep=Sleeps())
+    with pytest.raises(ProviderError, match=r"lower --concurrency .* raise --timeout and R3CON_MAX_CALL_S"):
+        await layer.complete(REQUEST)

@@ -52,10 +52,13 @@ def test_schema_reads_as_tables_of_fields(tmp_path):
 
 
 def test_time_per_stage_runs_from_the_first_call_start_to_the_last_call_end(tmp_path):
-    calls = [{"stage": "relevance", "time": 10.0, "latency_s": 2.0}, {"stage": "relevance", "time": 11.0, "latency_s": 2.5},
-             {"stage": "reason", "time": 20.0, "latency_s": 1.0}]
+    # `time` is when a call started (calls.jsonl's Recorded layer), `end` when it ended: a retried call's
+    # latency_s is its last attempt's, so the end, not the latency, closes the span
+    calls = [{"stage": "relevance", "time": 10.0, "latency_s": 2.0, "end": 12.0},
+             {"stage": "relevance", "time": 11.0, "latency_s": 0.5, "end": 14.0},
+             {"stage": "reason", "time": 20.0, "latency_s": 1.0}]  # a log from before `end`: start plus latency
     data = load(_folder(tmp_path, **{"calls.jsonl": "".join(json.dumps(c) + "\n" for c in calls)}))
-    assert data["timing"] == {"relevance": {"wall_s": 3.0, "latency_s": 4.5}, "reason": {"wall_s": 1.0, "latency_s": 1.0}}
+    assert data["timing"] == {"relevance": {"wall_s": 4.0, "latency_s": 2.5}, "reason": {"wall_s": 1.0, "latency_s": 1.0}}
     assert data["calls"] == 3
 
 

@@ -38,8 +38,17 @@ async def test_reasks_with_the_validation_error_then_accepts():
     assert result.tables == ("people",)
     assert [a.error is None for a in result.attempts] == [False, True]
     second = llm.history[1]
-    assert second.messages[-2].role == "assistant"
+    assert [m.role for m in second.messages] == ["user", "user"], "the first prompt and the error, no failed reply"
     assert "top level must have" in second.messages[-1].content
+    assert 'Here you go: {"type": "array"}' in second.messages[-1].content, "the failed reply's start is quoted"
+
+
+async def test_reasks_stay_the_size_of_the_first_prompt_however_long_the_failed_replies():
+    llm = ScriptedLLM({"schema": lambda r: "rambling noise " * 2000})
+    with pytest.raises(OutputError, match="3 attempts"):
+        await propose_schema(llm, "task", "<notes/>", max_attempts=3)
+    sizes = [sum(len(m.content) for m in r.messages) for r in llm.history]
+    assert sizes[1] == sizes[2] and sizes[1] < sizes[0] + 1000, sizes
 
 
 async def test_gives_up_after_the_bound():

@@ -30,10 +30,10 @@ def summary_line(inputs: Inputs) -> str:
         line += f", {len(inputs.unreadable)} unreadable"
     if inputs.duplicates:
         line += f", {len(inputs.duplicates)} duplicate{'s' * (len(inputs.duplicates) > 1)} (read once)"
-    if inputs.degraded:
-        stages = Counter(d.stage for d in inputs.degraded)
+    if inputs.degraded:  # documents, not parts: a document is degraded once, however many of its parts failed
+        stages = Counter(stage for _, stage in dict.fromkeys((_whole(d.doc), d.stage) for d in inputs.degraded))
         where = f"in {next(iter(stages))}" if len(stages) == 1 else f"({', '.join(f'{n} in {s}' for s, n in stages.items())})"
-        line += f", {len(inputs.degraded)} degraded {where}"
+        line += f", {len({_whole(d.doc) for d in inputs.degraded})} degraded {where}"
     if inputs.excluded:
         line += f", {len(inputs.excluded)} excluded ({_counts(e.rule for e in inputs.excluded)})"
     return line
@@ -41,16 +41,17 @@ def summary_line(inputs: Inputs) -> str:
 
 def issues_text(inputs: Inputs, run_dir: Path | None = None) -> str | None:
     """'3 inputs not fully used: documents 2, 5 degraded in populate (...), a.docx (...); full list: ...', or None."""
-    total = len(inputs.issues)
+    files = [(what, why) for what, why in inputs.issues if not what.startswith("document ")]
+    total = len(files) + len({_whole(d.doc) for d in inputs.degraded})  # documents, each once
     if not total:
         return None
     named = []
     for stage in dict.fromkeys(d.stage for d in inputs.degraded):
         group = [d for d in inputs.degraded if d.stage == stage]
-        keys = ", ".join(d.doc for d in group[:5]) + (f" and {len(group) - 5} more" if len(group) > 5 else "")
-        noun = "document" if len(group) == 1 else "documents"
+        docs = list(dict.fromkeys(_whole(d.doc) for d in group))
+        keys = ", ".join(docs[:5]) + (f" and {len(docs) - 5} more" if len(docs) > 5 else "")
+        noun = "document" if len(docs) == 1 else "documents"
         named.append(f"{noun} {keys} degraded in {stage} ({_clip(_last_error(group[0].cause))})")
-    files = [(what, why) for what, why in inputs.issues if not what.startswith("document ")]
     named += [f"{Path(what).name} ({_clip(why)})" for what, why in files[:_NAMED]]
     more = f" and {len(files) - _NAMED} more" if len(files) > _NAMED else ""
     where = f"; full list: {run_dir / 'manifest.json'}" if run_dir is not None else ""
@@ -68,6 +69,11 @@ def report_inputs(inputs: Inputs, run_dir: Path | None, *, quiet: bool = False, 
     if strict:
         raise RunFailed(f"--strict: {text}")
     print(wrapped(f"warning: {text}; --strict makes this an error"), file=sys.stderr)
+
+
+def _whole(key: str) -> str:
+    """The document a part's key ("4.2") belongs to ("4")."""
+    return key.split(".")[0]
 
 
 def _counts(kinds: Iterable[str]) -> str:

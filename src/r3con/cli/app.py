@@ -9,10 +9,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -28,6 +28,8 @@ from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
 from ._question import read_question
 from ._warnings import warn_many_rounds, warn_unknown_variables
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..results import RunEnd
@@ -220,9 +222,9 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
     stopped: BaseException | None = None
     try:
         with terminate_as_interrupt() as signals:
-            result = asyncio.run(run_pipeline(question, corpus.documents, settings, progress=progress,
-                                              run_folder=resume, inputs=corpus.inputs, on_end=ends.append,
-                                              store=store, files=corpus.stored))
+            result = run_stoppable(run_pipeline(question, corpus.documents, settings, progress=progress,
+                                                run_folder=resume, inputs=corpus.inputs, on_end=ends.append,
+                                                store=store, files=corpus.stored), signals)
     except (KeyboardInterrupt, Exception) as exc:
         stopped = exc  # said once the progress display is closed
     finally:
@@ -236,10 +238,10 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
     if stopped is not None:
         raise typer.Exit(failed(stopped, end, quiet=quiet))
     with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
-        _print_run(result, as_json, quiet, strict)
+        _print_run(result, as_json, quiet, strict, settings.max_steps)
 
 
-def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
+def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool, max_steps: int) -> None:
     print_result(result.summary(), as_json)
     if not quiet:  # the closing lines fit 80 columns; the folder and the report on lines of their own
         print(wrapped(f"usage: {usage_line(result.usage)}"), file=sys.stderr)
@@ -252,6 +254,9 @@ def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool) -> None:
         print(wrapped(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}"), file=sys.stderr)
     for line in result.warnings:
         print(wrapped(f"warning: {line}"), file=sys.stderr)
+    if result.capped and not any(used["stage"] == "reason" for used in result.fallbacks):
+        print(wrapped(f"warning: reason stopped at --max-steps {max_steps} before the agent finished; the answer "
+                      "is its last word (raise --max-steps)"), file=sys.stderr)
     report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
     if not quiet:
         print(path_lines("run folder", result.run_dir), file=sys.stderr)
@@ -291,13 +296,8 @@ def terminate_as_interrupt() -> Iterator[list[int]]:
     """SIGTERM ends a run as Ctrl-C does: the run is cancelled and saves what it did. Yields the
     signals received, so the exit code can say which one (130 for SIGINT, 143 for SIGTERM)."""
     received: list[int] = []
-
-    def on_terminate(signum: int, frame: object) -> None:
-        received.append(signum)
-        signal.raise_signal(signal.SIGINT)  # asyncio cancels the run on SIGINT; outside it, KeyboardInterrupt
-
     try:
-        previous = signal.signal(signal.SIGTERM, on_terminate)
+        previous = signal.signal(signal.SIGTERM, _on_terminate_handler(received))
     except ValueError:  # not the main thread (a library caller's): leave the signals alone
         yield received
         return
@@ -305,6 +305,45 @@ def terminate_as_interrupt() -> Iterator[list[int]]:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _on_terminate_handler(received: list[int]) -> Callable[[int, Any], None]:
+    """SIGTERM outside the event loop: KeyboardInterrupt (SIGINT may be ignored, so it is not raised)."""
+    def on_terminate(signum: int, frame: Any) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    return on_terminate
+
+
+def run_stoppable(main: Coroutine[Any, Any, T], received: list[int]) -> T:
+    """`asyncio.run(main)`, cancelled by SIGTERM as by Ctrl-C: KeyboardInterrupt (the run says where it
+    left off through its `on_end`).
+
+    SIGTERM goes straight to the event loop, which cancels `main`. Raising SIGINT instead is not
+    enough: a shell without job control (`cmd &` in a script) starts its background jobs with SIGINT
+    ignored, and asyncio then does not handle SIGINT at all."""
+    async def stoppable() -> T:
+        task = asyncio.current_task()
+
+        def on_terminate() -> None:
+            received.append(signal.SIGTERM)
+            if task is not None:
+                task.cancel()
+
+        with suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_terminate)
+        return await main
+
+    try:
+        return asyncio.run(stoppable())
+    except asyncio.CancelledError as exc:
+        if signal.SIGTERM not in received:
+            raise
+        raise KeyboardInterrupt from exc
+    finally:
+        with suppress(ValueError):  # the loop's handler is gone with the loop: SIGTERM is ours again
+            signal.signal(signal.SIGTERM, _on_terminate_handler(received))
 
 
 @contextmanager
@@ -348,7 +387,7 @@ def estimate(
     stage_model: StageModel = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (default 2)")] = None,
     reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (default) or direct")] = None,
-    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default 32768; no endpoint is asked)")] = None,
+    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it, when --base-url or OPENAI_BASE_URL is set; else 32768)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (default) or paper")] = None,
     notes_budget: NotesBudget = None,
     batch: Batch = None,
@@ -395,6 +434,8 @@ def estimate(
     async def measured() -> Any:  # one event loop: the endpoint's token counter is bound to it
         assumptions, measured_settings = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps), settings
         try:
+            if settings.base_url and settings.context_window is None and not sample:
+                measured_settings = dataclasses.replace(settings, context_window=await endpoint_window(settings))
             if sample:
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
@@ -415,6 +456,17 @@ def estimate(
         print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
         return
     print_estimate(result)
+
+
+async def endpoint_window(settings: Settings) -> int:
+    """The window `run` would read from the endpoint (`llm.window.discover`)."""
+    from ..llm.client import OpenAIChat
+
+    client = OpenAIChat(settings)
+    try:
+        return (await client.describe(settings)).context_window
+    finally:
+        await client.aclose()
 
 
 def print_estimate(result: Any) -> None:

@@ -149,6 +149,10 @@ def run(
 
     def progress(record: Any, action: str) -> None:
         nonlocal done
+        if action.startswith("judging"):  # a slow judge: still working on it, not done
+            if not quiet:
+                print(f"[{done}/{total}] {record.method} {record.task_id}: {action} so far", file=sys.stderr, flush=True)
+            return
         done += 1
         if quiet:
             return

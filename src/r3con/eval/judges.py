@@ -232,8 +232,9 @@ async def _ask(llm: LLM, spec: JudgeSpec, task: str, answer: str, gold: str) -> 
             completion = await llm.complete(request)
         except ConfigError:
             raise  # nothing else can succeed either: stop the evaluation
-        except R3conError as exc:
-            return _Reply(None, usage, model, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
+        except R3conError as exc:  # the calls it made before failing are billed all the same
+            spent = usage + exc.usage if isinstance(exc.usage, Usage) else usage
+            return _Reply(None, spent, model, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
         usage, model = usage + completion.usage, completion.model
         try:
             return _Reply(parse_reply(spec, completion.content), usage, model, JUDGED)

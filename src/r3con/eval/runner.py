@@ -46,9 +46,11 @@ MethodRunner = Callable[[str, str, tuple[Document, ...], Settings, Path], Awaita
 """Same signature as `r3con.methods.run_method(name, task, documents, settings, run_dir)`."""
 
 RecordCallback = Callable[[TaskRecord, str], None]
-"""Called as each task finishes, with what this run did for it: "ran", "judged" or "kept"."""
+"""Called as each task finishes, with what this run did for it: "ran", "judged" or "kept"; and every
+JUDGE_HEARTBEAT_S while its judge is slow, with "judging N s" (the task is not finished then)."""
 
 MANIFEST_VERSION = 1
+JUDGE_HEARTBEAT_S = 30.0  # a judgment still running says so this often (`on_record(record, "judging N s")`)
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,12 @@ async def run_eval(
             return True
         return rejudge and verdict.prompt_hash != spec.prompt.hash and verdict.status not in (FAILED_VERDICT, CAPPED_VERDICT)
 
+    async def _heartbeat(record: TaskRecord, started: float) -> None:
+        """`on_record(record, "judging N s")` every JUDGE_HEARTBEAT_S while a slow judge works on it."""
+        while on_record is not None:
+            await asyncio.sleep(JUDGE_HEARTBEAT_S)
+            on_record(record, f"judging {time.monotonic() - started:.0f} s")
+
     async def one(method: str, task: EvalTask) -> None:
         async with semaphore:
             path = record_path(out_dir, method, task.id)
@@ -275,7 +283,12 @@ async def run_eval(
                 write_record(out_dir, record)
             if needs_judging(record):
                 started = time.monotonic()
-                verdict, asked = await verdict_for(record, task)
+                beat = asyncio.create_task(_heartbeat(record, started)) if on_record is not None else None
+                try:
+                    verdict, asked = await verdict_for(record, task)
+                finally:
+                    if beat is not None:
+                        beat.cancel()
                 record = replace(record, verdict=verdict, judge_s=time.monotonic() - started)
                 if asked:
                     counts["judged"] += 1

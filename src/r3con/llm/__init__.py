@@ -17,12 +17,14 @@ from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
 from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
+from .overflow import LearnedWindow, Overflows
 from .pool import EndpointStats, Pooled, open_pool, pool_entries
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
 from .replay import FolderReplies, replies_in
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .routers import through_router
+from .slots import concurrency_for
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
@@ -46,6 +48,13 @@ class LLMStack:
     replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
     pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
+    window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
+    concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
+
+    @property
+    def planning_window(self) -> int:
+        """The window to plan parts and notes in: the endpoint's, or less when the server said so."""
+        return self.endpoint.context_window if self.window is None else self.window.planning
 
     def endpoints(self) -> list[dict[str, object]]:
         """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
@@ -70,8 +79,10 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
-    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a resumed folder's own replies (`FolderReplies`), output checks, retries, rate and
-    concurrency limits, the spending cap (only calls in flight reserve against it), the HTTP client.
+    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a
+    resumed folder's own replies (`FolderReplies`), output checks, retries, what "too long" replies teach
+    of the window (`overflow`), rate and concurrency limits, the spending cap (only calls in flight
+    reserve against it), the HTTP client.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
@@ -87,8 +98,10 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     try:
         if isinstance(base, Pooled):
             endpoint = base.info()
+            concurrency = (sum(s.concurrency for s in base.stats()), "pool: each endpoint's own")
         else:  # behind a router, the window is asked of its workers (`routers`)
             endpoint = await through_router(base.endpoint, settings, await base.describe(settings))
+            concurrency = await concurrency_for(base.endpoint, settings)
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
         stack: LLM = base
@@ -105,18 +118,20 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
             # a job's calls are in flight together, so all of them reserve
             stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
-                            concurrency=settings.concurrency)
+                            concurrency=concurrency[0])
             if cap is not None:
                 stack = BudgetGuard(stack, cap, prices, batch=True)
         else:
             if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
                 stack = BudgetGuard(stack, cap, prices)
             # a pool limits each endpoint on its own (`Pooled`); all of them together here
-            limit = sum(s.concurrency for s in pool.stats()) if pool is not None else settings.concurrency
-            stack = ConcurrencyLimited(stack, limit)
+            stack = ConcurrencyLimited(stack, concurrency[0])
         stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
+        window = LearnedWindow(endpoint.context_window)
+        stack = Overflows(stack, window)
         budget = RetryBudget(settings.retry_budget)
-        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
+        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s,
+                                                settings.outage_s),
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
@@ -139,7 +154,8 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = Recorded(stack, log)
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, replayed=replayed, pool=pool, near_window=near)
+                       cache=cache, replayed=replayed, pool=pool, near_window=near, window=window,
+                       concurrency=concurrency)
     finally:
         closing.close()
         await base.aclose()

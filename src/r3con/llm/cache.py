@@ -1,9 +1,11 @@
 """A content-addressed cache of LLM calls in SQLite, so a rerun (or a resumed run) never pays twice.
 
 The key is the SHA-256 of the canonical request (model, messages, parameters, response schema, sample
-index) and the endpoint's identity. Only usable replies are stored: a call that failed, was cut at
-max_tokens, came back empty or refused, or (for a structured request) holds no JSON that validates
-against the request's schema is never cached, so a rerun asks for it again.
+index) and the endpoint's identity. Only usable replies are stored: a call that failed, came back
+empty or refused, or (for a structured request) holds no JSON that validates against the request's
+schema is never cached, so a rerun asks for it again. A reply cut at max_tokens is stored only as what
+the run kept of it (`cut.py`: the note to its last sentence, the records it completed), so a resume
+gets the same kept reply without paying for it again.
 
 Each reply is committed the moment it arrives (WAL mode, one short transaction), so a run killed with
 SIGKILL loses no call that had returned. Several processes may share one cache file: SQLite's locking
@@ -105,8 +107,10 @@ class CallCache:
 
 def usable(request: ChatRequest, completion: Completion) -> bool:
     """Whether a reply may be cached: complete, not empty, not refused, and valid JSON where a schema asks."""
-    if completion.finish_reason in ("length", "content_filter") or completion.refusal:
+    if completion.finish_reason == "content_filter" or completion.refusal:
         return False
+    if completion.finish_reason == "length" and not completion.usage.events.get("cut_kept"):
+        return False  # cut, and not (yet) reduced to what it completed
     text = completion.content.strip() or (completion.reasoning or "").strip()
     if completion.tool_calls:
         return True

@@ -177,7 +177,8 @@ class Recorded:
         try:
             completion = await self.inner.complete(request)
         except R3conError as exc:
-            record.update(error=f"{type(exc).__name__}: {exc}", latency_s=round(time.time() - started, 4))
+            ended = time.time()
+            record.update(error=f"{type(exc).__name__}: {exc}", latency_s=round(ended - started, 4), end=ended)
             if isinstance(exc, BudgetExceeded):
                 record["refused"] = True
             self.log.write(record)
@@ -188,6 +189,7 @@ class Recorded:
             from_cache=completion.from_cache,
             usage=completion.usage.to_dict(),
             latency_s=round(completion.latency_s, 4),
+            end=time.time(),
             response={"content": completion.content, "reasoning": completion.reasoning,
                       **({"tool_calls": [c.to_openai() for c in completion.tool_calls]} if completion.tool_calls else {})},
         )

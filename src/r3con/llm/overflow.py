@@ -13,11 +13,29 @@ so each common server's own words must be recognised (they differ, and some send
   "Input length (N tokens) exceeds the maximum allowed length (M tokens)."
 - Ollama: "input length exceeds the context length" (it truncates silently unless told not to)
 - Anthropic-style proxies: "prompt is too long: N tokens > M maximum"
+
+Most of them also say the window (llama.cpp: "exceeds the available context size (2048 tokens)").
+`Overflows` learns it from the reply: a run whose configured or discovered window was larger than
+what the server gives one request (a guessed `--context-window`, a server that reports nothing)
+re-plans its parts and notes for the stated window (`LearnedWindow.planning`). When the reply also
+says how long the request was, the ratio of that to r3con's estimate of the same request scales the
+window the parts are planned in, so parts planned with the estimate fit the server's own count. The
+same layer keeps every request's reply budget inside the window: `max_tokens` is lowered to what the
+window leaves after the (estimated) prompt, as vLLM refuses a request whose prompt and reply budget
+together exceed it.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from dataclasses import replace
+
+from ..errors import ContextTooLong
+from ..tokens import estimate_tokens
+from .types import LLM, ChatRequest, Completion
+
+MIN_REPLY = 64  # max_tokens is never lowered below this to fit the window (the server then says what is wrong)
 
 _OVERFLOW = re.compile(
     r"context_length_exceeded|exceed_context_size|maximum context length|context length (?:is|of|exceeded)"
@@ -32,3 +50,87 @@ _OVERFLOW = re.compile(
 def is_overflow(text: str) -> bool:
     """Whether an error reply's message or body says the request does not fit the model's window."""
     return bool(_OVERFLOW.search(text or ""))
+
+
+_LIMIT = (  # the window a server states in its "too long" reply (the first group), and the request's size (second)
+    re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)", re.I),  # llama.cpp
+    re.compile(r"maximum context length is (\d+) tokens", re.I),  # OpenAI, vLLM (its "requested" counts the reply)
+    re.compile(r"total length (\d+)\) is too long to fit into the model \(context length (\d+)\)", re.I),
+    re.compile(r"input \((\d+) tokens\) is longer than the model'?s context length \((\d+) tokens\)", re.I),
+    re.compile(r"input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)", re.I),
+    re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum", re.I),
+    re.compile(r"longer than the maximum model length of (\d+)", re.I),
+)
+_SIZE_FIRST = frozenset({0, 2, 3, 4, 5})  # the patterns above that name the request's size before the window
+
+
+def stated_limit(text: str) -> tuple[int, int | None] | None:
+    """(the window, the request's size in tokens if said) from a "too long" reply; None when it states no number."""
+    for i, pattern in enumerate(_LIMIT):
+        match = pattern.search(text or "")
+        if match is None:
+            continue
+        numbers = [int(g) for g in match.groups()]
+        size, limit = (numbers[0], numbers[1]) if i in _SIZE_FIRST else (None, numbers[0])
+        if limit > 0:
+            return limit, size
+    return None
+
+
+def prompt_estimate(request: ChatRequest) -> int:
+    """r3con's estimate of a request's prompt tokens (4 a message for the chat template's tags)."""
+    return sum(estimate_tokens(m.content) + 4 for m in request.messages)
+
+
+class LearnedWindow:
+    """The window one request may fill, as configured or discovered, then as the server's "too long"
+    replies state it (thread-safe). `planning` is that window in r3con's estimated tokens."""
+
+    def __init__(self, window: int):
+        self.start = window
+        self.stated = window
+        self.scale = 1.0  # the server's tokens per estimated token, from replies that say both
+        self.learned: list[dict[str, int]] = []  # each reply that taught something: window, request, estimate
+        self._lock = threading.Lock()
+
+    @property
+    def planning(self) -> int:
+        return int(self.stated / self.scale)
+
+    def learn(self, limit: int, size: int | None, estimate: int) -> bool:
+        """Take a stated `limit` (and the request's `size` in the server's tokens, if said); True when the
+        planning window shrank."""
+        with self._lock:
+            before = self.planning
+            self.stated = min(self.stated, limit)
+            if size and estimate and size > estimate:
+                self.scale = max(self.scale, size / estimate)
+            if self.planning >= before:
+                return False
+            self.learned.append({"window": limit, "request_tokens": size or 0, "estimated_tokens": estimate})
+            return True
+
+    def to_dict(self) -> dict[str, object]:
+        return {"window": self.stated, "planning_window": self.planning, "scale": round(self.scale, 3),
+                "learned_from": list(self.learned)}
+
+
+class Overflows:
+    """Learns the window from "too long" replies (`LearnedWindow`) and keeps `max_tokens` inside it."""
+
+    def __init__(self, inner: LLM, window: LearnedWindow):
+        self.inner = inner
+        self.window = window
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        estimate = prompt_estimate(request)
+        room = self.window.planning - estimate
+        if request.max_tokens is not None and request.max_tokens > room:
+            request = replace(request, max_tokens=max(MIN_REPLY, room))
+        try:
+            return await self.inner.complete(request)
+        except ContextTooLong as exc:
+            stated = stated_limit(f"{exc} {exc.body}")
+            if stated is not None:
+                self.window.learn(stated[0], stated[1], estimate)
+            raise

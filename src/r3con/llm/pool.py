@@ -39,6 +39,7 @@ from .endpoint import Account, Endpoint
 from .retry import retryable
 from .routers import through_router
 from .routing import SHARED_KEY, routing_key
+from .slots import concurrency_for
 from .types import ChatRequest, Completion
 from .window import EndpointInfo, discover
 
@@ -292,7 +293,8 @@ async def open_pool(settings: Settings, entries: Sequence[PoolEntry]) -> Pooled:
         if isinstance(info, ConfigError | ProviderError):  # left out, and listed
             problems.append(str(info))
         elif not isinstance(info, BaseException):
-            members.append(_Member(entry, chat, info, entry.concurrency or settings.concurrency))
+            slots = entry.concurrency or (await concurrency_for(chat.endpoint, settings))[0]  # its own slots
+            members.append(_Member(entry, chat, info, slots))
             continue
         await chat.aclose()
     unexpected = next((i for i in infos if isinstance(i, BaseException) and not isinstance(i, ConfigError | ProviderError)),

@@ -3,8 +3,14 @@
 Retried: HTTP 408, 409, 429 and 5xx, timeouts and dropped connections (ProviderError without a status).
 Not retried: other 4xx (the request itself is wrong), a too-long context, configuration errors. A
 run shares one `RetryBudget`; when it is spent, or one call used its own attempts, the call fails with
-a message naming the endpoint and the last error. Broken *output* (empty, cut, refused) is handled
-above this layer by `OutputChecked`, which spends the same budget.
+a message naming the endpoint, the last error and what helps. Broken *output* (empty, cut, refused) is
+handled above this layer by `OutputChecked`, which spends the same budget.
+
+A server that is down or restarting (connection refused, or HTTP 503 as llama.cpp answers while it
+loads its model: "Loading model") is waited for instead: such a call is tried again every few seconds
+(doubling from `base_s` up to `OUTAGE_STEP_S`) until it is answered or the server has been unavailable
+to it for `outage_s` seconds (R3CON_OUTAGE_S, 180 by default: a restart of a minute or two is ridden
+out). These waits cost no tokens, so they spend neither the call's attempts nor the run's budget.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ..errors import ContextTooLong, ProviderError
 from .types import LLM, ChatRequest, Completion, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+OUTAGE_STEP_S = 10.0  # the longest wait between two tries of a server that is down
 T = TypeVar("T")
 
 
@@ -32,6 +39,7 @@ class RetryPolicy:
     base_s: float = 0.5
     max_s: float = 60.0
     call_s: float | None = None  # the longest one call may take, its retries and their waits included
+    outage_s: float = 180.0  # how long one call waits for a server that refuses connections or answers 503
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait before retry number `attempt` (0-based): Retry-After if given, else jittered backoff."""
@@ -55,6 +63,19 @@ class RetryBudget:
                 return False
             self.spent += 1
             return True
+
+
+def unavailable(exc: ProviderError) -> bool:
+    """Whether the server is down or starting: HTTP 503, or the connection refused."""
+    if exc.status is not None:
+        return exc.status == 503
+    link: BaseException | None = exc
+    while link is not None:
+        if isinstance(link, ConnectionRefusedError) or isinstance(getattr(link, "os_error", None),
+                                                                  ConnectionRefusedError):
+            return True
+        link = link.__cause__
+    return False
 
 
 def retryable(exc: ProviderError) -> bool:
@@ -81,16 +102,30 @@ class Retrier:
 
     async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         """`attempt()`'s result and the retries it took; raises the last error when retrying stops."""
-        retries = 0
+        retries = waits = 0
         spent = 0.0  # seconds of this call so far: its attempts and its waits
+        down: float | None = None  # when the server was first seen down, in this call's seconds
         while True:
             started = time.monotonic()
             try:
-                return await attempt(), retries
+                return await attempt(), retries + waits
             except ProviderError as exc:
                 spent += time.monotonic() - started
                 if not retryable(exc):
                     raise
+                if unavailable(exc):
+                    down = spent if down is None else down
+                    delay = min(OUTAGE_STEP_S, self.policy.base_s * 2 ** min(waits, 10)) \
+                        if exc.retry_after is None else min(max(0.0, exc.retry_after), self.policy.max_s)
+                    if spent - down + delay > self.policy.outage_s:
+                        raise _gave_up(exc, self.endpoint, f"the server was unavailable for {spent - down:.0f} s "
+                                       f"(R3CON_OUTAGE_S={self.policy.outage_s:g})", retries + waits) from exc
+                    if self.policy.call_s is None or spent + delay <= self.policy.call_s:
+                        await self._sleep(delay)
+                        spent += delay
+                        waits += 1
+                        continue
+                down = None
                 if retries >= self.policy.retries:
                     raise _gave_up(exc, self.endpoint, f"after {retries + 1} attempts", retries) from exc
                 asked = exc.retry_after
@@ -138,9 +173,19 @@ class Retrying:
 
 
 def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int, *, hint: bool = True) -> ProviderError:
-    advice = "; check the endpoint or raise --retries" if hint else ""
+    advice = f"; {_helps(exc)}" if hint else ""
     return ProviderError(
         f"{endpoint or exc.endpoint}: giving up {why}; last error: {exc}{advice}",
         status=exc.status, body=exc.body, endpoint=exc.endpoint or endpoint, retry_after=exc.retry_after,
         usage=Usage(events={"retries": retries}) if retries else None,
     )
+
+
+def _helps(exc: ProviderError) -> str:
+    """What helps against the last error: a busy server, one that is down, or one that refuses."""
+    if "timed out" in str(exc):
+        return ("the server is busy or slow: lower --concurrency (to its slots, llama.cpp's -np), or raise "
+                "--timeout and R3CON_MAX_CALL_S")
+    if unavailable(exc):
+        return "start the server (or wait until it has loaded its model), or raise R3CON_OUTAGE_S"
+    return "check the endpoint or raise --retries"

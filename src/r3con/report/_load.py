@@ -133,17 +133,22 @@ def _schema_tables(schema: Any) -> list[dict[str, Any]]:
 
 def _timing(calls: Iterable[dict[str, Any]]) -> tuple[dict[str, dict[str, float]], int]:
     """Per stage: wall time from its first call's start to its last call's end, and the calls' summed
-    latency; and how many calls there were."""
+    latency; and how many calls there were.
+
+    A call's `time` is when it started; `end` when it ended (its start plus its latency in logs written
+    before calls said when they ended)."""
     spans: dict[str, list[float]] = {}
     latency: dict[str, float] = defaultdict(float)
     count = 0
     for call in calls:
         count += 1
-        stage, end, took = call.get("stage"), call.get("time"), call.get("latency_s") or 0.0
-        if not isinstance(stage, str) or not isinstance(end, int | float) or not isinstance(took, int | float):
+        stage, start, took = call.get("stage"), call.get("time"), call.get("latency_s") or 0.0
+        if not isinstance(stage, str) or not isinstance(start, int | float) or not isinstance(took, int | float):
             continue
-        lo_hi = spans.setdefault(stage, [end - took, end])
-        lo_hi[0], lo_hi[1] = min(lo_hi[0], end - took), max(lo_hi[1], end)
+        end = call.get("end")
+        end = end if isinstance(end, int | float) and end >= start else start + took
+        lo_hi = spans.setdefault(stage, [start, end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
         latency[stage] += took
     return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(latency[s], 3)} for s, (lo, hi) in spans.items()}, count
 

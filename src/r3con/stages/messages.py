@@ -35,3 +35,12 @@ def document_messages(doc: Document, instructions: Rendered, layout: str, breakp
         return (Message("system", system), Message("user", body, cache_breakpoint=True),
                 Message("user", instructions.text))
     return (Message("system", system), Message("user", f"{body}\n\n{instructions.text}"))
+
+
+RETRY_EXCERPT_CHARS = 300  # characters of a failed reply a re-ask quotes (not the whole reply: it may be thousands of tokens)
+
+
+def reply_excerpt(reply: str) -> str:
+    """The start of a failed reply, for a re-ask that says what was wrong with it without sending it all again."""
+    text = " ".join(reply.split())
+    return text if len(text) <= RETRY_EXCERPT_CHARS else text[:RETRY_EXCERPT_CHARS] + " ..."

@@ -31,7 +31,7 @@ from ..notes import NotesChoice, NotesSelector, fitting
 from ..results import Failure
 from ..tokens import estimate_tokens
 from ._evidence import FLAGGED, Unverified, categorical, check, ordered, record_id, unverified, with_passage
-from .messages import SHARED_OVERHEAD, document_messages
+from .messages import SHARED_OVERHEAD, document_messages, reply_excerpt
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text
 
@@ -139,7 +139,8 @@ async def _populate_once(
 ) -> _DocRecords:
     schema, doc, first = form.schema, call.doc, call.shared_first
     instructions = render("populate", task=task, schema=form.text, notes=notes, where=call.where)
-    messages = list(document_messages(doc, instructions, call.layout, options.breakpoints, shared_first=first))
+    first_messages = document_messages(doc, instructions, call.layout, options.breakpoints, shared_first=first)
+    messages = list(first_messages)
     repaired_any = False
     problem = "no attempt"
     for attempt in range(options.attempts):
@@ -164,8 +165,8 @@ async def _populate_once(
                 return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first,
                                    conversation=(*messages, Message("assistant", reply)))
             problem = _validation_message(error)
-        retry = render("populate_retry", error=problem)
-        messages += [Message("assistant", reply), Message("user", retry.text)]
+        retry = render("populate_retry", error=problem, excerpt=reply_excerpt(reply))
+        messages = [*first_messages, Message("user", retry.text)]  # the error, not the failed reply (it may be long)
     raise OutputError(f"records did not match the schema after {options.attempts} attempts ({problem})")
 
 

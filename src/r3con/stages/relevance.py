@@ -40,6 +40,7 @@ class RelevanceResult:
     cache: CacheSeen = CacheSeen()
     shown: tuple[tuple[Shown, ...], ...] = ()  # per round from the second, what each answered read was shown
     kept: tuple[frozenset[str], ...] = ()  # per round, the documents whose earlier note was kept (`keep`)
+    stopped: bool = False  # `after_round` asked to stop: the rounds are to be planned again (a smaller window)
 
     @property
     def final(self) -> Mapping[str, str]:
@@ -85,9 +86,13 @@ def parse_note(text: str) -> str:
 
 
 async def extract_relevance(
-    llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None
+    llm: LLM, task: str, docs: Sequence[Document], options: RelevanceOptions | None = None,
+    after_round: Callable[[Sequence[Failure]], bool] | None = None,
 ) -> RelevanceResult:
-    """Run the relevance rounds over `docs`; a document whose call fails is recorded and skipped."""
+    """Run the relevance rounds over `docs`; a document whose call fails is recorded and skipped.
+
+    `after_round(failures)` sees each round's failures before the next round starts: it may raise (too
+    many failed) or return True to stop here (the result is then `stopped`)."""
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
     shown: list[tuple[Shown, ...]] = []
@@ -99,11 +104,12 @@ async def extract_relevance(
         round_ = _Round(llm, task, round_no, options, previous, docs)
         sent, seen = await round_.run(seen)
         notes: dict[str, str] = {}
+        failed: list[Failure] = []
         round_shown: list[Shown] = []
         for doc in docs:  # corpus order
             outcome = sent[doc.key]
             if isinstance(outcome, Failure):
-                failures.append(outcome)
+                failed.append(outcome)
                 if previous is not None and doc.key in previous:
                     notes[doc.key] = previous[doc.key]  # keep the last good note rather than lose it
             else:
@@ -114,9 +120,13 @@ async def extract_relevance(
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         rounds.append(MappingProxyType(notes))
+        failures += failed
         if previous is not None:
             shown.append(tuple(round_shown))
         previous = notes
+        if after_round is not None and after_round(failed):
+            return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections,
+                                   cache=seen, shown=tuple(shown), kept=tuple(kept), stopped=True)
     return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections, cache=seen,
                            shown=tuple(shown), kept=tuple(kept))
 

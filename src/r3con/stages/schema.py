@@ -19,6 +19,7 @@ from .._prompts import render
 from ..errors import OutputError
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
+from .messages import reply_excerpt
 
 STAGE = "schema"
 SOURCE_FIELDS = ("_doc", "_part", "_title", "_id", "_passage", "_span", "_match", "_mismatch", "_ungrounded")  # population adds these
@@ -80,7 +81,11 @@ def validate_schema(schema: Any) -> dict[str, Any]:
 async def propose_schema(
     llm: LLM, task: str, notes: str, *, max_attempts: int = 3, temperature: float | None = None
 ) -> SchemaResult:
-    """Ask for a schema; on an invalid one, re-ask with the validation error, up to `max_attempts`."""
+    """Ask for a schema; on an invalid one, re-ask with the validation error, up to `max_attempts`.
+
+    A re-ask is the first prompt and the error with the start of the failed reply (`reply_excerpt`),
+    never the whole failed reply: a cut one may be thousands of tokens, and each re-ask would grow
+    the prompt by it until it overflows the window."""
     prompt = render("schema", task=task, notes=notes)
     messages: list[Message] = [Message("user", prompt.text)]
     attempts: list[SchemaAttempt] = []
@@ -95,8 +100,8 @@ async def propose_schema(
             schema = validate_schema(value)
         except (NoJSON, SchemaProblem) as exc:
             attempts.append(SchemaAttempt(reply=reply, schema=None, error=str(exc)))
-            retry = render("schema_retry", error=str(exc))
-            messages += [Message("assistant", reply), Message("user", retry.text)]
+            retry = render("schema_retry", error=str(exc), excerpt=reply_excerpt(reply))
+            messages = [messages[0], Message("user", retry.text)]  # the error, not the failed reply: the prompt stays its size
             continue
         attempts.append(SchemaAttempt(reply=reply, schema=schema, error=None))
         return SchemaResult(schema=schema, attempts=tuple(attempts))
