@@ -10,7 +10,7 @@ ROOT = Path(r3con.__file__).parent
 
 # lowest first; a top-level module or package of r3con in each
 LAYERS = [
-    {"errors", "_files", "_json", "_names", "tokens", "config", "_prompts", "prompts", "_version", "_ranges"},
+    {"errors", "_files", "_json", "_names", "_sqlite", "tokens", "config", "_prompts", "prompts", "_version", "_ranges"},
     {"_readers", "_walk", "inputs", "corpus", "store", "retrieval", "artifacts", "resume", "evidence", "_fold",
      "_values", "_grounding", "_locate", "_verify", "notes", "_formats", "tables",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run

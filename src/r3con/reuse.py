@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._sqlite import open_private
 from .corpus import Document
 from .errors import ConfigError
 from .llm.layers import Replayed
@@ -117,13 +117,7 @@ class ReuseStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():  # private, as the run folders are: notes quote the documents
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
+            self._db = open_private(self.path)
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc

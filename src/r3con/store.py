@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ._readers import FileText, NotText, read_document
+from ._sqlite import open_private
 from ._walk import real_path
 from .corpus import Document, FilesSeen, split_documents, with_tokens
 from .errors import ConfigError, InputError
@@ -115,13 +116,7 @@ class CorpusStore:
         self.folder = Path(folder).expanduser()
         self.path = self.folder / STORE_FILE
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():  # private, as the LLM cache is: it holds the documents' text
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db = open_private(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the corpus store {self.path}: {exc}; "

@@ -16,7 +16,6 @@ inside `with sharing(cap):` when they are started through code that does not pas
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from ..errors import BudgetExceeded, ConfigError
 from ..tokens import estimate_tokens
+from .layers import logged_calls
 from .pricing import Price, PriceTable
 from .types import LLM, ChatRequest, Completion
 
@@ -131,18 +131,11 @@ def check_prices(prices: PriceTable, models: Iterable[str]) -> None:
 
 def spent_in(calls_log: Path | None) -> float:
     """USD the calls in a run folder's calls.jsonl cost (cache hits cost nothing); 0.0 when there is none."""
-    if calls_log is None or not calls_log.is_file():
-        return 0.0
     total = 0.0
-    with calls_log.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                record = json.loads(line)
-            except ValueError:  # a line cut by a killed run
-                continue
-            usage = record.get("usage") if isinstance(record, dict) else None
-            if isinstance(usage, dict) and not record.get("from_cache"):
-                total += float(usage.get("cost_usd") or 0.0)
+    for record in logged_calls(calls_log):
+        usage = record.get("usage")
+        if isinstance(usage, dict) and not record.get("from_cache"):
+            total += float(usage.get("cost_usd") or 0.0)
     return total
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 import jsonschema
 
 from .._json import NoJSON, extract_json  # the very extraction the stages apply
+from .._sqlite import open_private
 from ..errors import ConfigError
 from .replies import without_thinking
 from .types import LLM, ChatRequest, Completion, ToolCall, Usage
@@ -57,13 +57,7 @@ class CallCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():  # private, as the run folders are: replies quote the documents
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # SQLite's -wal and -shm follow it
-            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against a killed process
+            self._db = open_private(self.path, check_same_thread=False)
             self._db.execute(_SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
             if "tool_calls" not in columns:  # a cache file written before tool calling

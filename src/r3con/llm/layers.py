@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -98,6 +98,20 @@ class Accounted:
         completion = replace(completion, usage=usage)
         self.ledger.add(request.stage, usage)
         return completion
+
+
+def logged_calls(calls_log: Path | None) -> Iterator[dict[str, Any]]:
+    """The records of a run folder's calls.jsonl (none when it is missing); a line cut by a killed run is passed over."""
+    if calls_log is None or not calls_log.is_file():
+        return
+    with calls_log.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record
 
 
 class CallLog:

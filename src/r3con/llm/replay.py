@@ -9,11 +9,11 @@ Replies that asked for tools, and folders logged with `--log-calls meta`, hold n
 
 from __future__ import annotations
 
-import json
 from dataclasses import fields, replace
 from pathlib import Path
 
 from .cache import usable
+from .layers import logged_calls
 from .types import LLM, ChatRequest, Completion, Usage
 
 _USAGE = {f.name for f in fields(Usage)} - {"events"}  # events belong to the run that saw them
@@ -22,24 +22,17 @@ _USAGE = {f.name for f in fields(Usage)} - {"events"}  # events belong to the ru
 def replies_in(calls_log: Path | None) -> dict[str, Completion]:
     """{request_hash: reply} of every answered call `calls_log` holds (none when it is missing)."""
     out: dict[str, Completion] = {}
-    if calls_log is None or not calls_log.is_file():
-        return out
-    with calls_log.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:  # a line cut by a killed run
-                continue
-            response = record.get("response") if isinstance(record, dict) else None
-            key = record.get("request_hash") if isinstance(record, dict) else None
-            if not isinstance(response, dict) or not isinstance(key, str) or record.get("error") \
-                    or response.get("tool_calls") or not isinstance(response.get("content"), str):
-                continue
-            usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
-            out[key] = Completion(
-                content=response["content"], reasoning=response.get("reasoning"),
-                finish_reason=record.get("finish_reason"), model=str(record.get("model") or ""),
-                usage=Usage(**{k: v for k, v in usage.items() if k in _USAGE}), from_cache=True)
+    for record in logged_calls(calls_log):
+        response, key = record.get("response"), record.get("request_hash")
+        if not isinstance(response, dict) or not isinstance(key, str) or record.get("error") \
+                or response.get("tool_calls") or not isinstance(response.get("content"), str):
+            continue
+        usage = record.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        out[key] = Completion(
+            content=response["content"], reasoning=response.get("reasoning"),
+            finish_reason=record.get("finish_reason"), model=str(record.get("model") or ""),
+            usage=Usage(**{k: v for k, v in usage.items() if k in _USAGE}), from_cache=True)
     return out
 
 
