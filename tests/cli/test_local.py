@@ -96,8 +96,10 @@ def test_prompts_near_a_window_the_server_did_not_report_end_the_run_with_a_warn
     (docs / "a.txt").write_text("Ledger\n\n" + " ".join(
         f"Supplier {i} delivered {i * 3} crates to Rotterdam on day {i}." for i in range(300)))
     with OllamaServer(models=("m:latest",)) as server:  # not loaded: Ollama's default window, not asked
+        # parts planned from the window stay well inside it; a part size the user set need not
         proc = cli_in_process("run", "Which suppliers delivered to Rotterdam?", str(docs), "--out",
-                              str(tmp_path / "runs"), "--json", env={"R3CON_LOCAL_PORTS": str(server.port)})
+                              str(tmp_path / "runs"), "--json", "--part-tokens", "3900",
+                              env={"R3CON_LOCAL_PORTS": str(server.port)})
     assert proc.returncode == 0, proc.stderr
     near = json.loads(proc.stdout)["usage"]["events"].get("near_window", 0)
     warnings = [w for w in proc.stderr.replace("\n  ", " ").splitlines() if w.startswith("warning: ")]
