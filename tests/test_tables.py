@@ -76,8 +76,8 @@ def test_a_run_writes_tables_the_report_links_and_sql_reads(fake_server, tmp_pat
     assert files[-1] == "records.duckdb" and all(f.endswith(".parquet") for f in files[:-1]) and files[:-1]
     table = files[0].split("/")[1].removesuffix(".parquet")
     report = (tmp_path / "runs").glob("*/report.html").__next__().read_text()
-    assert "<code>records.duckdb</code>" in report and f"r3con sql {run_dir}" in report  # named, not linked:
-    # the report's links all stay inside the page
+    assert '<a class="table-file" href="records.duckdb"><code>records.duckdb</code></a>' in report  # linked
+    assert f'href="{files[0]}"' in report and f"r3con sql {run_dir}" in report
     as_json = cli_in_process("sql", run_dir, f"SELECT _id, _doc, match FROM {table} ORDER BY _id", "--json")
     assert as_json.returncode == 0, as_json.stderr
     rows = json.loads(as_json.stdout)

@@ -219,7 +219,9 @@ def test_a_hostile_document_and_model_reply_show_as_text_and_run_nothing(driver,
     assert _js(driver, "return document.querySelectorAll('img, iframe, style:not(head style), script:not([id]):not(:last-of-type)').length") == 0
     assert _js(driver, "return document.querySelectorAll('[onerror], [onload], [onclick]').length") == 0
     hrefs = _js(driver, "return Array.from(document.querySelectorAll('a')).map(a => a.getAttribute('href'))")
-    assert hrefs and all(h.startswith("#") for h in hrefs)
+    tables = json.loads((hostile.run_dir / "manifest.json").read_text()).get("tables", {}).get("files", [])
+    # links stay in the page, but for the run's own tables beside it (records/*.parquet, records.duckdb)
+    assert hrefs and all(h.startswith("#") or (h in tables and h.startswith("records")) for h in hrefs), hrefs
     _open(driver, hostile.report, "#doc/1")
     text = _js(driver, "return document.querySelector('#doc-view pre.doc-text').textContent")
     assert text == hostile.documents[0].text, "the document shows as its own text"
