@@ -376,7 +376,11 @@ def demo(
     """Run the whole pipeline on a bundled example corpus against the bundled scripted (offline) model."""
     from ..demo import run_demo
 
-    run_demo(out_dir=out, as_json=as_json, quiet=quiet)
+    ends: list[RunEnd] = []  # how the run left off, if it raised: the error line names its folder
+    try:
+        run_demo(out_dir=out, as_json=as_json, quiet=quiet, on_end=ends.append)
+    except Exception as exc:
+        raise typer.Exit(failed(exc, ends[-1] if ends else None, quiet=quiet)) from exc
 
 
 @app.command()

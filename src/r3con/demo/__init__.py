@@ -9,11 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..corpus import load_documents
+
+if TYPE_CHECKING:
+    from ..results import RunEnd
 
 NOTICE = ("r3con demo: the answers below come from a scripted offline model (r3con.testing), "
           "not a real LLM; they show the pipeline and its artifacts, not answer quality.")
@@ -27,8 +32,10 @@ def question() -> str:
     return resources.files("r3con.demo").joinpath("question.txt").read_text(encoding="utf-8").strip()
 
 
-def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = False) -> None:
-    """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder."""
+def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = False,
+             on_end: Callable[[RunEnd], None] | None = None) -> None:
+    """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder;
+    `on_end` is told how a run that raised left off (as `r3con.run`'s)."""
     from ..display import make_progress, path_lines, usage_line, wrapped
     from ..pipeline import run
     from ..testing import FakeLLMServer
@@ -40,7 +47,7 @@ def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = F
         settings = Settings.resolve(env={}, base_url=server.base_url, api_key="scripted", out_dir=out_dir)
         progress = make_progress(quiet)
         try:
-            result = asyncio.run(run(task, documents, settings, progress=progress))
+            result = asyncio.run(run(task, documents, settings, progress=progress, on_end=on_end))
         finally:
             if progress is not None:
                 progress.close()
