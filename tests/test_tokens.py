@@ -2,7 +2,7 @@ import pytest
 
 from r3con.errors import ConfigError
 from r3con.llm.tokenize import EndpointCounter, make_counter
-from r3con.tokens import EstimateCounter, FileCounter, estimate_tokens
+from r3con.tokens import CJK_CHAR, EstimateCounter, FileCounter, count_cjk, estimate_tokens
 
 
 def test_estimate_counts_cjk_characters_as_tokens_and_adds_a_margin():
@@ -11,6 +11,15 @@ def test_estimate_counts_cjk_characters_as_tokens_and_adds_a_margin():
     assert 100 < latin <= 112
     cjk = estimate_tokens("中文文本" * 100)
     assert cjk >= 440, "each CJK character is about one token, plus 10%"
+
+
+@pytest.mark.parametrize("text", [
+    "", "plain ascii", "café – “quoted”", "营业收入增长了 12.5%，净利润为 3,456 万元。", "ｶﾀｶﾅ ひらがな 한국어 ＡＢＣ",
+    "\u303f\u3040\u30ff\u3100\u33ff\u3400\u4dbf\u4dc0\ud7af\ud7b0\uffef\ufff0",  # each range's edges
+    "astral 𝔘𠀀 and a lone surrogate \ud800 中",
+])
+def test_count_cjk_counts_what_the_cjk_pattern_matches(text):
+    assert count_cjk(text) == len(CJK_CHAR.findall(text))
 
 
 async def test_endpoint_counter_uses_the_servers_tokenize(fake_server):
