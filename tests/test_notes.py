@@ -2,6 +2,8 @@ import json
 import math
 import re
 
+import numpy as np
+
 import r3con
 from r3con.corpus import documents_from_texts
 from r3con.llm import build_llm
@@ -272,7 +274,7 @@ async def test_a_large_set_of_notes_is_chosen_as_a_full_ranking_would_choose_it(
     for budget in (300, 4000, 20_000):
         partial = NotesSelector(refs, budget)
         chosen = [await partial.select(q, exclude=ex) for q, ex in queries]
-        monkeypatch.setattr(notes_module, "_FIRST", 10**9)  # every choice from the whole order, sorted
+        monkeypatch.setattr(notes_module, "_BLOCK", 10**9)  # every choice from the whole order, sorted
         whole = NotesSelector(refs, budget)
         expected = [await whole.select(q, exclude=ex) for q, ex in queries]
         monkeypatch.undo()
@@ -291,3 +293,35 @@ async def test_a_choice_kept_without_its_text_renders_the_same_text():
         assert kept.text == "" and selector.text_of(kept) == full.text
         assert (kept.shown, kept.indexed, kept.omitted, kept.tokens, kept.full) == (
             full.shown, full.indexed, full.omitted, full.tokens, full.full)
+
+
+def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes():
+    """`_Ranked.pick` ranks only as far as it must; a plain scan of every position in `ranking` order must
+    agree, over many ties, small budgets (most positions passed over), costs below zero and a skipped
+    position."""
+    import random
+
+    from r3con.notes import _Ranked
+    from r3con.retrieval import ranking
+
+    def scan(scores, costs, budget, skip, taken=()):
+        chosen, left = [], budget
+        for i in ranking(scores):
+            if i != skip and i not in taken and costs[i] <= left:
+                chosen.append(i)
+                left -= costs[i]
+        return chosen, left
+
+    rng = random.Random(5)
+    for trial in range(300):
+        n = rng.choice([3, 40, 600, 3000])
+        scores = np.array([rng.choice([0.0, 1.0, 2.5, rng.random() * 9]) for _ in range(n)])
+        low = -3 if trial % 7 == 0 else 1
+        costs = np.array([rng.randint(low, 60) for _ in range(n)], dtype=np.int64)
+        skip = rng.choice([None, rng.randrange(n)])
+        budget = rng.choice([0, 5, 70, 900, 10**6])
+        ranked = _Ranked(scores, skip)
+        first = ranked.pick(costs, budget)
+        assert first == scan(scores, costs, budget, skip)
+        second = ranked.pick(costs, budget // 3 + 7, taken=first[0])
+        assert second == scan(scores, costs, budget // 3 + 7, skip, set(first[0]))

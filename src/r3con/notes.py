@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -225,10 +225,10 @@ class NotesSelector:
         self._positions = {ref.label: i for i, ref in enumerate(self.refs)}
         self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
         self._total = sum(self._full_cost) + 4
-        self._min_full = min(self._full_cost, default=0)
         self._lines: list[_IndexLine] | None = None
         self._line_cost: list[int] = []
-        self._line_total = self._min_line = self._min_extra = 0
+        self._line_total = 0
+        self._cost_arrays: dict[str, np.ndarray] = {}
         self._bm25: BM25 | None = None
         self._vectors: np.ndarray | None = None
 
@@ -259,9 +259,8 @@ class NotesSelector:
 
     async def _choose(self, query: str, exclude: str | None, budget: int | None, *,
                       render: bool = True) -> NotesChoice:
-        # Every step is bounded by the notes a call can show, not by the corpus: the ranking is read
-        # best first only as far as the budget lasts (`_best_first`), and the loops stop once nothing
-        # could fit any more; the choice is the same as ranking every note and scanning all of them.
+        # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
+        # budget lasts; the choice is the same as ranking every note and scanning all of them.
         pos = self._positions.get(exclude) if exclude is not None else None
         count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
@@ -273,34 +272,14 @@ class NotesSelector:
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
         remaining = budget - index_cost
-        shown: list[int] = []
+        ranked = _Ranked(scores, pos)
         if index_cost <= budget // 2:  # every other note at least as an index line; upgrade the best ranked
-            for i in _best_first(scores, pos):
-                if remaining < self._min_extra:
-                    break
-                extra = self._full_cost[i] - line_cost[i]
-                if extra <= remaining:
-                    shown.append(i)
-                    remaining -= extra
+            shown, _ = ranked.pick(self._costs("extra"), remaining)
             taken = set(shown)
             indexed = [i for i in range(len(self.refs)) if i != pos and i not in taken]
         else:  # the index alone would crowd out the notes: half for the best in full, half for index lines
-            remaining = budget // 2
-            for i in _best_first(scores, pos):
-                if remaining < self._min_full:
-                    break
-                if self._full_cost[i] <= remaining:
-                    shown.append(i)
-                    remaining -= self._full_cost[i]
-            remaining += budget - budget // 2 - _INDEX_OVERHEAD
-            taken = set(shown)
-            indexed = []
-            for i in _best_first(scores, pos):
-                if remaining < self._min_line:
-                    break
-                if i not in taken and line_cost[i] <= remaining:
-                    indexed.append(i)
-                    remaining -= line_cost[i]
+            shown, left = ranked.pick(self._costs("full"), budget // 2)
+            indexed, _ = ranked.pick(self._costs("line"), left + budget - budget // 2 - _INDEX_OVERHEAD, taken=shown)
         indexed.sort()  # the index lines in corpus order, as the notes in full
         omitted = count - len(shown) - len(indexed)
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
@@ -330,13 +309,19 @@ class NotesSelector:
             text += "\n" + render("notes_index", lines=index, omitted=picks.omitted).text
         return text
 
+    def _costs(self, kind: str) -> np.ndarray:
+        """The notes' tokens in full ("full"), as index lines ("line"), or in full beyond their line ("extra")."""
+        if kind not in self._cost_arrays:
+            _, line = self._index()
+            full = np.array(self._full_cost, dtype=np.int64)
+            self._cost_arrays.update(full=full, line=np.array(line, dtype=np.int64), extra=full - np.array(line))
+        return self._cost_arrays[kind]
+
     def _index(self) -> tuple[list[_IndexLine], list[int]]:
         if self._lines is None:
             self._lines = [_index_line(r) for r in self.refs]
             self._line_cost = [estimate_tokens(f'Document {x.label} "{x.title}": {x.start}') for x in self._lines]
             self._line_total = sum(self._line_cost)
-            self._min_line = min(self._line_cost, default=0)
-            self._min_extra = min((f - c for f, c in zip(self._full_cost, self._line_cost, strict=True)), default=0)
         return self._lines, self._line_cost
 
     async def _scores(self, query: str) -> np.ndarray:
@@ -357,26 +342,62 @@ class NotesSelector:
 
 
 _NONE = np.zeros(0, dtype=np.int32)
-_FIRST = 256  # positions ranked at first; more only when a call's budget reads past them
+_BLOCK = 256  # notes ranked at a time, among those that still fit
 
 
-def _best_first(scores: np.ndarray, skip: int | None) -> Iterator[int]:
-    """Positions by descending score, ties in position order (as a stable sort), without `skip`; the
-    first few hundred found with a partition, the whole order sorted only if it is read past them."""
-    n = len(scores)
-    done = 0
-    if n > 2 * _FIRST:
-        threshold = np.partition(scores, n - _FIRST)[n - _FIRST]  # the _FIRST-th best score
-        top = np.flatnonzero(scores >= threshold)  # every tie of it too: a prefix of the full order
-        top = top[np.argsort(-scores[top], kind="stable")]
-        for i in top.tolist():
-            if i != skip:
-                yield i
-        done = len(top)
-    if done < n:
-        for i in np.argsort(-scores, kind="stable")[done:].tolist():
-            if i != skip:
-                yield i
+class _Ranked:
+    """The notes ranked for one call (descending score, ties in position order, without `skip`), read
+    only as far as the picks need: the best `_BLOCK` are sorted once (a partition, then a sort of
+    them), and the rest only when a pick reads past them."""
+
+    def __init__(self, scores: np.ndarray, skip: int | None):
+        self.scores = scores
+        self.skip = skip
+        n = len(scores)
+        if n > 2 * _BLOCK:
+            cut = np.partition(scores, n - _BLOCK)[n - _BLOCK]  # the _BLOCK-th best score
+            head = np.flatnonzero(scores >= cut)  # with every tie of it: a prefix of the ranking
+        else:
+            head = np.arange(n)
+        head = head[np.argsort(-scores[head], kind="stable")]
+        self.head = head[head != skip] if skip is not None else head
+        self.whole = len(head) == n
+
+    def pick(self, costs: np.ndarray, budget: int, taken: Sequence[int] = ()) -> tuple[list[int], int]:
+        """Positions in ranking order (`taken` left out), each taken when its cost fits what is left of
+        `budget`; and what is left. The same as scanning the whole ranking: past the sorted head, only
+        positions that fit what is left are ranked, `_BLOCK` at a time, and each block is scanned in
+        order. A position passed over does not fit then and never will, as what is left only shrinks, so
+        the block's positions leave the race. A negative cost (a note shorter than its index line) can
+        make what is left grow: then the rest is ranked whole, as that no longer holds."""
+        chosen: list[int] = []
+        left = budget
+        out = set(taken)
+        for i, cost in zip(self.head.tolist(), costs[self.head].tolist(), strict=True):
+            if cost <= left and i not in out:
+                chosen.append(i)
+                left -= cost
+        if self.whole:
+            return chosen, left
+        open_ = np.ones(len(self.scores), dtype=bool)
+        open_[self.head] = False
+        if self.skip is not None:
+            open_[self.skip] = False
+        open_[list(out)] = False
+        grows = int(costs.min()) < 0
+        while True:
+            fits = np.flatnonzero(open_ if grows else open_ & (costs <= left))
+            if not len(fits):
+                return chosen, left
+            if len(fits) > _BLOCK and not grows:
+                cut = np.partition(self.scores[fits], len(fits) - _BLOCK)[len(fits) - _BLOCK]
+                fits = fits[self.scores[fits] >= cut]
+            block = fits[np.argsort(-self.scores[fits], kind="stable")]
+            open_[block] = False
+            for i, cost in zip(block.tolist(), costs[block].tolist(), strict=True):
+                if cost <= left:
+                    chosen.append(i)
+                    left -= cost
 
 
 def shrink(budget: int | None, choice: NotesChoice) -> int:
