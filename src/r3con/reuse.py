@@ -114,8 +114,11 @@ class Previous:
 class ReuseStore:
     """The SQLite file of the runs' records (`store_path`)."""
 
+    _FLUSH = 512  # calls written in one transaction
+
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._calls: list[tuple[int, str, str, str]] = []
         try:
             self._db = open_private(self.path)
             self._db.executescript(_SCHEMA)
@@ -123,17 +126,18 @@ class ReuseStore:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 
     def close(self) -> None:
+        self._flush()
         self._db.close()
 
     def previous(self, question: str) -> Previous:
         """What the earlier finished runs of `question` left (replies from all of them, the rest from the last);
         a run that did not finish is continued with `--resume`, where the LLM cache serves its calls."""
         db = self._db
-        found = Previous(reply=lambda digest: self.reply(question, digest))
         row = db.execute("SELECT id, run_dir FROM runs WHERE question = ? AND finished = 1 ORDER BY id DESC LIMIT 1",
                          (question,)).fetchone()
-        if row is None:
-            return found
+        if row is None:  # no finished run: no replies either, and no lookup per call
+            return Previous()
+        found = Previous(reply=lambda digest: self.reply(question, digest))
         run, found.run_dir = row
         for round_no, content, source, note, full, refs in db.execute(
                 "SELECT round, content, source, note, full, refs FROM reads WHERE run = ?", (run,)):
@@ -161,8 +165,24 @@ class ReuseStore:
         return int(cursor.lastrowid or 0)
 
     def call(self, run: int, digest: str, stage: str, completion: Completion) -> None:
-        self._db.execute("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)",
-                         (run, digest, stage, json.dumps(_reply(completion), ensure_ascii=False)))
+        """Record an answered call of `run`; written in batches (a run is only read once finished, and a
+        resumed run records again every call it makes, from the LLM cache or not)."""
+        self._calls.append((run, digest, stage, json.dumps(_reply(completion), ensure_ascii=False)))
+        if len(self._calls) >= self._FLUSH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._calls:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)", self._calls)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._calls.clear()
 
     def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
                                                   Sequence[tuple[str, str]]]],
@@ -170,6 +190,7 @@ class ReuseStore:
                schema: Mapping[str, Any] | None) -> None:
         """The run's reads (round, content, source, note, shown in full, refs), records (content, final note,
         records) and schema, in one transaction; then the run counts as finished."""
+        self._flush()
         db = self._db
         db.execute("BEGIN")
         try:
