@@ -12,7 +12,8 @@ its own process, against the scripted server in another; LLM cache and corpus st
    population and answer; SIGKILLed once the server has answered `--kill-at` of the calls a run
    makes (3 per document), then `r3con run --resume`. Measured: wall time, calls, peak RSS (the
    larger of the two attempts, from wait4), harness CPU per call (both attempts' CPU, imports and
-   the sandbox included, over the calls the server answered; the server is another process), prompt
+   the sandbox included, over the calls the server answered; the server is another process; and per
+   attempt, its CPU over the calls it logged, those the resume served from the LLM cache included), prompt
    tokens per document, the run folder's size per document, and the calls the first attempt had
    logged as answered that the resume sent again (`repeated_successful_calls`, 0: they come from
    the LLM cache). `lost_in_flight` counts the calls the server answered while the process was being
@@ -248,6 +249,7 @@ def one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         ok = [r["request_hash"] for r in records if r.get("status") == 200]
         answered_twice = len(ok) - len(set(ok))
         repeated = repeated_calls(run_dir / "calls.jsonl", logged)
+        made = [logged, (run_dir / "calls.jsonl").read_text(encoding="utf-8").count("\n") - logged][:len(attempts)]
         second, second_cpu = first_call(command(QUESTION_B, corpus, work, base_url, args.budget), log)
         second_imported, _ = first_call(command(QUESTION_B, corpus, work, base_url, args.budget), log, imported=True)
         second_off, off_cpu = first_call(command(QUESTION_B, corpus, work, base_url, args.budget, "--no-corpus-store"),
@@ -266,6 +268,7 @@ def one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         "lost_in_flight": answered_twice - repeated,
         "peak_rss_mib": round(max(a["peak_rss_mib"] for a in attempts), 1),
         "cpu_ms_per_call": round(1000 * sum(a["cpu_s"] for a in attempts) / max(1, calls), 3),
+        "cpu_ms_per_call_by_attempt": [round(1000 * a["cpu_s"] / max(1, n), 3) for a, n in zip(attempts, made, strict=True)],
         "prompt_tokens": usage["prompt_tokens"], "prompt_tokens_per_doc": round(usage["prompt_tokens"] / size, 1),
         "run_folder_kib_per_doc": round(folder / 1024 / size, 2),
         "largest_files": [f"{name} {n / 1024:.0f} KiB" for n, name in sizes],
