@@ -7,7 +7,7 @@ import pytest
 
 from r3con.display import PlainProgress
 from r3con.errors import ProviderError
-from r3con.llm.replay import FolderReplies, replies_in
+from r3con.llm.replay import FolderReplies, LoggedReplies
 from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
@@ -78,12 +78,31 @@ def test_replies_are_read_from_calls_jsonl_but_not_failed_cut_or_tool_calls(tmp_
         _record(third, "x", response={"content": "", "tool_calls": [{"id": "1"}]}),
         '{"stage": "relevance", "request_hash": "cut',  # a line cut by a killed run
     ]) + "\n")
-    replies = replies_in(log)
-    assert list(replies) == [REQUEST.fingerprint()]
-    reply = replies[REQUEST.fingerprint()]
-    assert reply.content == "a note" and reply.from_cache and reply.usage == Usage(calls=1, prompt_tokens=10,
-                                                                                   completion_tokens=2)
-    assert replies_in(tmp_path / "missing.jsonl") == {}
+    replies = LoggedReplies(log)
+    reply = replies.get(REQUEST.fingerprint())
+    assert reply is not None and reply.content == "a note" and reply.from_cache
+    assert reply.usage == Usage(calls=1, prompt_tokens=10, completion_tokens=2)
+    assert replies.get(other.fingerprint()) is None and replies.get(third.fingerprint()) is None
+    assert replies.get("cut") is None
+    replies.close()
+    assert len(LoggedReplies(tmp_path / "missing.jsonl")) == 0
+
+
+def test_the_last_usable_reply_of_a_request_is_served_and_no_reply_is_held(tmp_path):
+    """A request logged twice (answered, then failed when asked again) is served its answered reply; the
+    index holds offsets, not replies, and a reply quoting a request_hash key does not confuse it."""
+    log = tmp_path / "calls.jsonl"
+    quoting = ChatRequest(messages=(Message("user", "quote"),), stage="relevance", model="m")
+    log.write_text("\n".join([
+        _record(REQUEST, "first answer"),
+        _record(quoting, f'"request_hash": "{REQUEST.fingerprint()}"'),
+        _record(REQUEST, "", error="ProviderError: HTTP 500"),
+    ]) + "\n")
+    replies = LoggedReplies(log)
+    assert replies.get(REQUEST.fingerprint()).content == "first answer"
+    assert replies.get(quoting.fingerprint()).content.startswith('"request_hash"')
+    assert all(isinstance(offsets, list) for offsets in replies._at.values()) and len(replies) == 2
+    replies.close()
 
 
 async def test_a_recorded_reply_is_served_and_an_unusable_one_asked_again(tmp_path):
@@ -91,7 +110,9 @@ async def test_a_recorded_reply_is_served_and_an_unusable_one_asked_again(tmp_pa
     cut = ChatRequest(messages=(Message("user", "long"),), stage="relevance", model="m")
     log.write_text(_record(REQUEST, "a note") + "\n" + _record(cut, "half a no", finish_reason="length") + "\n")
     inner = ScriptedLLM(default=Completion(content="fresh", finish_reason="stop", model="m", usage=Usage(calls=1)))
-    layer = FolderReplies(inner, replies_in(log))
+    replies = LoggedReplies(log)
+    layer = FolderReplies(inner, replies)
     served = await layer.complete(REQUEST)
     assert served.content == "a note" and served.from_cache and inner.history == []
     assert (await layer.complete(cut)).content == "fresh" and len(inner.history) == 1
+    replies.close()

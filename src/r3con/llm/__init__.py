@@ -21,7 +21,7 @@ from .overflow import LearnedWindow, Overflows
 from .pool import EndpointStats, Pooled, open_pool, pool_entries
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
-from .replay import FolderReplies, replies_in
+from .replay import FolderReplies, LoggedReplies
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .routers import through_router
 from .slots import concurrency_for
@@ -135,8 +135,9 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                             budget, base.base_url)
         stack = retrying
         stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
-        replies = replies_in(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
-        if replies:
+        replies = LoggedReplies(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
+        closing.callback(replies.close)
+        if len(replies):
             stack = FolderReplies(stack, replies)
         cache: CallCache | None = None
         if settings.cache and settings.cache_path is not None:

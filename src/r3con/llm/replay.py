@@ -9,37 +9,87 @@ Replies that asked for tools, and folders logged with `--log-calls meta`, hold n
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from .cache import usable
-from .layers import logged_calls
 from .types import LLM, ChatRequest, Completion, Usage
 
 _USAGE = {f.name for f in fields(Usage)} - {"events"}  # events belong to the run that saw them
 
 
-def replies_in(calls_log: Path | None) -> dict[str, Completion]:
-    """{request_hash: reply} of every answered call `calls_log` holds (none when it is missing)."""
-    out: dict[str, Completion] = {}
-    for record in logged_calls(calls_log):
-        response, key = record.get("response"), record.get("request_hash")
-        if not isinstance(response, dict) or not isinstance(key, str) or record.get("error") \
-                or response.get("tool_calls") or not isinstance(response.get("content"), str):
-            continue
-        usage = record.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        out[key] = Completion(
-            content=response["content"], reasoning=response.get("reasoning"),
-            finish_reason=record.get("finish_reason"), model=str(record.get("model") or ""),
-            usage=Usage(**{k: v for k, v in usage.items() if k in _USAGE}), from_cache=True)
-    return out
+_HASH = re.compile(rb'"request_hash": ?"([0-9a-f]+)"')  # a key: inside a JSON string every quote is escaped
+
+
+class LoggedReplies:
+    """Where a run folder's calls.jsonl holds each request's records (their byte offsets, by request_hash):
+    a reply is read and parsed only when its request comes again, so resuming a run of 100,000
+    documents does not hold its 150,000 answered replies in memory. `get(request_hash)` is the last
+    usable reply logged for it: answered, not failed, no tool calls (None when there is none)."""
+
+    def __init__(self, calls_log: Path | None):
+        self.path = calls_log
+        self._at: dict[str, list[int]] = {}
+        self._file: BinaryIO | None = None
+        if calls_log is None or not calls_log.is_file():
+            return
+        offset = 0
+        with calls_log.open("rb") as f:
+            for line in f:
+                found = _HASH.search(line)
+                if found is not None:
+                    self._at.setdefault(found.group(1).decode(), []).append(offset)
+                offset += len(line)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def get(self, key: str) -> Completion | None:
+        offsets = self._at.get(key)
+        if not offsets or self.path is None:
+            return None
+        if self._file is None:
+            self._file = self.path.open("rb")
+        for offset in reversed(offsets):  # the last usable record, as the log's order has it
+            self._file.seek(offset)
+            try:
+                record = json.loads(self._file.readline())
+            except ValueError:  # a line cut by a killed run
+                continue
+            reply = _reply(record) if isinstance(record, dict) and record.get("request_hash") == key else None
+            if reply is not None:
+                return reply
+        return None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _reply(record: dict[str, Any]) -> Completion | None:
+    """The reply a logged call record holds, served as from the cache; None for a failed call, one that
+    asked for tools, or a record without a reply."""
+    response, key = record.get("response"), record.get("request_hash")
+    if not isinstance(response, dict) or not isinstance(key, str) or record.get("error") \
+            or response.get("tool_calls") or not isinstance(response.get("content"), str):
+        return None
+    usage = record.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return Completion(
+        content=response["content"], reasoning=response.get("reasoning"),
+        finish_reason=record.get("finish_reason"), model=str(record.get("model") or ""),
+        usage=Usage(**{k: v for k, v in usage.items() if k in _USAGE}), from_cache=True)
 
 
 class FolderReplies:
     """Serves a request the run folder already holds a usable reply to; asks the layer below otherwise."""
 
-    def __init__(self, inner: LLM, replies: dict[str, Completion]):
+    def __init__(self, inner: LLM, replies: LoggedReplies | Mapping[str, Completion]):
         self.inner = inner
         self.replies = replies
 
