@@ -26,7 +26,7 @@ import hashlib
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -447,25 +447,34 @@ class Reuse:
         if self.store is None:
             return
         rounds, shown, tables, populated = self._rounds, self._shown, self._tables, self._populated
-        refs = {r: {e["doc"]: e["refs"] for e in round_entries(self.parts, notes)}
-                for r, notes in enumerate(rounds, start=1)}
+        content = self.content
         by_key = {p.key: p for p in self.parts}
-        shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
-        final = rounds[-1] if rounds else {}
-        reads = []
-        for r, notes in enumerate(rounds, start=1):
-            full_of = shown_full[r - 2] if r >= 2 and r - 2 < len(shown_full) else {}
-            for key, note in notes.items():
-                full = [(self.content[k], note_digest(rounds[r - 2].get(k, ""))) for k in full_of.get(key, ())]
-                named = [(self.content[k], k) for k in refs.get(r, {}).get(key, ()) if k in self.content]
-                reads.append((r, self.content[key], by_key[key].source, note, full, named))
-        per_doc: dict[str, list[dict[str, Any]]] = {}
+
+        def reads() -> Iterator[tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]]]]:
+            # one read at a time, as the store writes them: at D = 100,000 the notes each read was shown
+            # in full are millions of pairs, too many to hold at once
+            for r, notes in enumerate(rounds, start=1):
+                full_of = {s.doc: s.full for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
+                digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
+                for entry in round_entries(self.parts, notes):
+                    key = entry["doc"]
+                    full = []
+                    for k in full_of.get(key, ()):
+                        if k not in digests:
+                            digests[k] = note_digest(rounds[r - 2].get(k, ""))
+                        full.append((content[k], digests[k]))
+                    named = [(content[k], k) for k in entry["refs"] if k in content]
+                    yield r, content[key], by_key[key].source, entry["note"], full, named
+
+        per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         for name, rows in tables.items():
             for row in rows:
                 key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
-                per_doc.setdefault(key, []).append({**row, "_table": name})
-        records = [(self.content[k], final.get(k, ""), per_doc.get(k, [])) for k in populated]
-        self.store.finish(self.run, reads, records, schema)
+                per_doc.setdefault(key, []).append((name, row))
+        final = rounds[-1] if rounds else {}
+        records = ((content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])])
+                   for k in populated)
+        self.store.finish(self.run, reads(), records, schema)
 
     def close(self) -> None:
         if self.store is not None:
