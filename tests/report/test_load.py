@@ -99,3 +99,32 @@ def test_what_came_from_an_earlier_run_is_read_per_document_and_in_the_run_table
     assert data["reuse"] == {"2": {"relevance-1": {"reused": False, "why": "new document"}}}
     assert data["run"]["reuse"]["previous_run"] == "runs/a"
     assert load(_folder(tmp_path / "other", **{"manifest.json": {"task": "q"}}))["reuse"] == {}
+
+
+def test_a_large_runs_page_lists_the_documents_it_mentions_and_counts_every_input(tmp_path, monkeypatch):
+    """Beyond TEXTS_UP_TO documents, the page keeps the documents it mentions (the first ones, the cited ones,
+    those of its records) with their inputs, reuse and evidence counts; the totals stay whole."""
+    from r3con.report import _load
+
+    monkeypatch.setattr(_load, "TEXTS_UP_TO", 3)
+    monkeypatch.setattr(_load, "RECORDS_UP_TO", 2)
+    monkeypatch.setattr(_load, "LISTED_UP_TO", 1)
+    n = 10
+    docs = [{"doc": i, "title": f"T{i}", "source": f"f{i}.txt"} for i in range(1, n + 1)]
+    folder = _folder(tmp_path, **{
+        "manifest.json": {"task": "q", "documents": docs,
+                          "inputs": {"read": [{"doc": i, "source": f"f{i}.txt"} for i in range(1, n + 1)],
+                                     "skipped": [{"source": "a.bin"}, {"source": "b.bin"}]},
+                          "evidence_stats": {"records": 3, "by_doc": {str(i): {"records": 1} for i in (5, 6, 9)}}},
+        "result.json": {"evidence": [{"doc": 9, "id": "D9", "kind": "document", "title": "T9"}]},
+        "records.json": {"facts": [{"_doc": 5, "v": 1}, {"_doc": 6, "v": 2}, {"_doc": 8, "v": 3}]},
+        "reuse.json": {"documents": {str(i): {"populate": {"reused": False, "why": "new"}} for i in range(1, n + 1)}},
+    })
+    data = load(folder)
+    mentioned = ["1", "2", "3", "5", "6", "9"]  # the first three, the records' (5, 6; 8's record is left out), cited 9
+    assert [str(d["doc"]) for d in data["documents"]] == mentioned and data["documents_total"] == n
+    assert [str(i["doc"]) for i in data["inputs"]["read"]] == mentioned
+    assert data["inputs"]["skipped"] == [{"source": "a.bin"}] and data["inputs_total"] == {"read": n, "skipped": 2}
+    assert sorted(data["reuse"], key=int) == mentioned
+    assert sorted(data["evidence_stats"]["by_doc"], key=int) == ["5", "6", "9"]
+    assert any("10 documents" in p for p in data["problems"])

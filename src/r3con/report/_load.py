@@ -16,6 +16,7 @@ from ._diff import changed_share, word_diff
 
 TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)
 RECORDS_UP_TO = 20_000  # records per table a large run's page holds (and the cited documents')
+LISTED_UP_TO = 2000  # inputs of each kind (skipped, unreadable, ...) a large run's page lists
 _SECRET_KEYS = ("api_key", "password", "pdf_password", "token", "secret")
 
 
@@ -153,6 +154,20 @@ def _timing(calls: Iterable[dict[str, Any]]) -> tuple[dict[str, dict[str, float]
     return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(latency[s], 3)} for s, (lo, hi) in spans.items()}, count
 
 
+def _inputs_within(inputs: Mapping[str, Any], mentioned: set[str]) -> dict[str, Any]:
+    """The inputs' account for a large run's page: the documents read that it mentions, and of each
+    other kind (skipped, unreadable, ...) the first `LISTED_UP_TO`; `inputs_total` keeps the counts."""
+    out: dict[str, Any] = {}
+    for kind, items in inputs.items():
+        if kind == "read" and isinstance(items, list):
+            out[kind] = [i for i in items if isinstance(i, dict) and str(i.get("doc")) in mentioned]
+        elif isinstance(items, list):
+            out[kind] = items[:LISTED_UP_TO]
+        else:
+            out[kind] = items
+    return out
+
+
 def load(path: Path) -> dict[str, Any]:
     """Everything the report shows, as JSON-ready data (document texts under "texts", by document number)."""
     folder = Folder(Path(path))
@@ -188,6 +203,23 @@ def load(path: Path) -> dict[str, Any]:
     usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
     timing, calls = _timing(folder.each_line("calls.jsonl"))
     settings = redact(_dict(manifest.get("settings")))
+    inputs = _dict(manifest.get("inputs"))
+    evidence_stats = manifest.get("evidence_stats") or result.get("evidence_stats")
+    reuse = _dict(_dict(folder.json("reuse.json", {})).get("documents"))
+    inputs_total = {kind: len(items) for kind, items in inputs.items() if isinstance(items, list)}
+    documents_total = len(documents)
+    if large:  # the page lists the documents it mentions; manifest.json, reuse.json and result.json hold all
+        mentioned = ({str(d.get("doc")) for d in documents[:TEXTS_UP_TO]} | cited
+                     | {str(r.get("_doc")) for rows in records.values() for r in rows})
+        documents = [d for d in documents if str(d.get("doc")) in mentioned]
+        reuse = {k: v for k, v in reuse.items() if k.split(".")[0] in mentioned}
+        inputs = _inputs_within(inputs, mentioned)
+        if isinstance(evidence_stats, dict) and isinstance(evidence_stats.get("by_doc"), dict):
+            evidence_stats = {**evidence_stats, "by_doc": {k: v for k, v in evidence_stats["by_doc"].items()
+                                                           if k in mentioned}}
+        folder.problems.append(f"{documents_total:,} documents: the {len(documents):,} this page mentions (the first "
+                               f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
+                               "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
     return {
         "run_dir": str(folder.path),
         "question": str(manifest.get("task") or ""),
@@ -196,9 +228,11 @@ def load(path: Path) -> dict[str, Any]:
         "evidence": evidence,
         "unknown_citations": [str(u) for u in _list(result.get("unknown_citations"))],
         "unsupported_numbers": [str(n) for n in _list(result.get("unsupported_numbers"))],
-        "evidence_stats": manifest.get("evidence_stats") or result.get("evidence_stats"),
-        "inputs": _dict(manifest.get("inputs")),
+        "evidence_stats": evidence_stats,
+        "inputs": inputs,
+        "inputs_total": inputs_total,
         "documents": documents,
+        "documents_total": documents_total,
         "texts": texts,
         "rounds": rounds,
         "notes": notes,
@@ -215,6 +249,6 @@ def load(path: Path) -> dict[str, Any]:
         "settings": settings,
         "run": {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
                                             "layout", "notes_selection", "sandbox", "reuse") if k in manifest},
-        "reuse": _dict(_dict(folder.json("reuse.json", {})).get("documents")),
+        "reuse": reuse,
         "problems": folder.problems,
     }

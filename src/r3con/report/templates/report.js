@@ -210,7 +210,12 @@
   function showDoc(doc, activeId) {
     Object.keys(docLinks).forEach(function (k) { docLinks[k].classList.toggle("current", k === doc); });
     var view = clear(document.getElementById("doc-view")), d = docs[doc];
-    if (!d) { view.appendChild(text("p", "muted", "No document " + doc + " in this run.")); return; }
+    if (!d) {
+      view.appendChild(text("p", "muted", data.documents_total > data.documents.length
+        ? "Document " + doc + " is not in this page, which lists the documents it mentions of a large run (documents.jsonl holds it)."
+        : "No document " + doc + " in this run."));
+      return;
+    }
     view.setAttribute("data-doc", doc);
     view.appendChild(text("h2", "", d.title + " (document " + d.doc + ")"));
     view.appendChild(text("p", "muted", [d.source, d.chars !== undefined ? d.chars.toLocaleString() + " characters" : "",
