@@ -267,6 +267,8 @@ def one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         "killed_at_calls": kill_after if first["killed"] else None, "repeated_successful_calls": repeated,
         "lost_in_flight": answered_twice - repeated,
         "peak_rss_mib": round(max(a["peak_rss_mib"] for a in attempts), 1),
+        "peak_rss_mib_by_attempt": [round(a["peak_rss_mib"], 1) for a in attempts],
+        "calls_handled_by_attempt": made,
         "cpu_ms_per_call": round(1000 * sum(a["cpu_s"] for a in attempts) / max(1, calls), 3),
         "cpu_ms_per_call_by_attempt": [round(1000 * a["cpu_s"] / max(1, n), 3) for a, n in zip(attempts, made, strict=True)],
         "prompt_tokens": usage["prompt_tokens"], "prompt_tokens_per_doc": round(usage["prompt_tokens"] / size, 1),
