@@ -91,6 +91,12 @@ class Document:
         """The estimated tokens of `text` (counted once: stages ask for every call)."""
         return estimate_tokens(self.text)
 
+    @cached_property
+    def sha256(self) -> str:
+        """The SHA-256 of `text` as UTF-8 (`text_sha256`): computed once, or given by the loader, which
+        has it from the corpus store or from telling duplicate files apart."""
+        return text_sha256(self.text)
+
     @property
     def key(self) -> str:
         """'3' for a whole document, '3.2' for part 2 of document 3."""
@@ -173,8 +179,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
         first_with[digest] = source
-        docs.append(Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source,
-                             path="" if source == str(path) else str(path)))
+        doc = Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source,
+                       path="" if source == str(path) else str(path))
+        doc.__dict__["sha256"] = digest  # what `cached_property` would store on first use
+        docs.append(doc)
         read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)

@@ -34,7 +34,6 @@ from .llm.budget import spent_in
 from .llm.types import Usage
 from .notes import FinalNotes, Selections, round_entries
 from .results import Failure
-from .resume import content_hash
 from .stages.answer import AnswerResult
 from .stages.plan import CacheSeen, Placement
 from .stages.populate import PopulateResult
@@ -244,7 +243,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
-             "sha256": content_hash(d.text), "tokens_estimate": d.tokens, "parts": counts[d.number]}
+             "sha256": d.sha256, "tokens_estimate": d.tokens, "parts": counts[d.number]}
             for d in docs
         ],
     }

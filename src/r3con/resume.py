@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ._names import from_name_bytes, shown
 from .config import Settings
-from .corpus import Document, text_sha256
+from .corpus import Document
 from .errors import ConfigError, InputError
 from .inputs import DuplicateInput, ExcludedInput, Inputs, SkippedInput, UnreadableInput
 
@@ -44,11 +44,6 @@ class ResumePlan:
     settings: Mapping[str, Any]
     documents: tuple[Mapping[str, Any], ...] = ()  # the manifest's entries: source, path, chars, sha256
     inputs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the manifest's account of every input
-
-
-def content_hash(text: str) -> str:
-    """The SHA-256 of a document's text, kept in the manifest so a resume can tell the files changed."""
-    return text_sha256(text)
 
 
 def read_resume(run_dir: Path) -> ResumePlan:
@@ -171,7 +166,7 @@ def carried_inputs(plan: ResumePlan, inputs: Inputs) -> Inputs:
 def check_documents(plan: ResumePlan, documents: Sequence[Document]) -> None:
     """ConfigError if the documents differ from the saved run's (other files, or files changed since)."""
     moved = {str(e.get("path")): str(e.get("source")) for e in plan.documents if e.get("path")}
-    now = [(moved.get(d.source, d.source), len(d.text), content_hash(d.text)) for d in documents]
+    now = [(moved.get(d.source, d.source), len(d.text), d.sha256) for d in documents]
     saved = [(str(e.get("source")), e.get("chars"), e.get("sha256")) for e in plan.documents]
     if [s for s, _, _ in now] != [s for s, _, _ in saved]:
         gone = sorted(set(s for s, _, _ in saved) - set(s for s, _, _ in now))

@@ -70,7 +70,7 @@ Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
 
 
 def text_hash(text: str) -> str:
-    """The SHA-256 of a text (as `resume.content_hash`): the key of everything the store keeps of it."""
+    """The SHA-256 of a text (as `Document.sha256`): the key of everything the store keeps of it."""
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
@@ -171,7 +171,7 @@ class CorpusStore:
         new: list[tuple[str, int, str, str]] = []
         held = dict(self._all("SELECT sha, spans FROM parts WHERE budget = ? AND splitter = ?", (budget, SPLIT_VERSION)))
         for doc in docs:
-            sha = text_hash(doc.text)
+            sha = doc.sha256  # `text_hash`, known from the load
             spans = _spans(held[sha]) if sha in held else None
             if spans is None:
                 pieces = split_documents([doc], budget)
