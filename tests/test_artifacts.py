@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from r3con.artifacts import RunDir, disk_full, is_disk_full
+from r3con.artifacts import NotRows, RunDir, disk_full, is_disk_full, json_rows
 from r3con.errors import DiskFull, InputError, ProviderError
 
 
@@ -110,3 +110,20 @@ def test_a_full_disk_is_recognised_through_the_errors_it_caused(tmp_path):
     assert str(error).endswith("free some space")
     assert "the LLM cache" in str(disk_full(tmp_path, sqlite3.OperationalError("database or disk is full")))
     assert f"the run folder {tmp_path}" in str(disk_full(tmp_path, OSError(errno.EDQUOT, "Disk quota exceeded")))
+
+
+def test_json_rows_are_one_row_a_line_and_read_back_a_row_at_a_time(tmp_path):
+    """`write_json_rows` writes JSON any parser reads, one row a line; `json_rows` reads it back row by row,
+    tables with no rows included, and refuses another layout (NotRows), so the caller parses it whole."""
+    tables = {"People": [{"name": "Ann\nLee", "quote": 'said "no"'}, {"name": "李"}], "Empty": [], "T, 2": [{"x": 1}]}
+    run_dir = RunDir(tmp_path)
+    path = run_dir.write_json_rows("records.json", tables)
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(text) == tables and '{"name": "李"}' in text.splitlines()
+    with path.open(encoding="utf-8") as lines:
+        read = list(json_rows(lines))
+    assert read == [("People", None), ("People", tables["People"][0]), ("People", tables["People"][1]),
+                    ("Empty", None), ("T, 2", None), ("T, 2", {"x": 1})]
+    for other in (json.dumps(tables), json.dumps(tables, indent=1), text[: len(text) // 2]):
+        with pytest.raises(NotRows):
+            list(json_rows(other.splitlines()))

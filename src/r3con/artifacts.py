@@ -29,7 +29,7 @@ import re
 import secrets
 import shutil
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,20 @@ class RunDir:
             text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
         return self.write_text(name, text + "\n")
 
+    def write_json_rows(self, name: str, tables: Mapping[str, Sequence[Any]]) -> Path:
+        """`tables` ({name: [row, ...]}) as JSON with each row on a line of its own, written a row at a time:
+        any JSON parser reads it as `write_json`'s, and `json_rows` reads it a row at a time (a large
+        run's records need not be held as one string, nor parsed whole by the report)."""
+        def pieces() -> Iterator[str]:
+            yield "{\n"
+            for n, (table, rows) in enumerate(tables.items()):
+                yield ("" if n == 0 else ",\n") + json.dumps(str(table), ensure_ascii=False) + ": [\n"
+                for i, row in enumerate(rows):
+                    yield ("" if i == 0 else ",\n") + json.dumps(row, ensure_ascii=False, default=str)
+                yield "\n]"
+            yield "\n}\n"
+        return self.write_text(name, pieces())
+
     def write_text(self, name: str, text: str | Iterable[str]) -> Path:
         target = self.path / name
         self._folder(target)
@@ -149,3 +163,40 @@ def disk_full(folder: Path, exc: BaseException, stage: str | None = None) -> Dis
         "the LLM cache" if isinstance(link, sqlite3.Error) else f"the run folder {folder}")
     return DiskFull(f"no space left on the device while writing {where}; free some space", run_dir=folder,
                     stage=stage)
+
+
+class NotRows(ValueError):
+    """A file `json_rows` cannot read a row at a time: not in `RunDir.write_json_rows`'s layout."""
+
+
+def json_rows(lines: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """(table, row) of a file `RunDir.write_json_rows` wrote, read a line at a time, with (table, None) as
+    each table starts (so that an empty one is seen); NotRows (a ValueError) where the lines are not in
+    that layout (another writer's JSON: parse it whole instead)."""
+    it = iter(lines)
+    if next(it, "").strip() != "{":
+        raise NotRows("not a rows file")
+    table: str | None = None
+    for line in it:
+        text = line.strip()
+        if not text:
+            continue
+        if table is None:
+            if text == "}":
+                return
+            if not text.endswith(": ["):
+                raise NotRows(f"not a table's start: {text[:40]!r}")
+            table = str(_line_json(text[:-3]))
+            yield table, None
+        elif text in ("]", "],"):
+            table = None
+        else:
+            yield table, _line_json(text[:-1] if text.endswith(",") else text)
+    raise NotRows("the file ends inside it")
+
+
+def _line_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # an indented file, say: a row spread over lines
+        raise NotRows(f"not a row: {text[:40]!r}") from exc

@@ -127,7 +127,7 @@ class RunRecord:
         self.failures += filled.failures
         self.selections["populate"] = Selections(shared_first=filled.shared_first)
         self.llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
-        self.run_dir.write_json("records.json", {k: list(v) for k, v in filled.tables.items()})
+        self.run_dir.write_json_rows("records.json", filled.tables)
         self.manifest["evidence_stats"] = filled.evidence.to_dict()
         if filled.dropped:  # --unverified drop: listed, never silently lost
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))

@@ -128,3 +128,24 @@ def test_a_large_runs_page_lists_the_documents_it_mentions_and_counts_every_inpu
     assert sorted(data["reuse"], key=int) == mentioned
     assert sorted(data["evidence_stats"]["by_doc"], key=int) == ["5", "6", "9"]
     assert any("10 documents" in p for p in data["problems"])
+
+
+def test_records_written_a_row_a_line_are_read_as_records_parsed_whole(tmp_path, monkeypatch):
+    """The report reads records.json a record at a time in `write_json_rows`'s layout and parses any other
+    layout whole (an indented one, an older run's); a large run's page keeps the same records either way."""
+    from r3con.artifacts import RunDir
+    from r3con.report import _load
+
+    monkeypatch.setattr(_load, "TEXTS_UP_TO", 2)
+    monkeypatch.setattr(_load, "RECORDS_UP_TO", 2)
+    tables = {"facts": [{"_doc": i, "v": i} for i in range(1, 8)], "none": []}
+    manifest = {"task": "q", "documents": [{"doc": i, "title": f"T{i}"} for i in range(1, 8)]}
+    result = {"evidence": [{"doc": 6, "id": "D6", "kind": "document", "title": "T6"}]}
+    streamed = _folder(tmp_path / "a", **{"manifest.json": manifest, "result.json": result})
+    RunDir(streamed).write_json_rows("records.json", tables)
+    whole = _folder(tmp_path / "b", **{"manifest.json": manifest, "result.json": result,
+                                        "records.json": json.dumps(tables, indent=1)})
+    got, expected = load(streamed), load(whole)
+    assert got["records"] == expected["records"] == {"facts": [{"_doc": 1, "v": 1}, {"_doc": 2, "v": 2},
+                                                                {"_doc": 6, "v": 6}], "none": []}
+    assert [p for p in got["problems"] if "records" in p] == [p for p in expected["problems"] if "records" in p] != []

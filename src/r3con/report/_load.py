@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import NotRows, json_rows
 from ._diff import changed_share, word_diff
 
 TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)
@@ -46,6 +47,41 @@ class Folder:
         except (OSError, ValueError) as exc:
             self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
             return None
+
+    def records(self, up_to: int | None, cited: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """records.json's tables; with `up_to`, the first `up_to` records of each and the `cited` documents'
+        (a large run's page). Read a record at a time when it is in `RunDir.write_json_rows`'s layout, so a
+        large run's records are never all held; else parsed whole."""
+        target = self.path / "records.json"
+        if not target.exists():
+            return {}
+        try:
+            with target.open(encoding="utf-8") as lines:
+                return self._kept_records(json_rows(lines), up_to, cited)
+        except NotRows:
+            pass
+        except (OSError, ValueError) as exc:
+            self.problems.append(f"records.json: could not be read ({type(exc).__name__}: {exc})")
+            return {}
+        whole = _dict(self.json("records.json", {}))
+        return self._kept_records(((str(k), r) for k, v in whole.items() for r in [None, *_list(v)]), up_to, cited)
+
+    def _kept_records(self, rows: Iterable[tuple[str, Any]], up_to: int | None,
+                      cited: set[str]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        seen: dict[str, int] = defaultdict(int)
+        for table, row in rows:
+            kept = out.setdefault(table, [])
+            if not isinstance(row, dict):
+                continue
+            seen[table] += 1
+            if up_to is None or seen[table] <= up_to or str(row.get("_doc")) in cited:
+                kept.append(row)
+        for table, n in seen.items():
+            if up_to is not None and n > up_to:
+                self.problems.append(f"records {table}: the first {up_to:,} of {n:,} and the cited documents' are "
+                                     "in this page (all are in records.json)")
+        return out
 
     def lines(self, name: str) -> list[dict[str, Any]]:
         """A JSON-lines file's objects; a broken line (a run killed while writing) is counted, not fatal."""
@@ -192,13 +228,7 @@ def load(path: Path) -> dict[str, Any]:
                                f"{TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl and "
                                "notes/)")
     rounds, notes = _notes(folder, TEXTS_UP_TO if large else None, frozenset(cited))
-    records = {str(k): [r for r in _list(v) if isinstance(r, dict)] for k, v in _dict(folder.json("records.json", {})).items()}
-    if large:
-        for table, rows in records.items():
-            if len(rows) > RECORDS_UP_TO:
-                records[table] = rows[:RECORDS_UP_TO] + [r for r in rows[RECORDS_UP_TO:] if str(r.get("_doc")) in cited]
-                folder.problems.append(f"records {table}: the first {RECORDS_UP_TO:,} of {len(rows):,} and the cited "
-                                       "documents' are in this page (all are in records.json)")
+    records = folder.records(RECORDS_UP_TO if large else None, cited)
     schema = folder.json("schema.json")
     usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
     timing, calls = _timing(folder.each_line("calls.jsonl"))
