@@ -345,6 +345,15 @@ _NONE = np.zeros(0, dtype=np.int32)
 _BLOCK = 256  # notes ranked at a time, among those that still fit
 
 
+def _best(scores: np.ndarray, among: np.ndarray, size: int) -> np.ndarray:
+    """The best `size` positions of `among` (ascending) by descending score, ties in position order, with
+    every tie of the last one: a prefix of their ranking, found with a partition and a sort of it alone."""
+    if len(among) > size:
+        cut = np.partition(scores[among], len(among) - size)[len(among) - size]  # the size-th best score
+        among = among[scores[among] >= cut]
+    return among[np.argsort(-scores[among], kind="stable")]
+
+
 class _Ranked:
     """The notes ranked for one call (descending score, ties in position order, without `skip`), read
     only as far as the picks need: the best `_BLOCK` are sorted once (a partition, then a sort of
@@ -353,15 +362,9 @@ class _Ranked:
     def __init__(self, scores: np.ndarray, skip: int | None):
         self.scores = scores
         self.skip = skip
-        n = len(scores)
-        if n > 2 * _BLOCK:
-            cut = np.partition(scores, n - _BLOCK)[n - _BLOCK]  # the _BLOCK-th best score
-            head = np.flatnonzero(scores >= cut)  # with every tie of it: a prefix of the ranking
-        else:
-            head = np.arange(n)
-        head = head[np.argsort(-scores[head], kind="stable")]
+        head = _best(scores, np.arange(len(scores)), _BLOCK)
         self.head = head[head != skip] if skip is not None else head
-        self.whole = len(head) == n
+        self.whole = len(head) == len(scores)
 
     def pick(self, costs: np.ndarray, budget: int, taken: Sequence[int] = ()) -> tuple[list[int], int]:
         """Positions in ranking order (`taken` left out), each taken when its cost fits what is left of
@@ -389,10 +392,7 @@ class _Ranked:
             fits = np.flatnonzero(open_ if grows else open_ & (costs <= left))
             if not len(fits):
                 return chosen, left
-            if len(fits) > _BLOCK and not grows:
-                cut = np.partition(self.scores[fits], len(fits) - _BLOCK)[len(fits) - _BLOCK]
-                fits = fits[self.scores[fits] >= cut]
-            block = fits[np.argsort(-self.scores[fits], kind="stable")]
+            block = _best(self.scores, fits, len(fits) if grows else _BLOCK)
             open_[block] = False
             for i, cost in zip(block.tolist(), costs[block].tolist(), strict=True):
                 if cost <= left:

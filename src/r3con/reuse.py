@@ -27,6 +27,7 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,17 +173,25 @@ class ReuseStore:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._calls:
-            return
+        if self._calls:
+            with self._transaction() as db:
+                self._write_calls(db)
+
+    def _write_calls(self, db: sqlite3.Connection) -> None:
+        db.executemany("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)", self._calls)
+        self._calls.clear()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one transaction: committed when the block ends, rolled back if it raises."""
         db = self._db
         db.execute("BEGIN")
         try:
-            db.executemany("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)", self._calls)
-            db.execute("COMMIT")
+            yield db
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        self._calls.clear()
+        db.execute("COMMIT")
 
     def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
                                                   Sequence[tuple[str, str]]]],
@@ -190,10 +199,8 @@ class ReuseStore:
                schema: Mapping[str, Any] | None) -> None:
         """The run's reads (round, content, source, note, shown in full, refs), records (content, final note,
         records) and schema, in one transaction; then the run counts as finished."""
-        self._flush()
-        db = self._db
-        db.execute("BEGIN")
-        try:
+        with self._transaction() as db:
+            self._write_calls(db)
             db.executemany("INSERT INTO reads VALUES (?, ?, ?, ?, ?, ?, ?)",
                            ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)))
                             for r, c, s, n, full, refs in reads))
@@ -202,10 +209,6 @@ class ReuseStore:
             if schema is not None:
                 db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
             db.execute("UPDATE runs SET finished = 1 WHERE id = ?", (run,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
 
 def _reply(completion: Completion) -> dict[str, Any]:

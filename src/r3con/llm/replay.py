@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -50,9 +49,10 @@ class LoggedReplies:
 
     def get(self, key: str) -> Completion | None:
         offsets = self._at.get(key)
-        if not offsets or self.path is None:
+        if not offsets:
             return None
         if self._file is None:
+            assert self.path is not None  # offsets come only from a file
             self._file = self.path.open("rb")
         for offset in reversed(offsets):  # the last usable record, as the log's order has it
             self._file.seek(offset)
@@ -89,7 +89,7 @@ def _reply(record: dict[str, Any]) -> Completion | None:
 class FolderReplies:
     """Serves a request the run folder already holds a usable reply to; asks the layer below otherwise."""
 
-    def __init__(self, inner: LLM, replies: LoggedReplies | Mapping[str, Completion]):
+    def __init__(self, inner: LLM, replies: LoggedReplies):
         self.inner = inner
         self.replies = replies
 
