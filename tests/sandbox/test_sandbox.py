@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from r3con.errors import SandboxError
 from r3con.sandbox import IsolationReport, Sandbox, SandboxLimits
+from r3con.sandbox._sandbox import _once
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -47,6 +48,17 @@ async def sandbox(tmp_path_factory: pytest.TempPathFactory, fast_limits) -> Asyn
     )
     async with box:
         yield box
+
+
+async def test_a_list_given_under_several_names_is_sent_once_and_is_one_list(sandbox):
+    result = await sandbox.run("print(records['orders'] is orders, dfs['orders'].qty.sum(), len(suppliers))")
+    assert result.error is None, result
+    assert result.stdout == "True 17 2\n"
+    sent = _once({"records": {"orders": RECORDS}, "orders": RECORDS}, {"orders": RECORDS, "other": [{"a": 1}]})
+    assert sent == {"variables": {"records": {"orders": RECORDS}}, "aliases": {"orders": ["records", "orders"]},
+                    "dataframes": {"orders": {"at": ["records", "orders"]}, "other": {"rows": [{"a": 1}]}}}
+    copy = list(RECORDS)  # an equal list that is not the same one is sent as itself
+    assert _once({"records": {"orders": RECORDS}, "orders": copy}, {})["variables"]["orders"] is copy
 
 
 async def test_state_persists_across_cells(sandbox):

@@ -1,3 +1,5 @@
+import json
+
 from r3con.llm.replies import final_answer_line
 from r3con.stages.answer import (
     AnswerOptions,
@@ -66,6 +68,12 @@ def test_data_view_samples_large_data_with_counts():
     view = data_view({"t": rows}, 2000)
     assert '"records": 5000' in view and "too large" in view and len(view) < 4000
     assert data_view(TABLES, 10_000).startswith('{"people"')
+
+
+def test_data_view_is_whole_exactly_up_to_its_limit():
+    whole = json.dumps(TABLES, ensure_ascii=False)
+    assert data_view(TABLES, len(whole)) == whole
+    assert data_view(TABLES, len(whole) - 1).startswith("The data is too large")
 
 
 def test_code_and_answer_extraction():

@@ -36,6 +36,8 @@ class Sandbox:
     DataFrame under its name (unless a variable has that name) and all of them in `dfs`. `final_answer`,
     `pd`, `np`, `json`, `re`, `math` and `collections` are bound too. Each of `host_functions` is bound
     as a plain function that runs the async host function in the parent (JSON arguments and result).
+    A list given twice (as a variable and as a key of an earlier variable, or as a DataFrame's rows) is
+    sent to the worker once and is one list there too: a run's records are not copied three times.
     `mode="strict"` refuses to start without every isolation layer; `skip_layers` leaves layers out on
     purpose (benchmarks, tests) and is reported like a layer the kernel refused.
     """
@@ -60,7 +62,7 @@ class Sandbox:
             if not name.isidentifier():
                 raise SandboxError(f"sandbox names must be Python identifiers, not {name!r}")
         self._variables = dict(variables)
-        self._dataframes = {name: list(rows) for name, rows in dataframes.items()}
+        self._dataframes = {name: rows if isinstance(rows, list) else list(rows) for name, rows in dataframes.items()}
         self._host_functions = dict(host_functions)
         self.limits = limits
         self.mode = mode
@@ -104,10 +106,8 @@ class Sandbox:
         if self._closed:
             raise SandboxError("the sandbox was closed; create a new one")
         try:
-            self._init_frame = encode_frame({
-                "variables": self._variables, "dataframes": self._dataframes,
-                "host_functions": sorted(self._host_functions),
-            })
+            self._init_frame = encode_frame({**_once(self._variables, self._dataframes),
+                                             "host_functions": sorted(self._host_functions)})
         except (TypeError, ValueError) as exc:
             raise SandboxError(f"sandbox variables and dataframes must be JSON-compatible: {exc}") from exc
         self._scratch = self._make_scratch()
@@ -275,6 +275,27 @@ class Sandbox:
         except (TypeError, ValueError):
             value = jsonable(value)
         return {"type": "call_result", "ok": True, "value": value}
+
+
+def _once(variables: Mapping[str, Any], dataframes: Mapping[str, list[Any]]) -> dict[str, Any]:
+    """The init frame's data with each list sent once: a variable or DataFrame whose list is (the same
+    object as) an earlier variable or one of an earlier variable's keys names where it is instead."""
+    where: dict[int, list[str]] = {}
+    sent: dict[str, Any] = {}
+    aliases: dict[str, list[str]] = {}
+    for name, value in variables.items():
+        if isinstance(value, list) and id(value) in where:
+            aliases[name] = where[id(value)]
+            continue
+        sent[name] = value
+        if isinstance(value, list):
+            where[id(value)] = [name]
+        elif isinstance(value, Mapping):
+            for key, inner in value.items():
+                if isinstance(key, str) and isinstance(inner, list):
+                    where.setdefault(id(inner), [name, key])
+    frames = {name: {"at": where[id(rows)]} if id(rows) in where else {"rows": rows} for name, rows in dataframes.items()}
+    return {"variables": sent, "aliases": aliases, "dataframes": frames}
 
 
 def _cited(value: Any) -> tuple[str, ...]:

@@ -142,6 +142,14 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _at(variables: dict[str, Any], path: list[str]) -> Any:
+    """The value at `path` (a variable's name, then keys) in the variables the init frame sent."""
+    value = variables[path[0]]
+    for key in path[1:]:
+        value = value[key]
+    return value
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, keeping head and tail around a marker that says how much went
     (here, standard library only, so that the worker and the parent share it)."""
@@ -184,7 +192,10 @@ class _Repl:
         ns.update(modules)
         variables: dict[str, Any] = init["variables"]
         ns.update(variables)
-        frames = {name: pd.DataFrame(rows) for name, rows in init["dataframes"].items()}
+        for name, path in init["aliases"].items():  # a list sent once for several names: one list here too
+            ns[name] = _at(variables, path)
+        frames = {name: pd.DataFrame(_at(variables, given["at"]) if "at" in given else given["rows"])
+                  for name, given in init["dataframes"].items()}
         for name, frame in frames.items():
             ns.setdefault(name, frame)  # a name given as a variable too keeps the variable
         ns["dfs"] = frames

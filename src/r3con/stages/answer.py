@@ -82,8 +82,8 @@ def render_value(value: Any) -> str:
 
 def data_view(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int) -> str:
     """The whole data as JSON if it fits in `max_chars`, else per table: its count, fields and a sample."""
-    whole = json.dumps({k: list(v) for k, v in tables.items()}, ensure_ascii=False, indent=None)
-    if len(whole) <= max_chars:
+    whole = _whole(tables, max_chars)
+    if whole is not None:
         return whole
     budget = max(200, max_chars // max(1, len(tables)))
     parts = []
@@ -102,6 +102,19 @@ def data_view(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int)
             "sample_of_first_records": sample,
         }, ensure_ascii=False))
     return "The data is too large to show whole; every record is in the REPL.\n" + "\n".join(parts)
+
+
+def _whole(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int) -> str | None:
+    """The whole data as JSON when it fits in `max_chars`, else None; the records are measured one at a
+    time until they pass `max_chars`, so large data is never encoded whole just to learn it does not fit."""
+    used = 0
+    for rows in tables.values():
+        for row in rows:
+            used += len(json.dumps(row, ensure_ascii=False))
+            if used > max_chars:
+                return None
+    whole = json.dumps({k: list(v) for k, v in tables.items()}, ensure_ascii=False, indent=None)
+    return whole if len(whole) <= max_chars else None
 
 
 HIDDEN_FIELDS = ("_span",)  # offsets into the document: for people and the report, noise to the model
@@ -138,19 +151,18 @@ async def answer_with_code(
     extra_variables: Mapping[str, Any] | None = None,
 ) -> AnswerResult:
     """Run the coding agent until it calls final_answer or reaches `max_steps`."""
-    tables = model_view(tables)
+    view = model_view(tables)
     system = render("agent_system", max_steps=options.max_steps)
     first = render("agent_task", task=task, notes=notes_text, schema=schema,
-                   data=data_view(tables, options.data_view_chars), missing=_missing_text(missing))
-    variables: dict[str, Any] = {"records": {k: list(v) for k, v in tables.items()}, "notes": dict(notes)}
-    for name, rows in tables.items():
+                   data=data_view(view, options.data_view_chars), missing=_missing_text(missing))
+    # one list per table, bound as records[name], as `name` and as dfs[name]: the sandbox sends it once
+    variables: dict[str, Any] = {"records": view, "notes": dict(notes)}
+    for name, rows in view.items():
         if name.isidentifier() and name not in variables:
-            variables[name] = list(rows)
+            variables[name] = rows
     variables.update(extra_variables or {})
-    sandbox = Sandbox(
-        variables=variables, dataframes={k: [dict(r) for r in v] for k, v in tables.items()},
-        limits=options.sandbox_limits, mode=options.sandbox_mode, scratch_root=options.scratch_root,
-    )
+    sandbox = Sandbox(variables=variables, dataframes=view, limits=options.sandbox_limits, mode=options.sandbox_mode,
+                      scratch_root=options.scratch_root)
     return await run_agent(llm, system, first, sandbox, options)
 
 
