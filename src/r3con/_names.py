@@ -22,6 +22,8 @@ def shown(path: str | Path) -> str:
     """`path` as text that prints and encodes anywhere, on one line: bytes that are not UTF-8, and control
     characters (a newline in a name would break a one-line message), written as \\xNN."""
     text = str(path)
+    if text.isascii() and text.isprintable():  # the common name: for ASCII, printable is "no control character"
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

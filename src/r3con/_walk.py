@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path, PurePath
+from typing import NamedTuple
 
 from ._names import shown, special_kind
 from .errors import InputError
@@ -34,54 +35,72 @@ class WalkRules:
     include_hidden: bool = False
 
 
+class Found(NamedTuple):
+    """A file to read: its path as named or walked; its `real` path (links and `..` resolved, what the
+    corpus store knows it by); `plain` when the folder's listing said it is a regular file and no link,
+    so there is nothing special about it to look up."""
+
+    path: Path
+    real: str
+    plain: bool = False
+
+
 @dataclass(frozen=True)
 class Walk:
     """The files to read, in order, what was left out, and folders that could not be listed."""
 
-    files: tuple[Path, ...]
+    found: tuple[Found, ...]
     excluded: tuple[ExcludedInput, ...]
     unreadable: tuple[UnreadableInput, ...] = ()
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return tuple(f.path for f in self.found)
 
 
 def walk_paths(specs: Sequence[str | Path], rules: WalkRules = WalkRules()) -> Walk:
     """Expand files, folders (recursively) and globs; InputError for a path or pattern that names nothing."""
-    files: list[Path] = []
+    found: list[Found] = []
     excluded: dict[str, str] = {}
     unlisted: list[UnreadableInput] = []
+    folders: dict[str, str] = {}  # a folder -> its real path: resolved once, not once per file in it
     for spec in specs:
         text = str(spec)
         path = Path(text).expanduser()
         if path.is_dir():
-            files.extend(_walk_folder(path, rules, excluded, unlisted))
+            found.extend(_walk_folder(path, rules, excluded, unlisted))
         elif path.is_file():
             rule = _user_rule(path, path.name, rules)
             if rule:
                 excluded[shown(path)] = rule
             else:
-                files.append(path)
+                found.append(_named(path, folders))
         elif glob.has_magic(text):
             pattern = os.path.expanduser(text)
             matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True, include_hidden=True))
             if not matches:
                 raise InputError(f"no file matches {text!r}; check the pattern or quote it for your shell")
-            files.extend(_filter_matches(_literal_base(pattern), matches, rules, excluded))
+            found.extend(_named(m, folders) for m in _filter_matches(_literal_base(pattern), matches, rules, excluded))
         elif special := special_kind(path):
             raise InputError(special.refusal(text))
         else:
             raise InputError(f"no such file or folder: {shown(text)}; pass existing files, folders or globs")
     seen: set[str] = set()
     unique = []
-    folders: dict[str, str] = {}  # a folder -> its real path: resolved once, not once per file in it
-    for p in files:
-        try:
-            r = real_path(p, folders)
-        except (OSError, RuntimeError):  # a link that loops: kept, for the reader to name
-            r = os.path.abspath(p)
-        if r not in seen:
-            seen.add(r)
-            unique.append(p)
-    return Walk(files=tuple(unique), excluded=tuple(ExcludedInput(s, r) for s, r in excluded.items()),
+    for f in found:
+        if f.real not in seen:
+            seen.add(f.real)
+            unique.append(f)
+    return Walk(found=tuple(unique), excluded=tuple(ExcludedInput(s, r) for s, r in excluded.items()),
                 unreadable=tuple(unlisted))
+
+
+def _named(path: Path, folders: dict[str, str]) -> Found:
+    """A file named or matched (not walked): its real path looked up."""
+    try:
+        return Found(path, real_path(path, folders))
+    except (OSError, RuntimeError):  # a link that loops: kept, for the reader to name
+        return Found(path, os.path.abspath(path))
 
 
 def real_path(path: Path, folders: dict[str, str] | None = None) -> str:
@@ -98,30 +117,54 @@ def real_path(path: Path, folders: dict[str, str] | None = None) -> str:
 
 
 def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
-                 unlisted: list[UnreadableInput]) -> list[Path]:
+                 unlisted: list[UnreadableInput]) -> list[Found]:
     def unlistable(exc: OSError) -> None:  # os.walk would skip such a folder without a word
         unlisted.append(UnreadableInput(shown(exc.filename), f"cannot list the folder: {exc.strerror or exc}; "
                                                            "check its permissions"))
 
-    found: list[Path] = []
-    for folder, dirs, names in os.walk(root, onerror=unlistable):
+    # os.walk's order and choices, from one listing per folder: what each entry is (a folder, a regular
+    # file, a link) comes with the listing, so a plain file costs no system call here
+    found: list[tuple[list[str], Found]] = []
+    folders: dict[str, str] = {}
+    pending = [str(root)]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            unlistable(exc)
+            continue
         here = Path(folder)
+        real = None
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                (dirs if entry.is_dir() else files).append(entry)
+            except OSError:
+                files.append(entry)
         kept = []
-        for name in sorted(dirs):
+        for entry in sorted(dirs, key=lambda e: e.name):
             # a link to a folder is not followed (it may loop, or lead out of the tree): counted, not entered
-            rule = folder_rule(here / name, root, rules) or ("link to a folder" if (here / name).is_symlink() else None)
+            rule = folder_rule(here / entry.name, root, rules) or ("link to a folder" if entry.is_symlink() else None)
             if rule:
-                excluded[shown(here / name)] = rule
+                excluded[shown(here / entry.name)] = rule
             else:
-                kept.append(name)
-        dirs[:] = kept
-        for name in names:
-            rule = file_rule(here / name, root, rules)
+                kept.append(entry.path)
+        for entry in files:
+            path = here / entry.name
+            rule = file_rule(path, root, rules)
             if rule:
-                excluded[shown(here / name)] = rule
-            else:
-                found.append(here / name)
-    return sorted(found)
+                excluded[shown(path)] = rule
+                continue
+            if entry.is_file(follow_symlinks=False):
+                real = real or os.path.realpath(folder)
+                found.append((entry.path.split(os.sep), Found(path, os.path.join(real, entry.name), plain=True)))
+            else:  # a link, a pipe...
+                found.append((entry.path.split(os.sep), _named(path, folders)))
+        pending.extend(reversed(kept))
+    found.sort(key=lambda item: item[0])  # as paths sort: component by component
+    return [f for _, f in found]
 
 
 def _filter_matches(base: Path, matches: list[Path], rules: WalkRules, excluded: dict[str, str]) -> list[Path]:

@@ -28,7 +28,7 @@ class FileReader(Protocol):
 
     def preload(self, roots: Sequence[str | Path]) -> None: ...
 
-    def read(self, path: Path) -> tuple[FileText, str]: ...
+    def read(self, path: Path, real: str | None = None) -> tuple[FileText, str]: ...
 
     def finish(self, roots: Sequence[str | Path] = ()) -> FilesSeen: ...
 
@@ -145,9 +145,9 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     reader = store.reader(pdf_password) if store is not None else None
     if reader is not None:
         reader.preload(specs)
-    for path in walk.files:
+    for path, real, plain in walk.found:
         source = shown(path)
-        if special := special_kind(path):  # never opened: a pipe would hang the run, /dev/zero never end
+        if not plain and (special := special_kind(path)):  # never opened: a pipe would hang the run, /dev/zero never end
             if special.kind in ("dangling link", "symlink loop"):  # meant as a document, but cannot be read
                 unreadable.append(UnreadableInput(source, special.reason))
             else:
@@ -160,7 +160,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             continue
         try:
             if reader is not None:
-                got, digest = reader.read(path)
+                got, digest = reader.read(path, real)
             else:
                 got = read_document(path, pdf_password=pdf_password)
                 digest = text_sha256(got.text)

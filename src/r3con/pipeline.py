@@ -295,8 +295,6 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     part_tokens = part_budget(settings, window)
     options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
                             scratch_root=run_dir.scratch_root)
-    # before the record starts writing documents.jsonl in a thread: hashing the parts' contents would
-    # wait on that thread for the GIL at every hash (hashlib lets go of it for large texts)
     reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
                        run_dir.path, parts, new_schema=settings.new_schema)
     record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,

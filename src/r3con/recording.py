@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 from collections import Counter
@@ -77,7 +76,7 @@ class RunRecord:
         self.manifest = manifest
         run_dir.open(new=not resumed)  # made only now, with its manifest: see pipeline.run
         run_dir.write_json("manifest.json", manifest)
-        self._documents = _Background(_write_documents, run_dir, docs)  # written while the first calls go out
+        self._docs: Sequence[Document] | None = docs  # documents.jsonl: written once the calls are done (`_save`)
 
     def replanned(self, parts: Sequence[Document], part_tokens: int, notes_budget: int | None) -> None:
         """The parts and notes planned again for a window a server's "too long" reply stated."""
@@ -185,7 +184,11 @@ class RunRecord:
     def _save(self) -> None:
         """usage.json and the manifest, with how many calls had their notes selected and put them first,
         per stage, and whether the endpoint kept the documents' prefixes between stages."""
-        self._documents.join()
+        if self._docs is not None:
+            # at the end, not in a thread while the calls go out: that thread's JSON held the GIL the event
+            # loop needs for every send and reply (the first call of a 10,000-document run waited 0.25 s)
+            _write_documents(self.run_dir, self._docs)
+            self._docs = None
         total = self.llm.ledger.total().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
         total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
@@ -202,28 +205,6 @@ class RunRecord:
         manifest["corpus_store"] = self._corpus_store()
         self._learned()
         self.run_dir.write_json("manifest.json", manifest)
-
-
-class _Background:
-    """`fn(*args)` in a thread; `join()` waits for it and raises what it raised."""
-
-    def __init__(self, fn: Callable[..., object], *args: Any):
-        self._error: BaseException | None = None
-
-        def work() -> None:
-            try:
-                fn(*args)
-            except BaseException as exc:  # raised in the run's thread by join()
-                self._error = exc
-
-        self._thread = threading.Thread(target=work, daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
 
 
 def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,

@@ -70,8 +70,9 @@ def store_path(cache_path: Path) -> Path:
 
 
 def content_key(doc: Document) -> str:
-    """A document part as its reads see it: its title and text (its number may change with the corpus)."""
-    return hashlib.sha256(f"{doc.title}\x00{doc.part}\x00{doc.text}".encode()).hexdigest()[:20]
+    """A document part as its reads see it: its title and text (its number may change with the corpus); the
+    text by its hash, which the corpus store keeps, so that a large corpus is not hashed again."""
+    return hashlib.sha256(f"{doc.title}\x00{doc.part}\x00{doc.sha256}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def question_key(task: str, settings: Mapping[str, Any]) -> str:

@@ -285,6 +285,11 @@ def _str(value: bytes | str) -> str:
     return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
+def _under(prefix: str) -> tuple[bytes, bytes]:
+    """The bounds of the stored paths that start with the folder `prefix` (which ends in a separator)."""
+    return _bytes(prefix), _bytes(prefix[:-1] + chr(ord(os.sep) + 1))
+
+
 def _spans(raw: str) -> tuple[PartSpan, ...]:
     cuts = json.loads(raw)
     return tuple(PartSpan(i, len(cuts), offset, length, tokens)
@@ -306,35 +311,49 @@ class StoredReader:
     _counts: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self._known = {_str(row[0]): (row[1], row[2], row[3], row[4], row[5]) for row in
-                       self.store._all("SELECT path, size, mtime_ns, inode, raw, suffix FROM files")}
         self._preloaded: dict[str, tuple[Any, ...]] = {}
+        self._prefixes: list[str] = []  # the folders `preload` read: _known holds every path under them
 
     def preload(self, roots: Sequence[str | Path]) -> None:
-        """Read what the store holds for the files under the folders `roots` in one query per folder, rather
-        than one per file (a second load of a large folder)."""
+        """Read what the store holds for the files under the folders `roots` (their stat and hash, and
+        their reading) in one query per folder, rather than one per file (a second load of a large folder)."""
         for root in roots:
             folder = Path(root).expanduser()
             if not folder.is_dir():
                 continue
             prefix = real_path(folder).rstrip(os.sep) + os.sep
+            self._prefixes.append(prefix)
             for row in self.store._all(
-                    "SELECT f.path, r.title, r.sha, r.encoding, r.warning, r.skip_kind, r.skip_reason, t.text "
-                    "FROM files f JOIN readings r ON r.raw = f.raw AND r.suffix = f.suffix AND r.reader = ? "
+                    "SELECT f.path, f.size, f.mtime_ns, f.inode, f.raw, f.suffix, r.raw, r.title, r.sha, r.encoding, "
+                    "r.warning, r.skip_kind, r.skip_reason, t.text FROM files f "
+                    "LEFT JOIN readings r ON r.raw = f.raw AND r.suffix = f.suffix AND r.reader = ? "
                     "LEFT JOIN texts t ON t.sha = r.sha WHERE f.path >= ? AND f.path < ?",
-                    (READER_VERSION, _bytes(prefix), _bytes(prefix[:-1] + chr(ord(os.sep) + 1)))):
-                self._preloaded[_str(row[0])] = row[1:]
+                    (READER_VERSION, *_under(prefix))):
+                path = _str(row[0])
+                self._known[path] = (row[1], row[2], row[3], row[4], row[5])
+                if row[6] is not None:
+                    self._preloaded[path] = row[7:]
 
-    def read(self, path: Path) -> tuple[FileText, str]:
-        """The file's title and text, and the text's SHA-256; NotText or InputError as `read_document`."""
-        key = real_path(path, self._folders)
+    def _stat_of(self, key: str) -> tuple[int, int, int, str, str] | None:
+        """What the store knows of the file at the real path `key`: size, mtime_ns, inode, raw hash, suffix."""
+        if key in self._known or any(key.startswith(prefix) for prefix in self._prefixes):
+            return self._known.get(key)
+        row = self.store._one("SELECT size, mtime_ns, inode, raw, suffix FROM files WHERE path = ?", (_bytes(key),))
+        if row is not None:
+            self._known[key] = (row[0], row[1], row[2], row[3], row[4])
+        return self._known.get(key)
+
+    def read(self, path: Path, real: str | None = None) -> tuple[FileText, str]:
+        """The file's title and text, and the text's SHA-256; NotText or InputError as `read_document`.
+        `real`: its real path, when the walk that found it has it (`_walk.Found`)."""
+        key = real or real_path(path, self._folders)
         self._seen.add(key)
         suffix = path.suffix.lower()
         try:
-            stat = path.stat()
+            stat = os.stat(path)
         except OSError as exc:
             raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
-        known = self._known.get(key)
+        known = self._stat_of(key)
         reading = None
         if known is not None and known[:3] == (stat.st_size, stat.st_mtime_ns, stat.st_ino) and known[4] == suffix:
             reading = self._preloaded.pop(key, None) or self._reading(known[3], suffix)
@@ -369,7 +388,10 @@ class StoredReader:
             if not folder.is_dir():
                 continue
             prefix = real_path(folder).rstrip(os.sep) + os.sep
-            gone += [(_bytes(p),) for p in self._known if p.startswith(prefix) and p not in self._seen]
+            known = ([p for p in self._known if p.startswith(prefix)] if prefix in self._prefixes else
+                     [_str(row[0]) for row in self.store._all("SELECT path FROM files WHERE path >= ? AND path < ?",
+                                                               _under(prefix))])
+            gone += [(_bytes(p),) for p in known if p not in self._seen]
         self.store._write("DELETE FROM files WHERE path = ?", gone)
         c = self._counts
         return FilesSeen(unchanged=c["unchanged"], touched=c["touched"], renamed=c["renamed"], read=c["read"],
