@@ -235,14 +235,13 @@ def load(path: Path) -> dict[str, Any]:
     settings = redact(_dict(manifest.get("settings")))
     inputs = _dict(manifest.get("inputs"))
     evidence_stats = manifest.get("evidence_stats") or result.get("evidence_stats")
-    reuse = _dict(_dict(folder.json("reuse.json", {})).get("documents"))
     inputs_total = {kind: len(items) for kind, items in inputs.items() if isinstance(items, list)}
     documents_total = len(documents)
+    mentioned: set[str] | None = None
     if large:  # the page lists the documents it mentions; manifest.json, reuse.json and result.json hold all
         mentioned = ({str(d.get("doc")) for d in documents[:TEXTS_UP_TO]} | cited
                      | {str(r.get("_doc")) for rows in records.values() for r in rows})
         documents = [d for d in documents if str(d.get("doc")) in mentioned]
-        reuse = {k: v for k, v in reuse.items() if k.split(".")[0] in mentioned}
         inputs = _inputs_within(inputs, mentioned)
         if isinstance(evidence_stats, dict) and isinstance(evidence_stats.get("by_doc"), dict):
             evidence_stats = {**evidence_stats, "by_doc": {k: v for k, v in evidence_stats["by_doc"].items()
@@ -250,9 +249,18 @@ def load(path: Path) -> dict[str, Any]:
         folder.problems.append(f"{documents_total:,} documents: the {len(documents):,} this page mentions (the first "
                                f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
                                "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
+    # what the page shows of the manifest, and the manifest let go before reuse.json is read: a large run's
+    # two files, parsed, are hundreds of megabytes each
+    run = {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
+                                        "layout", "notes_selection", "sandbox", "reuse") if k in manifest}
+    question, tables, endpoint = str(manifest.get("task") or ""), _dict(manifest.get("tables")), _dict(manifest.get("endpoint"))
+    del manifest
+    reuse = _dict(_dict(folder.json("reuse.json", {})).get("documents"))
+    if mentioned is not None:
+        reuse = {k: v for k, v in reuse.items() if k.split(".")[0] in mentioned}
     return {
         "run_dir": str(folder.path),
-        "question": str(manifest.get("task") or ""),
+        "question": question,
         "answer": answer.rstrip("\n") if answer is not None else result.get("answer"),
         "error": folder.json("error.json"),
         "evidence": evidence,
@@ -270,15 +278,14 @@ def load(path: Path) -> dict[str, Any]:
         "schema_tables": _schema_tables(schema),
         "records": records,
         "dropped": [r for r in _list(folder.json("dropped_records.json", [])) if isinstance(r, dict)],
-        "tables": _dict(manifest.get("tables")),  # the records as Parquet and records.duckdb, or why not
+        "tables": tables,  # the records as Parquet and records.duckdb, or why not
         "transcript": _dict(folder.json("transcript.json", {})),
         "usage": usage,
         "timing": timing,
         "calls": calls,
-        "endpoint": _dict(manifest.get("endpoint")),
+        "endpoint": endpoint,
         "settings": settings,
-        "run": {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
-                                            "layout", "notes_selection", "sandbox", "reuse") if k in manifest},
+        "run": run,
         "reuse": reuse,
         "problems": folder.problems,
     }
