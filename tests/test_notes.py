@@ -314,7 +314,7 @@ def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes()
 
     rng = random.Random(5)
     for trial in range(300):
-        n = rng.choice([3, 40, 600, 3000])
+        n = rng.choice([3, 40, 600, 3000, 20000])
         scores = np.array([rng.choice([0.0, 1.0, 2.5, rng.random() * 9]) for _ in range(n)])
         low = -3 if trial % 7 == 0 else 1
         costs = np.array([rng.randint(low, 60) for _ in range(n)], dtype=np.int64)
@@ -325,3 +325,29 @@ def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes()
         assert first == scan(scores, costs, budget, skip)
         second = ranked.pick(costs, budget // 3 + 7, taken=first[0])
         assert second == scan(scores, costs, budget // 3 + 7, skip, set(first[0]))
+
+
+def test_the_best_positions_are_those_a_partition_of_every_position_gives():
+    """`_best` narrows large sets from a sample of their scores; over many ties, all-equal scores, an ascending
+    run and a subset of positions, it returns what one partition of every position returns."""
+    import random
+
+    from r3con.notes import _best
+
+    def partitioned(scores, among, size):
+        among = np.arange(len(scores)) if among is None else among
+        if len(among) > size:
+            cut = np.partition(scores[among], len(among) - size)[len(among) - size]
+            among = among[scores[among] >= cut]
+        return among[np.argsort(-scores[among], kind="stable")]
+
+    rng = random.Random(3)
+    for trial in range(200):
+        n = rng.choice([5, 300, 2049, 5000, 45000])
+        scores = [np.array([rng.random() for _ in range(n)]),
+                  np.array([rng.choice([0.0, 0.0, 0.0, 1.0, rng.random()]) for _ in range(n)]),
+                  np.zeros(n),
+                  np.sort(np.array([rng.random() for _ in range(n)]))][trial % 4]
+        size = rng.choice([1, 256, 1000])
+        among = None if trial % 2 else np.array(sorted(rng.sample(range(n), max(1, n // 2))))
+        assert np.array_equal(_best(scores, among, size), partitioned(scores, among, size)), (trial, n, size)
