@@ -137,7 +137,8 @@ def _walk_folder(root: Path, rules: WalkRules, excluded: dict[str, str],
             continue
         here = Path(folder)
         real = None
-        dirs, files = [], []
+        dirs: list[os.DirEntry[str]] = []
+        files: list[os.DirEntry[str]] = []
         for entry in entries:
             try:
                 (dirs if entry.is_dir() else files).append(entry)
