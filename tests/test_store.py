@@ -82,6 +82,23 @@ def test_only_changed_files_are_read_deleted_ones_drop_out_renamed_ones_are_know
     assert second.documents == load_corpus([folder]).documents
 
 
+def test_files_named_one_by_one_are_known_without_a_folder_s_query_and_a_reader_not_preloaded_forgets_the_gone(
+        tmp_path, folder, extracted):
+    files = sorted(folder.iterdir())
+    with CorpusStore(tmp_path / "store") as store:
+        load_corpus(files, store=store)
+        extracted.clear()
+        named = load_corpus(files, store=store)  # no folder to preload: each file looked up on its own
+        assert extracted == [] and named.stored.unchanged == 3
+        (folder / "c.txt").unlink()
+        reader = store.reader()  # never preloaded: finish asks the store which paths it knew under the folder
+        for path in sorted(folder.iterdir()):
+            reader.read(path)
+        seen = reader.finish([folder])
+        assert (seen.unchanged, seen.deleted) == (2, 1)
+        assert load_corpus([folder], store=store).stored.deleted == 0
+
+
 def test_a_touched_file_is_hashed_not_extracted_and_a_racy_one_is_checked_again(tmp_path, folder, extracted):
     with CorpusStore(tmp_path / "store") as store:
         load_corpus([folder], store=store)
