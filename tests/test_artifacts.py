@@ -79,6 +79,24 @@ def test_a_table_is_one_csv_with_every_field_and_nested_values_as_json(tmp_path)
     assert read[1]["age"] == "41" and read[0]["age"] == ""
 
 
+def test_a_large_table_and_a_large_manifest_are_written_as_they_would_be_whole(tmp_path):
+    """Written a piece at a time (a large run's CSV and manifest are never one string), they are the text that
+    csv over all rows, and json.dumps on one line, give."""
+    run = RunDir.create(tmp_path, "task")
+    rows = [{"n": i, "text": f"line {i}, \"quoted\"\nand é 中"} | ({"tags": [i]} if i % 3 else {}) for i in range(2500)]
+    path = run.write_table_csv("big", rows)
+    with path.open(newline="", encoding="utf-8") as fh:
+        read = list(csv.DictReader(fh))
+    assert len(read) == 2500 and list(read[0]) == ["n", "text", "tags"] and read[1]["tags"] == "[1]"
+    assert read[2499]["text"] == rows[2499]["text"]
+    manifest = {"task": "é 中", "documents": [{"doc": i, "title": f"t{i}", "x": [1.5, None, True]} for i in range(6000)],
+                "settings": {"a": 1}, "path": tmp_path}
+    path = run.write_json("manifest.json", manifest)
+    assert path.read_text(encoding="utf-8") == json.dumps(manifest, ensure_ascii=False, default=str) + "\n"
+    small = {"documents": [{"doc": 1}]}  # still indented for reading
+    assert run.write_json("small.json", small).read_text() == json.dumps(small, indent=1) + "\n"
+
+
 def test_a_folder_without_calls_is_discarded_and_one_with_calls_kept(tmp_path):
     empty = RunDir.create(tmp_path, "a")
     assert empty.discard_if_unused() and not empty.path.exists()

@@ -97,7 +97,13 @@ class RunDir:
 
     def write_json(self, name: str, data: Any) -> Path:
         """`data` as JSON, indented for reading; beyond 200,000 characters on one line (indenting goes through
-        Python's slow encoder: seconds for a large corpus's manifest)."""
+        Python's slow encoder: seconds for a large corpus's manifest). A mapping that holds a list of more
+        than 5,000 items (a large corpus's manifest) is written on one line, a piece at a time: the same
+        text, never held whole (100,000 documents' entries are 45 MB of JSON, twice or four times that
+        as a Python string)."""
+        if isinstance(data, Mapping) and all(isinstance(k, str) for k in data) and any(
+                isinstance(v, list) and len(v) > _STREAM_ITEMS for v in data.values()):
+            return self.write_text(name, _json_pieces(data))
         text = json.dumps(data, ensure_ascii=False, default=str)
         if len(text) <= _INDENT_UP_TO:
             text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
@@ -123,21 +129,49 @@ class RunDir:
         return write_atomic(target, text)
 
     def write_table_csv(self, table: str, rows: list[dict[str, Any]]) -> Path:
-        fields: list[str] = []
+        fields: dict[str, None] = {}
         for row in rows:
-            fields.extend(k for k in row if k not in fields)
-        buffer = io.StringIO(newline="")
-        writer = csv.DictWriter(buffer, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
-                             for k, v in row.items()})
+            fields.update(dict.fromkeys(row))
+
+        def chunks(size: int = 1000) -> Iterator[str]:  # a large run's table is not built as one string
+            buffer = io.StringIO(newline="")
+            writer = csv.DictWriter(buffer, fieldnames=list(fields))
+            writer.writeheader()
+            for n, row in enumerate(rows, start=1):
+                writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
+                                 for k, v in row.items()})
+                if n % size == 0:
+                    yield buffer.getvalue()
+                    buffer.seek(0)
+                    buffer.truncate()
+            yield buffer.getvalue()
+
         target = self.path / "records" / f"{_slug(table, 80)}.csv"
         self._folder(target)
-        return write_atomic(target, buffer.getvalue(), newline="")
+        return write_atomic(target, chunks(), newline="")
 
 
 _INDENT_UP_TO = 200_000  # characters of JSON a run folder's file is indented up to
+_STREAM_ITEMS = 5_000  # a list this long in a mapping: `write_json` writes the mapping a piece at a time
+
+
+def _json_pieces(data: Mapping[str, Any]) -> Iterator[str]:
+    """`json.dumps(data, ensure_ascii=False, default=str)`, a value at a time and the long lists an item at
+    a time."""
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+    yield "{"
+    for n, (key, value) in enumerate(data.items()):
+        yield ("" if n == 0 else ", ") + dumps(key) + ": "
+        if isinstance(value, list) and len(value) > _STREAM_ITEMS:
+            yield "["
+            for i, item in enumerate(value):
+                yield ("" if i == 0 else ", ") + dumps(item)
+            yield "]"
+        else:
+            yield dumps(value)
+    yield "}\n"
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
