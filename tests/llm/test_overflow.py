@@ -78,3 +78,18 @@ async def test_max_tokens_is_kept_inside_the_window_and_a_refusal_teaches_it():
     assert window.stated == 2048
     await layer.complete(big)
     assert inner.history[1].max_tokens == 64, "what is left of the learned window, at least 64"
+
+
+async def test_the_estimate_is_made_only_when_the_reply_might_not_fit_and_then_caps_as_before(monkeypatch):
+    import r3con.llm.overflow as overflow
+
+    made = []
+    real = overflow.prompt_estimate
+    monkeypatch.setattr(overflow, "prompt_estimate", lambda request: made.append(1) or real(request))
+    inner = ScriptedLLM(default="a note.")
+    layer = Overflows(inner, LearnedWindow(8192))
+    await layer.complete(ChatRequest(messages=(Message("user", "word " * 200),), stage="relevance", max_tokens=4096))
+    assert made == [] and inner.history[-1].max_tokens == 4096  # 1,000 characters: room whatever they are
+    cjk = ChatRequest(messages=(Message("user", "中" * 6000),), stage="relevance", max_tokens=4096)
+    await layer.complete(cjk)
+    assert made == [1] and inner.history[-1].max_tokens == 8192 - real(cjk)  # 6,600 estimated: capped as before

@@ -32,7 +32,7 @@ import threading
 from dataclasses import replace
 
 from ..errors import ContextTooLong
-from ..tokens import estimate_tokens
+from ..tokens import MARGIN, estimate_tokens
 from .types import LLM, ChatRequest, Completion
 
 MIN_REPLY = 64  # max_tokens is never lowered below this to fit the window (the server then says what is wrong)
@@ -82,6 +82,11 @@ def prompt_estimate(request: ChatRequest) -> int:
     return sum(estimate_tokens(m.content) + 4 for m in request.messages)
 
 
+def _at_most(request: ChatRequest) -> int:
+    """A bound on `prompt_estimate(request)` from the messages' lengths alone (no character is counted)."""
+    return sum(int(len(m.content) * MARGIN) + 1 + 4 for m in request.messages)
+
+
 class LearnedWindow:
     """The window one request may fill, as configured or discovered, then as the server's "too long"
     replies state it (thread-safe). `planning` is that window in r3con's estimated tokens."""
@@ -123,14 +128,18 @@ class Overflows:
         self.window = window
 
     async def complete(self, request: ChatRequest) -> Completion:
-        estimate = prompt_estimate(request)
-        room = self.window.planning - estimate
-        if request.max_tokens is not None and request.max_tokens > room:
-            request = replace(request, max_tokens=max(MIN_REPLY, room))
+        planning = self.window.planning
+        estimate: int | None = None
+        # the estimate is at most a token a character (all of them CJK, with the margin): when even that
+        # leaves room for the reply, the estimate cannot change the request and is not made
+        if request.max_tokens is not None and request.max_tokens > planning - _at_most(request):
+            estimate = prompt_estimate(request)
+            if request.max_tokens > planning - estimate:
+                request = replace(request, max_tokens=max(MIN_REPLY, planning - estimate))
         try:
             return await self.inner.complete(request)
         except ContextTooLong as exc:
             stated = stated_limit(f"{exc} {exc.body}")
             if stated is not None:
-                self.window.learn(stated[0], stated[1], estimate)
+                self.window.learn(stated[0], stated[1], prompt_estimate(request) if estimate is None else estimate)
             raise
