@@ -351,3 +351,25 @@ def test_the_best_positions_are_those_a_partition_of_every_position_gives():
         size = rng.choice([1, 256, 1000])
         among = None if trial % 2 else np.array(sorted(rng.sample(range(n), max(1, n // 2))))
         assert np.array_equal(_best(scores, among, size), partitioned(scores, among, size)), (trial, n, size)
+
+
+NOTES_TEMPLATE = '<notes>\n{% for note in notes %}<note document="{{ note.label }}" title="{{ note.title | attr }}">\n{{ note.text }}\n</note>\n{% endfor %}</notes>\n'  # notes.j2 as it was: the notes are formatted in Python now, to this text
+INDEX_TEMPLATE = '<notes_index>\nNotes on these other documents are not shown in full, to fit the context window; they were ranked less relevant to the task. Each line gives the document, its title and how its note begins.\n{% for line in lines %}Document {{ line.label }} "{{ line.title | attr }}": {{ line.start }}\n{% endfor %}{% if omitted %}... and more documents with notes, not listed.\n{% endif %}</notes_index>\n'  # notes_index.j2 as it was
+
+
+def test_notes_and_their_index_are_formatted_as_the_templates_did():
+    import random
+
+    from r3con._prompts import render_source
+    from r3con.notes import NoteRef, _IndexLine, format_index, format_notes
+
+    rng = random.Random(8)
+    pieces = ["Acme", "\u6536\u5165", " ", 'say "hi"', "a & b", "line\nbreak", "12.5%", "<tag>", "{{ x }}"]
+    for _ in range(200):
+        refs = [NoteRef(label=str(rng.randrange(1, 99)), title="".join(rng.choices(pieces, k=3)),
+                        text="".join(rng.choices(pieces, k=rng.randrange(1, 9)))) for _ in range(rng.randrange(1, 6))]
+        assert format_notes(refs) == render_source(NOTES_TEMPLATE, notes=refs)
+        lines = [_IndexLine(label=r.label, title=r.title, start=r.text[:20]) for r in refs]
+        for chosen in (lines, []):
+            for omitted in (0, 3):
+                assert format_index(chosen, omitted) == render_source(INDEX_TEMPLATE, lines=chosen, omitted=omitted)

@@ -20,7 +20,8 @@ class Rendered:
     hash: str
 
 
-def _attr(value: object) -> str:
+def attribute(value: object) -> str:
+    """`value` as the text of a double-quoted attribute on one line (the templates' `attr` filter)."""
     return str(value).replace("&", "&amp;").replace('"', "&quot;").replace("\n", " ")
 
 
@@ -32,7 +33,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
         loader=jinja2.FunctionLoader(_source),
     )
-    env.filters["attr"] = _attr
+    env.filters["attr"] = attribute
     return env
 
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ._prompts import render
+from ._prompts import attribute
 from .corpus import Document
 from .errors import ContextTooLong
 from .evidence import document_refs
@@ -67,10 +67,24 @@ def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str |
 
 
 def format_notes(refs: Sequence[NoteRef]) -> str:
-    """Notes as a prompt shows them in full: each labelled with its document number and title."""
+    """Notes as a prompt shows them in full: each labelled with its document number and title. (Formatted
+    here, not by a template: most calls of a large run format notes and an index, and a template's
+    rendering cost more than the rest of the selection.)"""
     if not refs:
         return "<notes>\n(no document was found relevant)\n</notes>"
-    return render("notes", notes=refs).text
+    return "<notes>\n" + "".join(f'<note document="{r.label}" title="{attribute(r.title)}">\n{r.text}\n</note>\n'
+                                  for r in refs) + "</notes>"
+
+
+_INDEX_HEAD = ("<notes_index>\nNotes on these other documents are not shown in full, to fit the context window; they "
+               "were ranked less relevant to the task. Each line gives the document, its title and how its note begins.\n")
+
+
+def format_index(lines: Sequence[_IndexLine], omitted: int) -> str:
+    """The index of the notes not shown in full: a line each (document, title, how the note begins), and
+    whether more were left out."""
+    return (_INDEX_HEAD + "".join(f'Document {x.label} "{attribute(x.title)}": {x.start}\n' for x in lines)
+            + ("... and more documents with notes, not listed.\n" if omitted else "") + "</notes_index>")
 
 
 def round_entries(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -306,7 +320,7 @@ class NotesSelector:
         text = format_notes([self.refs[i] for i in picks.full.tolist()]) if len(picks.full) else "<notes>\n</notes>"
         if len(picks.index) or picks.omitted:
             index = [lines[i] for i in picks.index.tolist()]
-            text += "\n" + render("notes_index", lines=index, omitted=picks.omitted).text
+            text += "\n" + format_index(index, picks.omitted)
         return text
 
     def _costs(self, kind: str) -> np.ndarray:
