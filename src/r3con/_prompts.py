@@ -48,8 +48,15 @@ def template_source(name: str) -> str:
 
 def render(name: str, **variables: Any) -> Rendered:
     """Render the template `name` (without `.j2`); a missing variable raises instead of rendering blank."""
-    text = _environment().get_template(name).render(**variables).strip()
+    text = _template(name).render(**variables).strip()
     return Rendered(text=text, name=name, hash=template_hash(name))
+
+
+@cache
+def _template(name: str) -> jinja2.Template:
+    """The compiled template `name`: package data, which does not change while r3con runs (looked up
+    once, rather than through the environment's cache at every call's prompt)."""
+    return _environment().get_template(name)
 
 
 def render_source(source: str, **variables: Any) -> str:
