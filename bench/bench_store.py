@@ -6,7 +6,8 @@
 Per D, a corpus of D distinct windows of `--chars` characters of Loong's texts (papers and financial
 reports, some in Chinese; the window start moves by the largest stride that still gives D windows,
 taken round-robin over the files) is written as D files under `--work`, then `r3con run` (the CLI, in
-its own process, against the scripted server in another; LLM cache and corpus store in `--work`):
+its own process, against the scripted server in another; LLM cache and corpus store in `--work`; its
+modules' bytecode kept, as pip installs r3con, whatever PYTHONDONTWRITEBYTECODE says here):
 
 1. question A on a store that has never seen the corpus, two rounds with a notes budget, schema,
    population and answer; SIGKILLed once the server has answered `--kill-at` of the calls a run
@@ -147,11 +148,17 @@ def command(question: str, corpus: Path, work: Path, base_url: str, budget: int,
             "--corpus-dir", str(work / "corpus"), "--quiet", "--json", *extra]
 
 
+def installed_env() -> dict[str, str]:
+    """The environment r3con runs in here: as pip installs it, with its modules' bytecode kept (a
+    PYTHONDONTWRITEBYTECODE in the caller's environment would compile every module at every start)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONUNBUFFERED": "1"}
+
+
 def attempt(cmd: list[str], log: Path, kill_after: int | None) -> dict[str, Any]:
     """Run `cmd`; SIGKILL it once the server answered `kill_after` chat requests. Wall, CPU, peak RSS, output."""
     out = tempfile.TemporaryFile()
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=installed_env())
     killed = False
     count = Answered(log)
     while True:
@@ -191,12 +198,12 @@ def first_call(cmd: list[str], log: Path, *, imported: bool = False) -> tuple[fl
     before = len(served(log))
     started = time.time()
     if imported:
-        proc = subprocess.Popen([sys.executable, "-c", IMPORTED, *cmd[3:]], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-c", IMPORTED, *cmd[3:]], stdout=subprocess.PIPE, env=installed_env(),
                                 stderr=subprocess.DEVNULL, text=True)
         assert proc.stdout is not None
         started = float(proc.stdout.readline())
     else:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=installed_env())
     try:
         while True:
             records = served(log)[before:]
