@@ -68,8 +68,8 @@ def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str |
 
 def format_notes(refs: Sequence[NoteRef]) -> str:
     """Notes as a prompt shows them in full: each labelled with its document number and title. (Formatted
-    here, not by a template: most calls of a large run format notes and an index, and a template's
-    rendering cost more than the rest of the selection.)"""
+    here, not by a template: most calls of a large run format notes and an index, and rendering a
+    template took four times as long.)"""
     if not refs:
         return "<notes>\n(no document was found relevant)\n</notes>"
     return "<notes>\n" + "".join(f'<note document="{r.label}" title="{attribute(r.title)}">\n{r.text}\n</note>\n'
