@@ -48,15 +48,15 @@ def template_source(name: str) -> str:
 
 def render(name: str, **variables: Any) -> Rendered:
     """Render the template `name` (without `.j2`); a missing variable raises instead of rendering blank."""
-    text = _template(name).render(**variables).strip()
+    text = _template(_environment(), name).render(**variables).strip()
     return Rendered(text=text, name=name, hash=template_hash(name))
 
 
 @cache
-def _template(name: str) -> jinja2.Template:
-    """The compiled template `name`: package data, which does not change while r3con runs (looked up
-    once, rather than through the environment's cache at every call's prompt)."""
-    return _environment().get_template(name)
+def _template(env: jinja2.Environment, name: str) -> jinja2.Template:
+    """The compiled template `name` of `env`: looked up once, rather than through the environment's cache
+    at every call's prompt (a new environment, as after `_environment.cache_clear()`, looks up anew)."""
+    return env.get_template(name)
 
 
 def render_source(source: str, **variables: Any) -> str:

@@ -16,14 +16,13 @@ TEXTS = [
     ("Recipe", "Mix the flour with two eggs. Bake for an hour."),
 ]
 
-# Every template the run uses, reworded and with its tags renamed: what a prompt engineer might do.
+# Every template the run uses, reworded and with its tags renamed: what a prompt engineer might do (the notes
+# and their index are formatted in Python, not by a template).
 EDITS = {
     "relevance": ("Summarise what the text {{ where | default('above') }} says about this question.\n\n"
                   "<question>\n{{ task }}\n</question>\n\nAt most {{ max_words }} words; NONE when nothing."
                   "{% if others %}\n\nWhat was found elsewhere:\n{{ others }}{% endif %}"),
     "document": ('<source id="{{ doc.number }}" name="{{ doc.title | attr }}">\n{{ doc.text }}\n</source>'),
-    "notes": ("<findings>\n{% for note in notes %}<finding from=\"{{ note.label }}\" name=\"{{ note.title | attr }}\">\n"
-              "{{ note.text }}\n</finding>\n{% endfor %}</findings>"),
     "populate": ("Fill in records from the text {{ where | default('above') }}.\n\n<question>\n{{ task }}\n</question>\n\n"
                  "<format>\n{{ schema }}\n</format>\n{% if notes %}\n{{ notes }}\n{% endif %}\nOne JSON object."),
 }
