@@ -83,6 +83,14 @@ class RunDir:
         if self.path.is_dir():
             make_private(self.path)
 
+    def manifest(self) -> dict[str, Any]:
+        """The folder's manifest.json as an earlier attempt left it ({} when there is none or it is unreadable)."""
+        try:
+            data = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
     @property
     def calls_path(self) -> Path:
         return self.path / "calls.jsonl"

@@ -18,7 +18,8 @@ from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
-from .llm.layers import Progressed, Replayed
+from .llm.answered import Answered
+from .llm.layers import Progressed
 from .llm.overflow import is_overflow
 from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
@@ -169,13 +170,17 @@ def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
 
 async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
-    progress: Progress | None = None, llm: LLMStack | None = None, run_folder: Path | None = None,
+    progress: Progress | None = None, llm: LLM | LLMStack | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None,
     cap: CostCap | None = None, on_end: Callable[[RunEnd], object] | None = None,
     store: CorpusStore | None = None, files: FilesSeen | None = None,
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
+    `llm`: any object with the `LLM` protocol (`complete(request) -> completion`: a function-backed model,
+    an in-process one), which r3con wraps in its own layers (the cache, retries, the budget, the call log)
+    as it does the HTTP endpoint; or an `LLMStack` already built (shared by an evaluation). None: the
+    endpoint the settings name.
     `run_folder`: an existing run folder to continue in (`--resume`); with the LLM cache, every call that
     had succeeded there costs nothing again. `inputs`: the account of the files the documents came
     from (`load_corpus`); the run adds parts and degraded documents to it.
@@ -196,14 +201,16 @@ async def run(
     run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
     docs = tuple(documents)
     stored = _Stored(store, files)
-    if llm is not None:
+    if isinstance(llm, LLMStack):
         parts = await stored.split(docs, part_budget(settings, llm.endpoint.context_window))
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
                              on_end=on_end, stored=stored)
-    async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
+    async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap, model=llm) as stack:
+        if resumed and stack.window is not None:  # the window the attempts before learned, not learned again
+            stack.window.restore(run_dir.manifest().get("endpoint", {}).get("learned_window"))
         # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
         # killed while a large document is split or hashed leaves no empty folder
-        parts = await stored.split(docs, part_budget(settings, stack.endpoint.context_window))
+        parts = await stored.split(docs, part_budget(settings, stack.planning_window))
         if notes_ranking(settings) != "embeddings":
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
                                  own=True, on_end=on_end, stored=stored)
@@ -222,7 +229,7 @@ async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Documen
     stopped: list[str] = []  # the stage a run that raised was in (none if it raised before its record began)
     try:
         result = await _run(task, docs, parts, settings, llm, run_dir, progress, inputs, embed=embed, resumed=resumed,
-                            replayed=llm.replayed if own else None, stopped=stopped.append, stored=stored)
+                            answered=llm.answered if own else None, stopped=stopped.append, stored=stored)
         path, problem = try_write_report(run_dir.path)
         return replace(result, report=path, report_error=problem)
     except BaseException as exc:
@@ -286,7 +293,7 @@ def notes_ranking(settings: Settings) -> str:
 
 async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], settings: Settings,
                llm: LLMStack, run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
-               embed: Embed | None = None, resumed: bool = False, replayed: Replayed | None = None,
+               embed: Embed | None = None, resumed: bool = False, answered: Answered | None = None,
                stopped: Callable[[str], object] = lambda stage: None, stored: _Stored | None = None) -> RunResult:
     """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
     outcome goes to the run folder's record as it comes (and `stopped` hears the stage a failure ended)."""
@@ -302,7 +309,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
                        breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
                        corpus_store=stored.to_dict if stored else lambda: None)
     llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
-    ask = reuse.bind(llm, replayed)  # the endpoint, or an earlier run's reply to the same request
+    ask = reuse.bind(llm, answered)  # the endpoint, or an earlier run's reply to the same request
     note = getattr(progress, "note", None)  # a Progress written before notes has none
     if llm.retrier is not None and note is not None:
         llm.retrier.subscribe(note)
@@ -324,6 +331,8 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
                 options = stage_options(settings, window, breakpoints=options.relevance.breakpoints, embed=embed,
                                         scratch_root=run_dir.scratch_root)
                 record.replanned(parts, part_tokens, options.relevance.notes_budget)
+                reuse.replanned(parts)
+                llm.remember_answered()  # what this run was answered before the re-plan is not paid again
             record.relevance(relevance, parts)
             rounds = relevance.rounds
             reuse.decide_relevance(rounds, relevance.shown, relevance.kept)

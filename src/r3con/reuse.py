@@ -35,7 +35,7 @@ from typing import Any
 from ._sqlite import open_private
 from .corpus import Document
 from .errors import ConfigError
-from .llm.layers import Replayed
+from .llm.answered import Answered
 from .llm.types import LLM, Completion, ToolCall, Usage
 from .notes import round_entries
 
@@ -276,14 +276,11 @@ class Reuse:
         self.mode, self.store, self.new_schema = mode, store, new_schema
         self.previous = store.previous(question) if store is not None and mode != "off" else Previous()
         self.run = store.begin(question, run_dir) if store is not None else 0
-        self.parts = tuple(parts)
-        self.content = {p.key: content_key(p) for p in parts}
-        self.present = set(self.content.values())
-        self.key_of = {c: k for k, c in self.content.items()}
+        self.replanned(parts)
         self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
         self._earlier = {content for _, content in self.previous.reads}
         self.decisions = Decisions(mode, self.previous.run_dir)
-        self._layer: Replayed | None = None
+        self._layer: Answered | None = None
         self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
         self._shown: tuple[Sequence[Any], ...] = ()
         self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
@@ -296,6 +293,14 @@ class Reuse:
         values = {name: getattr(settings, name, None) for name in _QUESTION_SETTINGS}
         store = ReuseStore(store_path(cache_path)) if cache_path is not None else None
         return cls(mode, store, question_key(task, values), run_dir, parts, new_schema=new_schema)
+
+    def replanned(self, parts: Sequence[Document]) -> None:
+        """The run's document parts, as first planned or planned again for a window learned mid-run: every
+        decision and the record for the next run are of these parts."""
+        self.parts = tuple(parts)
+        self.content = {p.key: content_key(p) for p in parts}
+        self.present = set(self.content.values())
+        self.key_of = {c: k for k, c in self.content.items()}
 
     @property
     def approximate(self) -> bool:
@@ -310,14 +315,14 @@ class Reuse:
         """`keep_records(final)` under `approximate` with the earlier schema kept (for `PopulateOptions.keep`)."""
         return self.keep_records(final) if self.schema() is not None else None
 
-    def bind(self, llm: LLM, layer: Replayed | None) -> LLM:
+    def bind(self, llm: LLM, layer: Answered | None) -> LLM:
         """The client the run's stages call: `llm`, whose `layer` (the run's own stack's) now answers the
         earlier runs' identical requests and records every call; without one, `llm` behind a new layer
         (whose replies then do not count as cache hits)."""
         outer = layer is None
-        layer = Replayed(llm) if layer is None else layer
+        layer = Answered(llm) if layer is None else layer
         if self.mode != "off":
-            layer.lookup = self.previous.reply
+            layer.earlier = self.previous.reply
         store, run = self.store, self.run
         layer.record = None if store is None else (lambda digest, stage, reply: store.call(run, digest, stage, reply))
         self._layer = layer

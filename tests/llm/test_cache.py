@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 import r3con
-from r3con.llm.cache import Cached, CallCache, cache_key, usable
+from r3con.llm.answered import Answered
+from r3con.llm.cache import CallCache, cache_key, usable
 from r3con.llm.layers import ConcurrencyLimited
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
@@ -87,7 +88,7 @@ def test_only_usable_replies_are_cacheable(completion, structured, ok):
 async def test_cached_layer_serves_repeats_and_skips_unusable(tmp_path):
     answers = iter(["", "second try", "never asked"])
     inner = ScriptedLLM(default=lambda r: next(answers))
-    layer = Cached(inner, CallCache(tmp_path / "llm.sqlite"), "http://a/v1")
+    layer = Answered(inner, cache=CallCache(tmp_path / "llm.sqlite"), endpoint="http://a/v1")
     first = await layer.complete(request())
     assert first.content == "" and not first.from_cache
     second = await layer.complete(request())  # the empty reply was not stored: asked again
@@ -111,7 +112,7 @@ async def test_a_reply_is_committed_before_its_slot_sends_the_next_request(tmp_p
             await asyncio.sleep(0)
             return reply()
 
-    layer = Cached(ConcurrencyLimited(Server(), 1), cache, "http://a/v1")
+    layer = Answered(ConcurrencyLimited(Server(), 1), cache=cache, endpoint="http://a/v1")
     await asyncio.gather(layer.complete(request("first")), layer.complete(request("second")))
     assert stored_when_sent == [False, True]
 

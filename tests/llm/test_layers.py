@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from r3con.errors import BudgetExceeded, ProviderError
-from r3con.llm.layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
+from r3con.llm.answered import Answered
+from r3con.llm.layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Shaped
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
@@ -51,7 +52,7 @@ async def test_no_more_than_the_limit_is_in_flight():
 
 async def test_each_stage_gets_its_model_and_an_explicit_one_is_kept():
     inner = ScriptedLLM(default="ok")
-    layer = StageModels(inner, {"relevance": "small"}.get, default="large")
+    layer = Shaped(inner, {"relevance": "small"}.get, default="large")
     for req in (request("relevance", model=None), request("reason", model=None), request("relevance", model="pinned")):
         await layer.complete(req)
     assert [r.model for r in inner.history] == ["small", "large", "pinned"]
@@ -143,11 +144,11 @@ def test_usage_adds_up_with_its_events():
     assert total.calls == 2 and total.events == {"length": 3, "refusals": 1}
 
 
-async def test_replayed_answers_an_earlier_identical_request_as_a_cache_hit_and_passes_the_rest_on():
+async def test_an_earlier_runs_reply_answers_an_identical_request_as_a_cache_hit_and_the_rest_pass_on():
     inner = ScriptedLLM(default="fresh")
-    layer = Replayed(inner)
+    layer = Answered(inner)
     seen: list[str] = []
-    layer.lookup = {request(text="asked before").fingerprint(): answer("earlier reply")}.get
+    layer.earlier = {request(text="asked before").fingerprint(): answer("earlier reply")}.get
     layer.record = lambda digest, stage, completion: seen.append(completion.content)
     ledger = Ledger()
     top = Accounted(layer, ledger, PRICES)
@@ -157,3 +158,14 @@ async def test_replayed_answers_an_earlier_identical_request_as_a_cache_hit_and_
     assert len(inner.history) == 1 and seen == ["earlier reply", "fresh"]
     assert ledger.total().calls == 1 and ledger.total().cache_hits == 1
     assert sum(layer.replayed.values()) == 1 and layer.sent[("relevance", "1", 2)] == 1
+
+
+async def test_no_request_asks_for_more_than_the_cap_and_the_fingerprint_is_of_the_capped_request():
+    inner = ScriptedLLM(default="fine")
+    layer = Shaped(Answered(inner), lambda stage: None, "m", max_tokens_cap=300)
+    await layer.complete(request("relevance", model=None, max_tokens=1000))
+    await layer.complete(request("schema", model=None, max_tokens=None))
+    assert [r.max_tokens for r in inner.history] == [300, 300], "a request without a limit gets the cap too"
+    wide = Shaped(inner, lambda stage: None, "m", max_tokens_cap=4096).shape(request("relevance", max_tokens=1000))
+    narrow = layer.shape(request("relevance", max_tokens=1000))
+    assert wide.fingerprint() != narrow.fingerprint()

@@ -7,7 +7,8 @@ import pytest
 
 from r3con.display import PlainProgress
 from r3con.errors import ProviderError
-from r3con.llm.replay import FolderReplies, LoggedReplies
+from r3con.llm.answered import Answered
+from r3con.llm.replay import LoggedReplies
 from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
@@ -111,7 +112,7 @@ async def test_a_recorded_reply_is_served_and_an_unusable_one_asked_again(tmp_pa
     log.write_text(_record(REQUEST, "a note") + "\n" + _record(cut, "half a no", finish_reason="length") + "\n")
     inner = ScriptedLLM(default=Completion(content="fresh", finish_reason="stop", model="m", usage=Usage(calls=1)))
     replies = LoggedReplies(log)
-    layer = FolderReplies(inner, replies)
+    layer = Answered(inner, folder=replies.get)
     served = await layer.complete(REQUEST)
     assert served.content == "a note" and served.from_cache and inner.history == []
     assert (await layer.complete(cut)).content == "fresh" and len(inner.history) == 1

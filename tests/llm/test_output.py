@@ -30,8 +30,8 @@ def c(content="ok", finish="stop", **kw) -> Completion:
                       usage=Usage(calls=1, prompt_tokens=10, completion_tokens=5), **kw)
 
 
-def checked(inner, budget=10, cap=3000):
-    return OutputChecked(inner, RetryBudget(budget), max_tokens_cap=cap)
+def checked(inner, budget=10):
+    return OutputChecked(inner, RetryBudget(budget))
 
 
 SCHEMA_REQUEST = ChatRequest(messages=(Message("user", "hi"),), stage="populate", model="m", max_tokens=1000,
@@ -66,13 +66,6 @@ async def test_a_cut_reply_with_nothing_complete_is_asked_once_more_at_the_same_
     with pytest.raises(OutputError, match="cut at max_tokens=1000 with nothing complete") as info:
         await checked(inner).complete(REQUEST)
     assert len(inner.requests) == 2 and info.value.usage.calls == 2 and info.value.usage.events == {"length": 2}
-
-
-async def test_no_call_asks_for_more_than_the_cap():
-    inner = Script(c("fine"), c("fine"))
-    await checked(inner, cap=300).complete(REQUEST)
-    await checked(inner, cap=300).complete(ChatRequest(messages=REQUEST.messages, stage="schema", model="m"))
-    assert [r.max_tokens for r in inner.requests] == [300, 300], "a request without a limit gets the cap too"
 
 
 async def test_empty_replies_are_asked_again_then_fail():

@@ -3,6 +3,7 @@
 import pytest
 
 from r3con.errors import ContextTooLong
+from r3con.llm.layers import Shaped
 from r3con.llm.overflow import LearnedWindow, Overflows, is_overflow, stated_limit
 from r3con.llm.types import ChatRequest, Message
 
@@ -70,7 +71,7 @@ async def test_max_tokens_is_kept_inside_the_window_and_a_refusal_teaches_it():
                                                 "(3000 tokens) exceeds the available context size (2048 tokens))",
                                                 status=400)])
     window = LearnedWindow(8192)
-    layer = Overflows(inner, window)
+    layer = Shaped(Overflows(inner, window), lambda stage: None, "m", window=window)
     big = ChatRequest(messages=(Message("user", "word " * 2000),), stage="relevance", max_tokens=4096)
     with pytest.raises(ContextTooLong):
         await layer.complete(big)
@@ -87,7 +88,8 @@ async def test_the_estimate_is_made_only_when_the_reply_might_not_fit_and_then_c
     real = overflow.prompt_estimate
     monkeypatch.setattr(overflow, "prompt_estimate", lambda request: made.append(1) or real(request))
     inner = ScriptedLLM(default="a note.")
-    layer = Overflows(inner, LearnedWindow(8192))
+    window = LearnedWindow(8192)
+    layer = Shaped(Overflows(inner, window), lambda stage: None, "m", window=window)
     await layer.complete(ChatRequest(messages=(Message("user", "word " * 200),), stage="relevance", max_tokens=4096))
     assert made == [] and inner.history[-1].max_tokens == 4096  # 1,000 characters: room whatever they are
     cjk = ChatRequest(messages=(Message("user", "中" * 6000),), stage="relevance", max_tokens=4096)

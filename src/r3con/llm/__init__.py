@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import STAGES, Settings
+from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settings
 from ..errors import ConfigError
+from .answered import Answered
 from .batch import Batched
 from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
-from .cache import Cached, CallCache
+from .cache import CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
-from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Replayed, StageModels
+from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Shaped
 from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
 from .overflow import LearnedWindow, Overflows
 from .pool import EndpointStats, Pooled, open_pool, pool_entries
 from .pricing import Price, PriceTable
 from .ratelimit import RateLimited
-from .replay import FolderReplies, LoggedReplies
+from .replay import LoggedReplies
 from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .routers import through_router
 from .slots import concurrency_for
@@ -45,16 +46,26 @@ class LLMStack:
     retrier: Retrier | None = None  # the run's retry policy and budget, for other clients too
     cost_cap: CostCap | None = None  # --max-cost, for other clients too
     cache: CallCache | None = None  # the LLM cache, for embeddings too
-    replayed: Replayed | None = None  # earlier runs' replies to identical requests (`reuse`), above the cache
+    answered: Answered | None = None  # the one owner of replies given before: earlier runs', the cache's, a folder's
     pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
     window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
+    _closing: ExitStack = field(default_factory=ExitStack, repr=False)  # what the stack opened, closed with it
 
     @property
     def planning_window(self) -> int:
         """The window to plan parts and notes in: the endpoint's, or less when the server said so."""
         return self.endpoint.context_window if self.window is None else self.window.planning
+
+    def remember_answered(self) -> None:
+        """Serve again what this run's call log holds (after a re-plan: the calls answered before it whose
+        requests are unchanged are not paid again, with the cache off too)."""
+        if self.answered is None or self.log.path is None:
+            return
+        replies = LoggedReplies(self.log.path)
+        self._closing.callback(replies.close)
+        self.answered.folder = replies.get
 
     def endpoints(self) -> list[dict[str, object]]:
         """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
@@ -76,87 +87,116 @@ class LLMStack:
 
 @asynccontextmanager
 async def build_llm(settings: Settings, calls_log: Path | None = None, *,
-                    cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
+                    cap: CostCap | None = None, model: LLM | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
-    Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a
-    resumed folder's own replies (`FolderReplies`), output checks, retries, what "too long" replies teach
-    of the window (`overflow`), rate and concurrency limits, the spending cap (only calls in flight
-    reserve against it), the HTTP client.
+    Top to bottom: `Shaped` (the stage's model, the reply cap, the window: the request as it will be
+    sent), the call log, accounting, `Answered` (the one owner of replies given before: an earlier run's,
+    the cache's, a resumed folder's; the fingerprint is taken here), output checks, retries, what "too
+    long" replies teach of the window (`overflow`), rate and concurrency limits, the spending cap (only
+    calls in flight reserve against it), the HTTP client.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
+    `model`: any object with the `LLM` protocol (`complete(request) -> completion`) in place of the HTTP
+    endpoint, wrapped in the same layers; its name and window come from `settings.model` and
+    `settings.context_window` (defaults: "custom" and 32,768 tokens).
     """
-    entries = pool_entries(settings)
-    pool: Pooled | None = None
-    base: OpenAIChat | Pooled
-    if entries:
-        base = pool = await open_pool(settings, entries)  # each endpoint's window discovered as for one
-    else:
-        base = OpenAIChat(settings)
     closing = ExitStack()
+    opened = await _open(settings, model)
     try:
-        if isinstance(base, Pooled):
-            endpoint = base.info()
-            concurrency = (sum(s.concurrency for s in base.stats()), "pool: each endpoint's own")
-        else:  # behind a router, the window is asked of its workers (`routers`)
-            endpoint = await through_router(base.endpoint, settings, await base.describe(settings))
-            concurrency = await concurrency_for(base.endpoint, settings)
-        ledger = Ledger()
-        prices = PriceTable.load(settings.prices_file)
-        stack: LLM = base
-        cap = cap or shared_cap()
-        if cap is None and settings.max_cost_usd is not None:
-            cap = CostCap(settings.max_cost_usd, spent_before=spent_in(calls_log))
-            if cap.spent_usd >= cap.limit_usd:
-                raise ConfigError(
-                    f"this run folder already spent ${cap.spent_usd:.4f}, which --max-cost ${cap.limit_usd:.4f} "
-                    "does not exceed; raise --max-cost above what was spent to continue it")
-        if cap is not None:
-            check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
-        if settings.batch and isinstance(base, OpenAIChat):
-            # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
-            # a job's calls are in flight together, so all of them reserve
-            stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
-                            concurrency=concurrency[0])
-            if cap is not None:
-                stack = BudgetGuard(stack, cap, prices, batch=True)
-        else:
-            if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
-                stack = BudgetGuard(stack, cap, prices)
-            # a pool limits each endpoint on its own (`Pooled`); all of them together here
-            stack = ConcurrencyLimited(stack, concurrency[0])
-        stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
-        window = LearnedWindow(endpoint.context_window)
-        stack = Overflows(stack, window)
-        budget = RetryBudget(settings.retry_budget)
-        retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s,
-                                                settings.outage_s),
-                            budget, base.base_url)
-        stack = retrying
-        stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
-        replies = LoggedReplies(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
-        closing.callback(replies.close)
-        if len(replies):
-            stack = FolderReplies(stack, replies)
-        cache: CallCache | None = None
-        if settings.cache and settings.cache_path is not None:
-            cache = CallCache(settings.cache_path)
-            closing.callback(cache.close)
-            stack = Cached(stack, cache, base.base_url)
-        replayed = Replayed(stack)
-        stack = replayed
-        near: NearWindow | None = None
-        if not window_was_asked(endpoint.context_window_source):
-            stack = near = NearWindow(stack, ledger, endpoint)
-        stack = Accounted(stack, ledger, prices)
-        log = CallLog(calls_log, detail=settings.log_calls)
-        closing.callback(log.close)
-        stack = Recorded(stack, log)
-        stack = StageModels(stack, settings.model_for, endpoint.model)
-        yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                       cache=cache, replayed=replayed, pool=pool, near_window=near, window=window,
-                       concurrency=concurrency)
+        yield _stack(settings, opened, calls_log, cap, closing)
     finally:
         closing.close()
-        await base.aclose()
+        if opened.close is not None:
+            await opened.close()
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """The bottom of a stack: what answers, what it said of itself, how many calls it takes at once."""
+
+    base: LLM
+    endpoint: EndpointInfo
+    concurrency: tuple[int, str]
+    pool: Pooled | None = None
+    chat: OpenAIChat | None = None  # one HTTP endpoint (the Batch API needs it)
+    close: Callable[[], Awaitable[None]] | None = None
+
+
+async def _open(settings: Settings, model: LLM | None) -> _Opened:
+    """The user's `model`, a pool of endpoints, or one endpoint (behind a router, its workers' window)."""
+    if model is not None:
+        window = settings.context_window or DEFAULT_CONTEXT_WINDOW
+        info = EndpointInfo("", settings.model or "custom", window,
+                            "config" if settings.context_window else "default")
+        return _Opened(model, info, (settings.concurrency or DEFAULT_CONCURRENCY, "the model given"))
+    entries = pool_entries(settings)
+    if entries:
+        pool = await open_pool(settings, entries)  # each endpoint's window discovered as for one
+        return _Opened(pool, pool.info(), (sum(s.concurrency for s in pool.stats()), "pool: each endpoint's own"),
+                       pool=pool, close=pool.aclose)
+    chat = OpenAIChat(settings)
+    try:
+        endpoint = await through_router(chat.endpoint, settings, await chat.describe(settings))
+        concurrency = await concurrency_for(chat.endpoint, settings)
+    except BaseException:
+        await chat.aclose()
+        raise
+    return _Opened(chat, endpoint, concurrency, chat=chat, close=chat.aclose)
+
+
+def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: CostCap | None,
+           closing: ExitStack) -> LLMStack:
+    """The layers over `opened.base`, top to bottom as `build_llm` lists them."""
+    endpoint, concurrency = opened.endpoint, opened.concurrency
+    prices = PriceTable.load(settings.prices_file)
+    cap = cap or shared_cap()
+    if cap is None and settings.max_cost_usd is not None:
+        cap = CostCap(settings.max_cost_usd, spent_before=spent_in(calls_log))
+        if cap.spent_usd >= cap.limit_usd:
+            raise ConfigError(
+                f"this run folder already spent ${cap.spent_usd:.4f}, which --max-cost ${cap.limit_usd:.4f} "
+                "does not exceed; raise --max-cost above what was spent to continue it")
+    if cap is not None:
+        check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
+    stack: LLM = opened.base
+    if settings.batch and opened.chat is not None:
+        # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
+        # a job's calls are in flight together, so all of them reserve
+        stack = Batched(opened.chat, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
+                        concurrency=concurrency[0])
+        if cap is not None:
+            stack = BudgetGuard(stack, cap, prices, batch=True)
+    else:
+        if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
+            stack = BudgetGuard(stack, cap, prices)
+        # a pool limits each endpoint on its own (`Pooled`); all of them together here
+        stack = ConcurrencyLimited(stack, concurrency[0])
+    stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
+    window = LearnedWindow(endpoint.context_window)
+    stack = Overflows(stack, window)
+    budget = RetryBudget(settings.retry_budget)
+    retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s,
+                                           settings.max_call_s, settings.outage_s), budget, endpoint.base_url)
+    stack = OutputChecked(retrying, budget)
+    replies = LoggedReplies(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
+    closing.callback(replies.close)
+    cache: CallCache | None = None
+    if settings.cache and settings.cache_path is not None:
+        cache = CallCache(settings.cache_path)
+        closing.callback(cache.close)
+    stack = answered = Answered(stack, cache=cache, endpoint=endpoint.base_url,
+                                folder=replies.get if len(replies) else None)
+    ledger = Ledger()
+    near: NearWindow | None = None
+    if not window_was_asked(endpoint.context_window_source):
+        stack = near = NearWindow(stack, ledger, endpoint)
+    stack = Accounted(stack, ledger, prices)
+    log = CallLog(calls_log, detail=settings.log_calls)
+    closing.callback(log.close)
+    stack = Recorded(stack, log)
+    stack = Shaped(stack, settings.model_for, endpoint.model, max_tokens_cap=settings.max_tokens_cap, window=window)
+    return LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
+                    cache=cache, answered=answered, pool=opened.pool, near_window=near, window=window,
+                    concurrency=concurrency, _closing=closing)

@@ -19,7 +19,6 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import jsonschema
@@ -28,7 +27,7 @@ from .._json import NoJSON, extract_json  # the very extraction the stages apply
 from .._sqlite import open_private
 from ..errors import ConfigError
 from .replies import without_thinking
-from .types import LLM, ChatRequest, Completion, ToolCall, Usage
+from .types import ChatRequest, Completion
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -74,20 +73,19 @@ class CallCache:
         if row is None:
             return None
         content, reasoning, finish_reason, usage, model, tool_calls = row
-        calls = tuple(ToolCall(**c) for c in json.loads(tool_calls)) if tool_calls else ()
-        return Completion(content=content, reasoning=reasoning, finish_reason=finish_reason,
-                          usage=Usage(**json.loads(usage)), model=model, from_cache=True, tool_calls=calls)
+        return Completion.from_record({"content": content, "reasoning": reasoning, "finish_reason": finish_reason,
+                                       "usage": json.loads(usage), "model": model,
+                                       "tool_calls": json.loads(tool_calls) if tool_calls else ()})
 
     def put(self, key: str, endpoint: str, stage: str, completion: Completion) -> None:
-        usage = completion.usage.to_dict()
-        usage.pop("events", None)  # events belong to the run that saw them, not to the reply
+        record = completion.to_record()
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO calls (key, endpoint, model, stage, content, reasoning, finish_reason, usage,"
                 " created, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, endpoint, completion.model, stage, completion.content, completion.reasoning,
-                 completion.finish_reason, json.dumps(usage), time.time(),
-                 json.dumps([asdict(c) for c in completion.tool_calls]) if completion.tool_calls else None),
+                (key, endpoint, record["model"], stage, record["content"], record["reasoning"],
+                 record["finish_reason"], json.dumps(record["usage"]), time.time(),
+                 json.dumps(record["tool_calls"]) if record["tool_calls"] else None),
             )
 
     def __len__(self) -> int:
@@ -120,29 +118,3 @@ def usable(request: ChatRequest, completion: Completion) -> bool:
         return bool(jsonschema.Draft202012Validator(dict(request.response_schema)).is_valid(value))
     except jsonschema.SchemaError:
         return False
-
-
-class Cached:
-    """Serves a request from the cache when it was answered before; stores usable new replies at once.
-
-    The reply is committed on the event loop, before this coroutine yields. The concurrency slot below
-    was freed when the reply arrived, so committing in a thread would let the loop send the next request
-    first. A killed run could then lose more than one reply per slot. A local SQLite read or commit takes
-    tens of microseconds (a WAL checkpoint now and then, a few milliseconds).
-    """
-
-    def __init__(self, inner: LLM, cache: CallCache, endpoint: str):
-        self.inner = inner
-        self.cache = cache
-        self.endpoint = endpoint
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        key = cache_key(self.endpoint, request)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit
-        completion = await self.inner.complete(request)
-        if usable(request, completion):
-            self.cache.put(key, self.endpoint, request.stage, completion)
-        return completion
-

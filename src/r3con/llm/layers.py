@@ -7,13 +7,13 @@ import json
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import BudgetExceeded, R3conError
+from .overflow import LearnedWindow
 from .pricing import PriceTable
 from .types import LLM, ChatRequest, Completion, Usage
 
@@ -30,18 +30,34 @@ class ConcurrencyLimited:
             return await self.inner.complete(request)
 
 
-class StageModels:
-    """Fills in the model for each request's stage (a small model for relevance, a large one to reason...)."""
+class Shaped:
+    """Makes each request what will be sent, before anything takes its fingerprint: the stage's model (a small
+    one for relevance, a large one to reason...), a reply budget no larger than `max_tokens_cap` (a request
+    that names none gets the cap), and no larger than what the window (as "too long" replies taught it,
+    `overflow.LearnedWindow`) leaves after the prompt. Every layer below sends the request as it leaves here,
+    so the cache, the reuse record and resume key on what the endpoint is asked."""
 
-    def __init__(self, inner: LLM, model_for: Callable[[str], str | None], default: str):
+    def __init__(self, inner: LLM, model_for: Callable[[str], str | None], default: str, *,
+                 max_tokens_cap: int | None = None, window: LearnedWindow | None = None):
         self.inner = inner
         self._model_for = model_for
         self._default = default
+        self.max_tokens_cap = max_tokens_cap
+        self.window = window
 
-    async def complete(self, request: ChatRequest) -> Completion:
+    def shape(self, request: ChatRequest) -> ChatRequest:
+        """`request` as it will be sent."""
         if request.model is None:
             request = request.with_model(self._model_for(request.stage) or self._default)
-        return await self.inner.complete(request)
+        cap = self.max_tokens_cap
+        if cap is not None and (request.max_tokens is None or request.max_tokens > cap):
+            request = replace(request, max_tokens=cap)
+        if self.window is not None:
+            request = self.window.fit(request)
+        return request
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        return await self.inner.complete(self.shape(request))
 
 
 class Ledger:
@@ -204,11 +220,17 @@ class Recorded:
             usage=completion.usage.to_dict(),
             latency_s=round(completion.latency_s, 4),
             end=time.time(),
-            response={"content": completion.content, "reasoning": completion.reasoning,
-                      **({"tool_calls": [c.to_openai() for c in completion.tool_calls]} if completion.tool_calls else {})},
+            response=_response(completion),
         )
         self.log.write(record)
         return completion
+
+
+def _response(completion: Completion) -> dict[str, Any]:
+    """What the call log keeps of a reply beside its model, finish reason and usage (`Completion.to_record`)."""
+    record = completion.to_record()
+    return {"content": record["content"], "reasoning": record["reasoning"],
+            **({"tool_calls": record["tool_calls"]} if record["tool_calls"] else {})}
 
 
 class Progressed:
@@ -228,40 +250,3 @@ class Progressed:
             if request.doc is not None and key not in self._done:
                 self._done.add(key)
                 self._advance(request.stage)
-
-
-Where = tuple[str, str | None, int | None]  # stage, document key, round
-
-
-class Replayed:
-    """Answers a request an earlier run sent, byte for byte (by `ChatRequest.fingerprint`), with the reply
-    it got, marked as from the cache (so accounting and the call log count it as one); passes every other
-    request on. It sits just above the LLM cache; `lookup` and `record` are set once the run knows which
-    earlier runs apply (`reuse.Reuse.bind`): `lookup(digest)` gives an earlier reply or None, and
-    `record(digest, stage, completion)` sees every answered call."""
-
-    def __init__(self, inner: LLM):
-        self.inner = inner
-        self.lookup: Callable[[str], Completion | None] | None = None
-        self.record: Callable[[str, str, Completion], None] | None = None
-        self.replayed: Counter[Where] = Counter()  # calls answered from `replies`
-        self.sent: Counter[Where] = Counter()  # calls passed on
-        self.replayed_usage = Usage()
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        digest = request.fingerprint()
-        doc = None if request.doc is None else (
-            f"{request.doc}.{request.part}" if request.part is not None else str(request.doc))
-        where = (request.stage, doc, request.round)
-        reply = self.lookup(digest) if self.lookup is not None else None
-        if reply is not None:
-            self.replayed[where] += 1
-            self.replayed_usage += Usage(calls=1, prompt_tokens=reply.usage.prompt_tokens,
-                                         completion_tokens=reply.usage.completion_tokens)
-            completion = replace(reply, from_cache=True)
-        else:
-            completion = await self.inner.complete(request)
-            self.sent[where] += 1
-        if self.record is not None and completion.finish_reason not in ("length", "content_filter"):
-            self.record(digest, request.stage, completion)
-        return completion

@@ -4,7 +4,7 @@
   (`cut.py`): a note up to its last complete sentence, marked "(cut)"; a JSON reply closed after the
   records it completed; a repetition loop stopped where it began. Nothing complete in it: asked once
   more at the same budget, then OutputError (the stage degrades the document). No request asks for
-  more than `max_tokens_cap` reply tokens (one that names no limit gets the cap).
+  more than `max_tokens_cap` reply tokens: `layers.Shaped` caps it before the request is fingerprinted.
 - empty (no content, no reasoning): asked again, up to `reasks` times, then OutputError.
 - only `reasoning_content` (Qwen thinking mode on vLLM): passed on; the stages read the reasoning.
 - refused (`message.refusal`, or `finish_reason == "content_filter"`): OutputError, not asked again.
@@ -33,16 +33,13 @@ def visible_text(completion: Completion) -> str:
 class OutputChecked:
     """Turns broken replies into bounded re-asks, then into OutputError; counts each event."""
 
-    def __init__(self, inner: LLM, budget: RetryBudget, *, max_tokens_cap: int = 4096, reasks: int = 2):
+    def __init__(self, inner: LLM, budget: RetryBudget, *, reasks: int = 2):
         self.inner = inner
         self.budget = budget
-        self.max_tokens_cap = max_tokens_cap
         self.reasks = reasks
 
     async def complete(self, request: ChatRequest) -> Completion:
         total = Usage()
-        if request.max_tokens is None or request.max_tokens > self.max_tokens_cap:  # unbounded: up to the window
-            request = replace(request, max_tokens=self.max_tokens_cap)
         reasks = 0
         while True:
             try:

@@ -20,9 +20,9 @@ what the server gives one request (a guessed `--context-window`, a server that r
 re-plans its parts and notes for the stated window (`LearnedWindow.planning`). When the reply also
 says how long the request was, the ratio of that to r3con's estimate of the same request scales the
 window the parts are planned in, so parts planned with the estimate fit the server's own count. The
-same layer keeps every request's reply budget inside the window: `max_tokens` is lowered to what the
-window leaves after the (estimated) prompt, as vLLM refuses a request whose prompt and reply budget
-together exceed it.
+window keeps every request's reply budget inside it (`LearnedWindow.fit`, applied by `layers.Shaped`
+before the request's fingerprint is taken): `max_tokens` is lowered to what the window leaves after
+the (estimated) prompt, as vLLM refuses a request whose prompt and reply budget together exceed it.
 """
 
 from __future__ import annotations
@@ -115,31 +115,47 @@ class LearnedWindow:
             self.learned.append({"window": limit, "request_tokens": size or 0, "estimated_tokens": estimate})
             return True
 
+    def restore(self, learned: object) -> None:
+        """Take again what an earlier attempt of the run learned (its manifest's `learned_window`), so that a
+        resumed run plans as the attempt ended, not by sending the requests that taught it again."""
+        if not isinstance(learned, dict):
+            return
+        for entry in learned.get("learned_from") or ():
+            if isinstance(entry, dict) and isinstance(entry.get("window"), int) and entry["window"] > 0:
+                size, estimate = entry.get("request_tokens"), entry.get("estimated_tokens")
+                self.learn(entry["window"], size if isinstance(size, int) else None,
+                           estimate if isinstance(estimate, int) else 0)
+
+    def fit(self, request: ChatRequest) -> ChatRequest:
+        """`request` with its reply budget lowered to what the planning window leaves after its (estimated)
+        prompt, at least MIN_REPLY (vLLM refuses a request whose prompt and reply budget exceed the window)."""
+        planning = self.planning
+        # the estimate is at most a token a character (all of them CJK, with the margin): when even that
+        # leaves room for the reply, the estimate cannot change the request and is not made
+        if request.max_tokens is not None and request.max_tokens > planning - _at_most(request):
+            estimate = prompt_estimate(request)
+            if request.max_tokens > planning - estimate:
+                return replace(request, max_tokens=max(MIN_REPLY, planning - estimate))
+        return request
+
     def to_dict(self) -> dict[str, object]:
         return {"window": self.stated, "planning_window": self.planning, "scale": round(self.scale, 3),
                 "learned_from": list(self.learned)}
 
 
 class Overflows:
-    """Learns the window from "too long" replies (`LearnedWindow`) and keeps `max_tokens` inside it."""
+    """Learns the window from "too long" replies (`LearnedWindow`); `layers.Shaped` keeps each request's
+    `max_tokens` inside what it learned."""
 
     def __init__(self, inner: LLM, window: LearnedWindow):
         self.inner = inner
         self.window = window
 
     async def complete(self, request: ChatRequest) -> Completion:
-        planning = self.window.planning
-        estimate: int | None = None
-        # the estimate is at most a token a character (all of them CJK, with the margin): when even that
-        # leaves room for the reply, the estimate cannot change the request and is not made
-        if request.max_tokens is not None and request.max_tokens > planning - _at_most(request):
-            estimate = prompt_estimate(request)
-            if request.max_tokens > planning - estimate:
-                request = replace(request, max_tokens=max(MIN_REPLY, planning - estimate))
         try:
             return await self.inner.complete(request)
         except ContextTooLong as exc:
             stated = stated_limit(f"{exc} {exc.body}")
             if stated is not None:
-                self.window.learn(stated[0], stated[1], prompt_estimate(request) if estimate is None else estimate)
+                self.window.learn(stated[0], stated[1], prompt_estimate(request))
             raise

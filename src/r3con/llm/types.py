@@ -22,6 +22,13 @@ class ToolCall:
     def to_openai(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
+
 
 def tool_calls_from(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
     """The standard `tool_calls` of a reply's message (function calls only; malformed entries skipped)."""
@@ -207,6 +214,36 @@ class Completion:
     refusal: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
     tool_calls: tuple[ToolCall, ...] = ()
+
+    def to_record(self) -> dict[str, Any]:
+        """The reply as stored and logged (the one serialiser of a reply: the LLM cache, the call log and a
+        resumed folder's replies all hold these fields): text, reasoning, tool calls, finish reason, model
+        and usage (without the events, which belong to the run that saw them)."""
+        usage = self.usage.to_dict()
+        usage.pop("events", None)
+        return {"content": self.content, "reasoning": self.reasoning, "finish_reason": self.finish_reason,
+                "model": self.model, "usage": usage, "tool_calls": [c.to_dict() for c in self.tool_calls]}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Completion | None:
+        """The reply `to_record` wrote, as served again (`from_cache`); None for a record that holds none."""
+        content = record.get("content")
+        if not isinstance(content, str):
+            return None
+        usage = record.get("usage")
+        reasoning, finish = record.get("reasoning"), record.get("finish_reason")
+        try:
+            counted = Usage(**{k: v for k, v in (usage if isinstance(usage, Mapping) else {}).items()
+                               if k in _USAGE_FIELDS})
+            calls = tuple(ToolCall.from_dict(c) for c in record.get("tool_calls") or ())
+        except (TypeError, KeyError, AttributeError):
+            return None
+        return cls(content=content, reasoning=reasoning if isinstance(reasoning, str) else None,
+                   finish_reason=finish if isinstance(finish, str) else None, model=str(record.get("model") or ""),
+                   usage=counted, from_cache=True, tool_calls=calls)
+
+
+_USAGE_FIELDS = frozenset(Usage.__dataclass_fields__) - {"events"}
 
 
 class LLM(Protocol):

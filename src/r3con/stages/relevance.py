@@ -100,9 +100,11 @@ async def extract_relevance(
     failures: list[Failure] = []
     selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
+    warm: frozenset[str] | None = None
     for round_no in range(1, options.rounds + 1):
-        round_ = _Round(llm, task, round_no, options, previous, docs)
+        round_ = _Round(llm, task, round_no, options, previous, docs, warm=warm)
         sent, seen = await round_.run(seen)
+        warm = frozenset(round_.live)
         notes: dict[str, str] = {}
         failed: list[Failure] = []
         round_shown: list[Shown] = []
@@ -145,8 +147,10 @@ class _Round:
 
     def __init__(self, llm: LLM, task: str, round_no: int, options: RelevanceOptions,
                  previous: Mapping[str, str] | None, docs: Sequence[Document],
-                 readers: Sequence[Document] | None = None):
+                 readers: Sequence[Document] | None = None, warm: frozenset[str] | None = None):
         self.llm, self.task, self.round_no, self.options, self.previous = llm, task, round_no, options, previous
+        self.warm = warm  # the documents whose last call reached the endpoint (None: any may be cached)
+        self.live: set[str] = set()  # the documents whose call this round reached the endpoint
         self.readers = docs if readers is None else readers
         self.selector = None if previous is None else NotesSelector(
             note_refs(docs, previous), options.notes_budget, embed=options.embed)
@@ -238,5 +242,14 @@ class _Round:
             prompt_name=instructions.name, prompt_hash=instructions.hash,
         ))
         usage = completion.usage
-        seen = options.placement.seen(call, usage.cached_tokens, usage.prompt_tokens, estimate_tokens(instructions.text))
+        if not completion.from_cache:
+            self.live.add(doc.key)
+        # what a reply says of the prefix cache is read as it was when the endpoint gave it: a replayed
+        # reply's as recorded; a new one's only when the document's last call reached the endpoint too (a
+        # read served from an earlier run never put its document in the cache, which a fresh run did)
+        if completion.from_cache or self.warm is None or doc.key in self.warm:
+            seen = options.placement.seen(call, usage.cached_tokens, usage.prompt_tokens,
+                                          estimate_tokens(instructions.text))
+        else:
+            seen = Seen(0, 0, 0.0, probe=call.probe)
         return parse_note(reply_text(completion)), seen

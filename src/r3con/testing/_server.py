@@ -227,6 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         record: dict[str, Any] = {"time": time.time(), "path": self.path, "stage": stage, "mode": mode,
                                   "doc": h.get("X-R3con-Doc"), "part": h.get("X-R3con-Part"),
                                   "round": h.get("X-R3con-Round"), "model": body.get("model"),
+                                  "max_tokens": body.get("max_tokens"),
                                   "request_hash": request_hash}
         prompt_tokens = t.tokens(prompt)
         if prompt_tokens > self.state.max_model_len:
