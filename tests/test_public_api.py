@@ -4,8 +4,9 @@ import r3con
 def test_public_api_is_small_sorted_and_pinned():
     assert r3con.__all__ == sorted(r3con.__all__)
     assert set(r3con.__all__) == {
-        "BudgetExceeded", "ConfigError", "ContextTooLong", "Corpus", "DiskFull", "Document", "EndpointUnreachable", "Evidence", "Failure", "InputError",
-        "Inputs", "OutputError", "ProviderError", "R3conError", "RunEnd", "RunFailed", "RunResult", "SandboxError", "Settings",
+        "BudgetExceeded", "ChatRequest", "Completion", "ConfigError", "ContextTooLong", "Corpus", "DiskFull", "Document",
+        "EndpointUnreachable", "Evidence", "Failure", "InputError", "Inputs", "LLM", "Message", "OutputError",
+        "ProviderError", "R3conError", "RunEnd", "RunFailed", "RunResult", "SandboxError", "Settings", "Usage",
         "__version__", "documents_from_texts", "load_corpus", "load_documents", "run", "split_documents",
     }
     for name in r3con.__all__:

@@ -24,13 +24,15 @@ from .inputs import Inputs  # noqa: E402
 
 if TYPE_CHECKING:
     from .evidence import Evidence
+    from .llm.types import LLM, ChatRequest, Completion, Message, Usage
     from .pipeline import RunResult, run
     from .results import Failure, RunEnd
 
 # Imported on first use: the pipeline (the LLM client, the stages) is most of what importing r3con costs,
 # and `r3con` on the command line must be able to catch Ctrl-C (its main() does) before that is loaded.
 _LAZY = {"Evidence": "evidence", "RunResult": "pipeline", "run": "pipeline", "Failure": "results",
-         "RunEnd": "results"}
+         "RunEnd": "results", "LLM": "llm.types", "ChatRequest": "llm.types", "Completion": "llm.types",
+         "Message": "llm.types", "Usage": "llm.types"}
 
 
 def __getattr__(name: str) -> Any:
@@ -44,6 +46,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BudgetExceeded",
+    "ChatRequest",
+    "Completion",
     "ConfigError",
     "ContextTooLong",
     "Corpus",
@@ -54,6 +58,8 @@ __all__ = [
     "Failure",
     "InputError",
     "Inputs",
+    "LLM",
+    "Message",
     "OutputError",
     "ProviderError",
     "R3conError",
@@ -62,6 +68,7 @@ __all__ = [
     "RunResult",
     "SandboxError",
     "Settings",
+    "Usage",
     "__version__",
     "documents_from_texts",
     "load_corpus",

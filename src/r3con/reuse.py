@@ -28,7 +28,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from ._sqlite import open_private
 from .corpus import Document
 from .errors import ConfigError
 from .llm.answered import Answered
-from .llm.types import LLM, Completion, ToolCall, Usage
+from .llm.types import LLM, Completion
 from .notes import round_entries
 
 Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
@@ -159,7 +159,7 @@ class ReuseStore:
         row = self._db.execute("SELECT c.reply FROM calls c JOIN runs r ON r.id = c.run WHERE c.digest = ? "
                                "AND r.question = ? AND r.finished = 1 ORDER BY c.rowid DESC LIMIT 1",
                                (digest, question)).fetchone()
-        return _completion(json.loads(row[0])) if row else None
+        return Completion.from_record(json.loads(row[0])) if row else None
 
     def begin(self, question: str, run_dir: Path) -> int:
         """A new run of `question`, unfinished until `finish`."""
@@ -169,7 +169,7 @@ class ReuseStore:
     def call(self, run: int, digest: str, stage: str, completion: Completion) -> None:
         """Record an answered call of `run`; written in batches (a run is only read once finished, and a
         resumed run records again every call it makes, from the LLM cache or not)."""
-        self._calls.append((run, digest, stage, json.dumps(_reply(completion), ensure_ascii=False)))
+        self._calls.append((run, digest, stage, json.dumps(completion.to_record(), ensure_ascii=False)))
         if len(self._calls) >= self._FLUSH:
             self._flush()
 
@@ -210,19 +210,6 @@ class ReuseStore:
             if schema is not None:
                 db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
             db.execute("UPDATE runs SET finished = 1 WHERE id = ?", (run,))
-
-
-def _reply(completion: Completion) -> dict[str, Any]:
-    usage = completion.usage.to_dict()
-    usage.pop("events", None)
-    return {"content": completion.content, "reasoning": completion.reasoning, "finish_reason": completion.finish_reason,
-            "usage": usage, "model": completion.model, "tool_calls": [asdict(c) for c in completion.tool_calls]}
-
-
-def _completion(data: Mapping[str, Any]) -> Completion:
-    return Completion(content=data["content"], reasoning=data.get("reasoning"), finish_reason=data.get("finish_reason"),
-                      usage=Usage(**data["usage"]), model=data.get("model", ""),
-                      tool_calls=tuple(ToolCall(**c) for c in data.get("tool_calls") or ()))
 
 
 @dataclass

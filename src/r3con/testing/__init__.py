@@ -8,9 +8,11 @@ from typing import Any
 
 from ._drawn import DrawnRelevance
 from ._local import LMStudioServer, OllamaServer
+from ._model import ScriptedModel
 from ._server import FakeLLMServer, FaultPlan, LatencyModel
 
-__all__ = ["DrawnRelevance", "FakeLLMServer", "FaultPlan", "LMStudioServer", "LatencyModel", "OllamaServer", "serve"]
+__all__ = ["DrawnRelevance", "FakeLLMServer", "FaultPlan", "LMStudioServer", "LatencyModel", "OllamaServer", "ScriptedModel",
+           "serve"]
 
 
 def serve(port: int = 0, **kwargs: Any) -> None:

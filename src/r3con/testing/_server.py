@@ -189,14 +189,10 @@ class _Handler(BaseHTTPRequestHandler):
         return fault
 
     def _reply(self, r: Reading, request_hash: str, record: dict[str, Any]) -> str:
-        """The scripted reply: by the stage header, then by the mode, the response schema, else prose."""
-        if r.stage == "relevance":
-            if self.state.relevance is not None:
-                key = part_key(self.headers.get("X-R3con-Doc", ""), self.headers.get("X-R3con-Part", ""))
-                return self.state.relevance.reply(r, key)
-            return respond.relevance(r, self.state.note_sentences)
-        if r.stage == "schema":
-            return respond.schema(r)
+        """The scripted reply (`scripted_reply`), with the server's drawn notes and planted faults."""
+        if r.stage == "relevance" and self.state.relevance is not None:
+            key = part_key(self.headers.get("X-R3con-Doc", ""), self.headers.get("X-R3con-Part", ""))
+            return self.state.relevance.reply(r, key)
         if r.stage == "populate":
             plan = self.state.faults or FaultPlan()
             reworded: list[str] = []
@@ -206,17 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
             if plan.invent or plan.reword or plan.misvalue:  # for tests: what is not in the document as it stands
                 record.update(invented=invented, reworded=reworded, misvalued=misvalued)
             return content
-        if r.stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
-            return baselines.respond(r)
-        if r.stage == "judge":
-            return respond.judge(r)
-        if r.mode == "code":
-            return respond.agent(r)
-        if _tools.structured_kind(dict(r.schema or {})):  # entity lists and triples (open information extraction)
-            return _tools.structured_reply([dict(m) for m in r.messages], dict(r.schema or {}))
-        if r.schema is not None:
-            return respond.records(r)
-        return respond.prose(r)
+        return scripted_reply(r, self.state.note_sentences)
 
     def _chat(self, body: dict[str, Any], request_hash: str) -> None:
         h = self.headers
@@ -274,6 +260,27 @@ class _Handler(BaseHTTPRequestHandler):
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {"cached_tokens": cached}},
         })
+
+
+def scripted_reply(r: Reading, note_sentences: int = 3) -> str:
+    """The scripted reply to one request: by the stage header, then by the mode, the response schema, else prose."""
+    if r.stage == "relevance":
+        return respond.relevance(r, note_sentences)
+    if r.stage == "schema":
+        return respond.schema(r)
+    if r.stage == "populate":
+        return respond.invented_records(r)[0]
+    if r.stage in baselines.STAGES:  # the baselines' stages, any mode (see _baseline_responders)
+        return baselines.respond(r)
+    if r.stage == "judge":
+        return respond.judge(r)
+    if r.mode == "code":
+        return respond.agent(r)
+    if _tools.structured_kind(dict(r.schema or {})):  # entity lists and triples (open information extraction)
+        return _tools.structured_reply([dict(m) for m in r.messages], dict(r.schema or {}))
+    if r.schema is not None:
+        return respond.records(r)
+    return respond.prose(r)
 
 
 class _HTTPServer(ThreadingHTTPServer):
