@@ -10,24 +10,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ._fanout import DOCUMENT_ERRORS, check_failed_share
+from ._fanout import DOCUMENT_ERRORS
 from .artifacts import RunDir
+from .budgets import Budgets, part_budget
 from .config import DEFAULT_CONCURRENCY, Settings
 from .corpus import Document, FilesSeen, split_documents, split_documents_async
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
-from .llm import CostCap, LLMStack, build_llm
+from .llm import CostCap, EndpointInfo, EndpointView, LLMStack, build_llm
 from .llm.answered import Answered
-from .llm.layers import Progressed
 from .llm.overflow import is_overflow
 from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
-from .recording import RunRecord
 from .report import try_write_report
 from .results import Failure, RunEnd
-from .reuse import Reuse
 from .sandbox import SandboxLimits
 from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
 from .stages.plan import Placement
@@ -35,9 +33,9 @@ from .stages.populate import PopulateOptions, populate
 from .stages.relevance import RelevanceOptions, extract_relevance
 from .stages.schema import propose_schema, schema_text
 from .store import CorpusStore, EmbeddingsSeen, Split
+from .watch import Watch, check_failures
 
-_PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
-
+__all__ = ["RunResult", "StageOptions", "part_budget", "run", "stage_options"]
 
 @dataclass(frozen=True, repr=False)
 class RunResult:
@@ -114,57 +112,11 @@ class RunResult:
         }
 
 
-def reply_reserve(settings: Settings, context_window: int) -> int:
-    """Tokens kept for a per-document call's reply: the larger of the relevance and population stages'
-    reply budgets, but at most a quarter of the window (and at least 256)."""
-    return min(max(settings.note_max_tokens, settings.populate_max_tokens), max(256, context_window // 4))
-
-
-def prompt_reserve(context_window: int) -> int:
-    """Tokens kept for a per-document call's instructions, task and tags: 1,500, or an eighth of a
-    smaller window."""
-    return min(_PROMPT_OVERHEAD, context_window // 8)
-
-
-def part_budget(settings: Settings, context_window: int) -> int:
-    """Tokens a document part may take: half of what the window leaves after the reply reserve and the
-    instructions (the other half is for the notes), at least 256.
-
-    At 2,048 / 4,096 / 8,192 / 32,768 tokens with the default reply budgets (notes 1,024, records 4,096):
-    640 / 1,280 / 2,560 / 13,586 tokens.
-    """
-    if settings.part_tokens:
-        return settings.part_tokens
-    free = context_window - reply_reserve(settings, context_window) - prompt_reserve(context_window)
-    return max(256, free // 2)
-
-
-def data_view_limit(context_window: int) -> int:
-    """Characters of the records the answer's prompt may show: about a quarter of the window (at some four
-    characters a token), so that the records, the notes and the reply fit a small window together."""
-    return context_window
-
-
-def notes_budget(settings: Settings, context_window: int, part_tokens: int) -> int | None:
-    """Tokens the other documents' notes may take in one call; None: no budget (every note in full).
-
-    `--notes-budget 0` turns selection off (the paper's behaviour even if the window overflows); unset,
-    it is what the window leaves after the largest document part, the reply reserve, the instructions
-    and a margin (1,000 tokens, or a sixteenth of a smaller window), at least 256.
-    """
-    if settings.notes_budget_tokens == 0:
-        return None
-    if settings.notes_budget_tokens:
-        return settings.notes_budget_tokens
-    left = context_window - part_tokens - reply_reserve(settings, context_window) - prompt_reserve(context_window)
-    return max(256, left - min(1000, context_window // 16))
-
-
-def use_breakpoints(settings: Settings, stack: LLMStack) -> bool:
+def use_breakpoints(settings: Settings, endpoint: EndpointInfo) -> bool:
     """Anthropic-style cache breakpoints: on, off, or (auto) when the endpoint or model looks like Anthropic's."""
     if settings.cache_breakpoints != "auto":
         return settings.cache_breakpoints == "on"
-    names = f"{stack.endpoint.base_url} {stack.endpoint.model} {settings.model or ''}".lower()
+    names = f"{endpoint.base_url} {endpoint.model} {settings.model or ''}".lower()
     return "anthropic" in names or "claude" in names
 
 
@@ -202,7 +154,7 @@ async def run(
     docs = tuple(documents)
     stored = _Stored(store, files)
     if isinstance(llm, LLMStack):
-        parts = await stored.split(docs, part_budget(settings, llm.endpoint.context_window))
+        parts = await stored.split(docs, Budgets.of(settings, llm.planning_window).part_tokens)
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
                              on_end=on_end, stored=stored)
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap, model=llm) as stack:
@@ -210,7 +162,7 @@ async def run(
             stack.window.restore(run_dir.manifest().get("endpoint", {}).get("learned_window"))
         # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
         # killed while a large document is split or hashed leaves no empty folder
-        parts = await stored.split(docs, part_budget(settings, stack.planning_window))
+        parts = await stored.split(docs, Budgets.of(settings, stack.planning_window).part_tokens)
         if notes_ranking(settings) != "embeddings":
             return await _run_in(run_dir, resumed, task, docs, parts, settings, stack, progress or NoProgress(), inputs,
                                  own=True, on_end=on_end, stored=stored)
@@ -295,109 +247,103 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
                llm: LLMStack, run_dir: RunDir, progress: Progress, inputs: Inputs | None = None,
                embed: Embed | None = None, resumed: bool = False, answered: Answered | None = None,
                stopped: Callable[[str], object] = lambda stage: None, stored: _Stored | None = None) -> RunResult:
-    """The method: relevance rounds, the final notes, a schema, population, the answer; each stage's
-    outcome goes to the run folder's record as it comes (and `stopped` hears the stage a failure ended)."""
+    """The method: relevance rounds, the final notes, a schema, population, the answer. What each stage
+    produced goes to `watch` (the run folder's record, the reuse record, the progress display), which
+    hears the stage a failure ended in too (and `stopped` with it)."""
     started = time.perf_counter()
-    window = llm.planning_window  # the endpoint's, or less once a "too long" reply said so
-    part_tokens = part_budget(settings, window)
-    options = stage_options(settings, window, breakpoints=use_breakpoints(settings, llm), embed=embed,
+    budgets = Budgets.of(settings, llm.planning_window)  # the endpoint's window, or less once a server said so
+    options = stage_options(settings, budgets, breakpoints=use_breakpoints(settings, llm.endpoint), embed=embed,
                             scratch_root=run_dir.scratch_root)
-    reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
-                       run_dir.path, parts, new_schema=settings.new_schema)
-    record = RunRecord(run_dir, resumed, llm, settings, task, docs, parts, part_tokens, inputs,
-                       notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
-                       breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
-                       corpus_store=stored.to_dict if stored else lambda: None)
-    llm.ledger.subscribe(lambda stage, usage: progress.usage(llm.ledger.total()))
-    ask = reuse.bind(llm, answered)  # the endpoint, or an earlier run's reply to the same request
-    note = getattr(progress, "note", None)  # a Progress written before notes has none
-    if llm.retrier is not None and note is not None:
-        llm.retrier.subscribe(note)
+    watch = Watch.open(run_dir, resumed, llm, settings, task, docs, parts, budgets, options, inputs, answered,
+                       progress, embed=embed, stored=stored)
     try:
-        rounds: tuple[Mapping[str, str], ...] = ()
-        if settings.rounds > 0:
-            while True:
-                progress.stage("relevance", len(parts) * settings.rounds)
-                relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
-                    options.relevance, keep=reuse.note_keeper), after_round=functools.partial(
-                        _after_round, docs=docs, parts=parts, window=window, settings=settings, llm=llm))
-                if not relevance.stopped:
-                    break
-                # a "too long" reply stated a smaller window: plan the parts and notes for it, and start
-                # again (the calls that were answered are in the cache when it is on)
-                window = llm.planning_window
-                part_tokens = part_budget(settings, window)
-                parts = await split_documents_async(docs, part_tokens)
-                options = stage_options(settings, window, breakpoints=options.relevance.breakpoints, embed=embed,
-                                        scratch_root=run_dir.scratch_root)
-                record.replanned(parts, part_tokens, options.relevance.notes_budget)
-                reuse.replanned(parts)
-                llm.remember_answered()  # what this run was answered before the re-plan is not paid again
-            record.relevance(relevance, parts)
-            rounds = relevance.rounds
-            reuse.decide_relevance(rounds, relevance.shown, relevance.kept)
-            _check_failures("relevance", record.failures, docs, settings)
+        rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
-        record.final_notes(final)
-
-        schema: Mapping[str, Any] | None = None
+        watch.final_notes(final)
+        schema = await _schema(watch, task, final, settings) if settings.structuring else None
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
         evidence_stats: EvidenceStats | None = None
-        if settings.structuring:
-            record.stage = "schema"
-            schema = reuse.schema()
-            if schema is not None:
-                record.kept_schema(schema)
-            else:
-                schema = await _schema(ask, task, final, settings, record, progress)
         if schema is not None:
-            record.stage = "populate"
-            progress.stage("populate", len(parts))
-            filled = await populate(Progressed(ask, progress.advance), task, schema, parts, final.text, replace(
-                options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=record.seen,
-                keep=reuse.records_keeper(final_notes)))
-            record.records(filled)
-            tables, evidence_stats = filled.tables, filled.evidence
-            reuse.decide_populate(tables, filled.per_doc, filled.kept, final_notes)
-            _check_failures("populate", record.failures, docs, settings)
-
-        record.stage = "reason"
-        progress.stage("reason", 1)
+            tables, evidence_stats = await _populate(watch, task, schema, parts, final, final_notes, settings, options)
         answer_options = replace(options.answer, data_view_chars=min(  # the window as learned in any stage
-            settings.data_view_chars, data_view_limit(llm.planning_window)))
-        answer = await _answer(ask, task, final, final_notes, schema, tables, answer_options, settings, record)
-        progress.advance("reason")
-        record.answer(answer, settings.sandbox_mode)
-        cited = resolve_citations(answer.citations, (r for rows in tables.values() for r in rows),
-                                  {d.number: d.title for d in docs}, {d.number: d.text for d in docs})
-        last = answer.steps[-1] if answer.mode == "code" and not answer.capped and answer.steps else None
-        unsupported = unsupported_in_answer(
-            answer.answer, task, cited, (r for rows in tables.values() for r in rows), {d.number: d.text for d in docs},
-            outputs=[s.observation for s in answer.steps if s.observation and s is not last],
-            final_code=last.code if last is not None else None)
-        result = RunResult(
-            answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
-            records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(record.failures),
-            usage=llm.ledger.total(), by_stage=MappingProxyType(llm.ledger.by_stage()), run_dir=run_dir.path,
-            elapsed_s=time.perf_counter() - started, model=llm.endpoint.model, inputs=record.degraded(),
-            evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
-            fallbacks=tuple(record.fallbacks), unsupported_numbers=unsupported, reuse=reuse.summary(),
-            corpus_store=stored.to_dict() if stored else None,
-            warnings=llm.warnings(),
-        )
-        record.reuse(reuse.decisions.to_dict(), reuse.summary())
-        record.finish(result.answer, result.summary())
-        reuse.finish(schema)
+            settings.data_view_chars, Budgets.of(settings, llm.planning_window).data_view_chars))
+        answer = await _answer(watch, task, final, final_notes, schema, tables, answer_options, settings)
+        result = _result(task, docs, parts, rounds, schema, tables, answer, evidence_stats, llm.view, watch, stored,
+                         time.perf_counter() - started, run_dir)
+        watch.finish(result, schema)
     except BaseException as exc:
-        ended = record.ended(exc)
-        stopped(record.stage)
+        ended = watch.failed(exc)
+        stopped(watch.stage)
         if ended is not exc:
             raise ended from exc
         raise
     finally:
-        reuse.close()
+        watch.close()
     return result
+
+
+async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts: tuple[Document, ...],
+                     settings: Settings, llm: LLMStack, options: StageOptions, embed: Embed | None,
+                     run_dir: RunDir) -> tuple[tuple[Mapping[str, str], ...], tuple[Document, ...], StageOptions]:
+    """The relevance rounds: the notes of each round, the parts they were taken of, the options they ran
+    with. A "too long" reply that states a smaller window has the parts and notes planned for it, and the
+    rounds start again (what was answered before is served again, not paid)."""
+    if settings.rounds <= 0:
+        return (), parts, options
+    window = llm.planning_window
+    while True:
+        watch.begin("relevance", len(parts) * settings.rounds)
+        relevance = await extract_relevance(watch.ask("relevance"), task, parts, replace(
+            options.relevance, keep=watch.note_keeper), after_round=functools.partial(
+                _after_round, docs=docs, parts=parts, window=window, settings=settings, learned=llm.view))
+        if not relevance.stopped:
+            break
+        window = llm.planning_window
+        budgets = Budgets.of(settings, window)
+        parts = await split_documents_async(docs, budgets.part_tokens)
+        options = stage_options(settings, budgets, breakpoints=options.relevance.breakpoints, embed=embed,
+                                scratch_root=run_dir.scratch_root)
+        watch.replanned(parts, budgets)
+        llm.remember_answered()  # what this run was answered before the re-plan is not paid again
+    watch.relevance(relevance, parts)
+    return relevance.rounds, parts, options
+
+
+async def _populate(watch: Watch, task: str, schema: Mapping[str, Any], parts: tuple[Document, ...],
+                    final: FinalNotes, final_notes: Mapping[str, str], settings: Settings, options: StageOptions,
+                    ) -> tuple[Mapping[str, tuple[Mapping[str, Any], ...]], EvidenceStats]:
+    """Each document's records under `schema`, with the final notes as background."""
+    watch.begin("populate", len(parts))
+    filled = await populate(watch.ask("populate"), task, schema, parts, final.text, replace(
+        options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=watch.seen,
+        keep=watch.records_keeper(final_notes)))
+    watch.records(filled, final_notes)
+    return filled.tables, filled.evidence
+
+
+def _result(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], rounds: tuple[Mapping[str, str], ...],
+            schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
+            answer: AnswerResult, evidence_stats: EvidenceStats | None, view: EndpointView, watch: Watch,
+            stored: _Stored | None, elapsed_s: float, run_dir: RunDir) -> RunResult:
+    """The run's result: the answer with what it cites resolved, and everything it was built from."""
+    rows = [r for table in tables.values() for r in table]
+    texts = {d.number: d.text for d in docs}
+    cited = resolve_citations(answer.citations, rows, {d.number: d.title for d in docs}, texts)
+    last = answer.steps[-1] if answer.mode == "code" and not answer.capped and answer.steps else None
+    unsupported = unsupported_in_answer(
+        answer.answer, task, cited, rows, texts, outputs=[s.observation for s in answer.steps if s.observation
+                                                          and s is not last],
+        final_code=last.code if last is not None else None)
+    return RunResult(
+        answer=answer.answer, task=task, documents=docs, parts=parts, notes=rounds, schema=schema,
+        records=tables, steps=answer.steps, capped=answer.capped, degraded=tuple(watch.record.failures),
+        usage=view.usage(), by_stage=MappingProxyType(view.usage_by_stage()), run_dir=run_dir.path,
+        elapsed_s=elapsed_s, model=view.endpoint.model, inputs=watch.record.degraded(),
+        evidence=cited.evidence, unknown_citations=cited.unknown, evidence_stats=evidence_stats,
+        fallbacks=tuple(watch.record.fallbacks), unsupported_numbers=unsupported, reuse=watch.reuse.summary(),
+        corpus_store=stored.to_dict() if stored else None, warnings=view.warnings(),
+    )
 
 
 @dataclass(frozen=True)
@@ -409,89 +355,90 @@ class StageOptions:
     answer: AnswerOptions
 
 
-def stage_options(settings: Settings, context_window: int, *, breakpoints: bool = False,
+def stage_options(settings: Settings, budgets: Budgets | int, *, breakpoints: bool = False,
                   embed: Embed | None = None, scratch_root: Path | None = None) -> StageOptions:
-    """The stages' options for `settings` on an endpoint with `context_window` tokens."""
+    """The stages' options for `settings` within `budgets` (or the budgets of a window of that many tokens)."""
+    if isinstance(budgets, int):
+        budgets = Budgets.of(settings, budgets)
     placement = Placement.of(settings)
     return StageOptions(
         relevance=RelevanceOptions(
-            rounds=settings.rounds, max_tokens=min(settings.note_max_tokens, reply_reserve(settings, context_window)),
-            temperature=settings.temperature,
+            rounds=settings.rounds, max_tokens=budgets.note_tokens, temperature=settings.temperature,
             breakpoints=breakpoints, placement=placement, embed=embed, in_flight=in_flight(settings),
-            notes_budget=notes_budget(settings, context_window, part_budget(settings, context_window)),
+            notes_budget=budgets.notes_budget,
         ),
         populate=PopulateOptions(
-            max_tokens=min(settings.populate_max_tokens, reply_reserve(settings, context_window)),
-            attempts=settings.populate_attempts,
+            max_tokens=budgets.records_tokens, attempts=settings.populate_attempts,
             temperature=settings.temperature, breakpoints=breakpoints, placement=placement,
             unverified=settings.unverified, in_flight=in_flight(settings),
         ),
         answer=AnswerOptions(
-            mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=settings.reason_max_tokens,
-            temperature=settings.temperature,
-            data_view_chars=min(settings.data_view_chars, data_view_limit(context_window)),
+            mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=budgets.answer_tokens,
+            temperature=settings.temperature, data_view_chars=budgets.data_view_chars,
             sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
             sandbox_mode=settings.sandbox_mode, scratch_root=scratch_root,
         ),
     )
 
 
-async def _schema(llm: LLM, task: str, final: FinalNotes, settings: Settings, record: RunRecord,
-                  progress: Progress) -> Mapping[str, Any] | None:
-    """A schema proposed from the final notes; None when none was usable (the answer then comes from the
-    notes alone)."""
-    progress.stage("schema", 1)
+async def _schema(watch: Watch, task: str, final: FinalNotes, settings: Settings) -> Mapping[str, Any] | None:
+    """The schema: an earlier run's, kept (`--reuse approximate`), or one proposed from the final notes; None
+    when none was usable (the answer then comes from the notes alone)."""
+    watch.begin("schema", 1)
+    kept = watch.kept_schema()
+    if kept is not None:
+        return kept
     try:
         proposal = await final.fit(lambda notes: propose_schema(
-            llm, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
+            watch.ask("schema"), task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
     except OutputError as exc:
-        record.went_on("schema", exc, "answered directly from the notes, without records")
+        watch.went_on("schema", exc, "answered directly from the notes, without records")
         return None
     else:
-        record.schema(proposal)
+        watch.schema(proposal)
         return proposal.schema
     finally:
-        progress.advance("schema")
+        watch.advance("schema")
 
 
-async def _answer(llm: LLM, task: str, final: FinalNotes, final_notes: Mapping[str, str],
+async def _answer(watch: Watch, task: str, final: FinalNotes, final_notes: Mapping[str, str],
                   schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
-                  options: AnswerOptions, settings: Settings, record: RunRecord) -> AnswerResult:
+                  options: AnswerOptions, settings: Settings) -> AnswerResult:
     """The answer: by the coding agent over the records, or directly from the notes and records when
     reasoning is direct, an earlier stage fell back, or the agent failed or gave no answer."""
-    missing = sorted({f.doc for f in record.failures}, key=_key_order)
+    watch.begin("reason", 1)
+    llm = watch.ask("reason")
+    missing = sorted({f.doc for f in watch.record.failures}, key=_key_order)
     schema_json = schema_text(schema) if schema else "(no schema: structuring was skipped)"
-    if settings.reasoning == "code" and not record.fallbacks:
+    answer: AnswerResult | None = None
+    if settings.reasoning == "code" and not watch.record.fallbacks:
         try:
             answer = await final.fit(lambda notes: answer_with_code(
                 llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
         except DOCUMENT_ERRORS as exc:  # the agent's calls broke: answer from the notes and the data
-            record.went_on("reason", exc, "answered directly from the notes and the records")
+            watch.went_on("reason", exc, "answered directly from the notes and the records")
         else:
-            if not (answer.capped and not answer.answer.strip()):
-                return answer
-            record.went_on("reason", f"the agent gave no answer in {settings.max_steps} steps",
-                           "answered directly from the notes and the records")
-    return await final.fit(lambda notes: answer_direct(llm, task, notes, schema_json, tables, options, missing))
-
-
-def _check_failures(stage: str, failures: Sequence[Failure], docs: Sequence[Document], settings: Settings) -> None:
-    """RunFailed when more than --max-failed-share of the documents (not parts: a document fails with
-    any of its parts) failed in `stage`."""
-    whole = [replace(f, doc=f.doc.split(".")[0]) for f in failures if f.stage == stage]
-    check_failed_share(stage, whole, len(docs), settings.max_failed_share)
+            if answer.capped and not answer.answer.strip():
+                watch.went_on("reason", f"the agent gave no answer in {settings.max_steps} steps",
+                              "answered directly from the notes and the records")
+                answer = None
+    if answer is None:
+        answer = await final.fit(lambda notes: answer_direct(llm, task, notes, schema_json, tables, options, missing))
+    watch.advance("reason")
+    watch.answer(answer, settings.sandbox_mode)
+    return answer
 
 
 def _after_round(failed: Sequence[Failure], docs: Sequence[Document], parts: Sequence[Document], window: int,
-                 settings: Settings, llm: LLMStack) -> bool:
+                 settings: Settings, learned: EndpointView) -> bool:
     """After a relevance round: True when a "too long" reply taught a smaller window that changes the
     parts or cost a document its note (the rounds are planned again); RunFailed when more than
     --max-failed-share of the documents failed in it, before the next round spends anything."""
-    learned = llm.planning_window
-    if learned < window and (any(is_overflow(f"{f.error} {f.cause}") for f in failed)
-                             or split_documents(docs, part_budget(settings, learned)) != tuple(parts)):
+    smaller = learned.planning_window
+    if smaller < window and (any(is_overflow(f"{f.error} {f.cause}") for f in failed)
+                             or split_documents(docs, Budgets.of(settings, smaller).part_tokens) != tuple(parts)):
         return True
-    _check_failures("relevance", failed, docs, settings)
+    check_failures("relevance", failed, docs, settings)
     return False
 
 

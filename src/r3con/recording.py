@@ -28,9 +28,8 @@ from .config import Settings
 from .corpus import Document
 from .errors import R3conError
 from .inputs import Inputs
-from .llm import LLMStack
+from .llm import EndpointView
 from .llm.budget import spent_in
-from .llm.types import Usage
 from .notes import FinalNotes, Selections, round_entries
 from .results import Failure
 from .stages.answer import AnswerResult
@@ -50,7 +49,7 @@ class RunRecord:
     """The run folder of one attempt, written as the run goes: what each stage produced, what failed and
     how the run went on (`failures`, `fallbacks`), the stage it is in (`stage`)."""
 
-    def __init__(self, run_dir: RunDir, resumed: bool, llm: LLMStack, settings: Settings, task: str,
+    def __init__(self, run_dir: RunDir, resumed: bool, llm: EndpointView, settings: Settings, task: str,
                  docs: Sequence[Document], parts: Sequence[Document], part_tokens: int, inputs: Inputs | None,
                  *, notes_budget: int | None, ranking: str, breakpoints: bool, placement: Placement,
                  corpus_store: Callable[[], dict[str, Any] | None] = lambda: None):
@@ -90,9 +89,9 @@ class RunRecord:
 
     def _learned(self) -> None:
         """The window the server's "too long" replies stated, in the manifest, when they taught one."""
-        window = getattr(self.llm, "window", None)
-        if window is not None and window.learned:
-            self.manifest["endpoint"]["learned_window"] = window.to_dict()
+        learned = self.llm.learned_window()
+        if learned is not None:
+            self.manifest["endpoint"]["learned_window"] = learned
 
     def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
         """`stage` failed and the run went on without it (`fallback`)."""
@@ -114,7 +113,7 @@ class RunRecord:
 
     def schema(self, proposal: SchemaResult) -> None:
         self.run_dir.write_json("schema_attempts.json", [a.__dict__ for a in proposal.attempts])
-        self.llm.ledger.add("schema", Usage(events={"reasks": len(proposal.attempts) - 1}))
+        self.llm.count("schema", {"reasks": len(proposal.attempts) - 1})
         self.run_dir.write_json("schema.json", proposal.schema)
 
     def kept_schema(self, schema: Mapping[str, Any]) -> None:
@@ -125,7 +124,7 @@ class RunRecord:
         """The records, per table and as CSV, the records left out, and how their passages were found."""
         self.failures += filled.failures
         self.selections["populate"] = Selections(shared_first=filled.shared_first)
-        self.llm.ledger.add("populate", Usage(events={"json_repaired": filled.repaired, "reasks": filled.reasked}))
+        self.llm.count("populate", {"json_repaired": filled.repaired, "reasks": filled.reasked})
         self.run_dir.write_json_rows("records.json", filled.tables)
         self.manifest["evidence_stats"] = filled.evidence.to_dict()
         if filled.dropped:  # --unverified drop: listed, never silently lost
@@ -189,12 +188,13 @@ class RunRecord:
             # loop needs for every send and reply (the first call of a 10,000-document run waited 0.25 s)
             _write_documents(self.run_dir, self._docs)
             self._docs = None
-        total = self.llm.ledger.total().to_dict()
-        total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
+        total = self.llm.usage().to_dict()
+        total["by_stage"] = {k: v.to_dict() for k, v in self.llm.usage_by_stage().items()}
         total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
         manifest, selections = self.manifest, self.selections
-        if self.llm.pool is not None:  # per endpoint of a pool, in both
-            total["by_endpoint"] = manifest["endpoint"]["pool"] = self.llm.endpoints()
+        pooled = self.llm.endpoints()
+        if pooled is not None:  # per endpoint of a pool, in both
+            total["by_endpoint"] = manifest["endpoint"]["pool"] = pooled
         self.run_dir.write_json("usage.json", total)
         manifest["inputs"] = self.degraded().to_dict()
         manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
@@ -208,18 +208,14 @@ class RunRecord:
 
 
 def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
-              stack: LLMStack, budget: int) -> dict[str, Any]:
+              view: EndpointView, budget: int) -> dict[str, Any]:
     counts = Counter(p.number for p in parts)
     return {
         "task": task,
         "r3con_version": __version__,
         "python": sys.version.split()[0],
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "endpoint": {"base_url": stack.endpoint.base_url, "model": stack.endpoint.model,
-                     "context_window": stack.endpoint.context_window,
-                     "context_window_source": stack.endpoint.context_window_source, **_concurrency(stack),
-                     **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
-                        if stack.pool is not None else {})},
+        "endpoint": view.describe(),
         "settings": settings.public(),
         "part_tokens": budget,
         "documents": [
@@ -228,12 +224,6 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
             for d in docs
         ],
     }
-
-
-def _concurrency(stack: LLMStack) -> dict[str, Any]:
-    """The requests in flight and where the number came from (--concurrency, the server's slots, the default)."""
-    chosen = getattr(stack, "concurrency", None)
-    return {"concurrency": chosen[0], "concurrency_source": chosen[1]} if chosen else {}
 
 
 def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:

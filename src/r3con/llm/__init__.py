@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settings
 from ..errors import ConfigError
@@ -30,7 +31,8 @@ from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
 __all__ = [
-    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "LLMStack", "Ledger", "Message", "Price",
+    "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "EndpointView", "LLMStack", "Ledger",
+    "Message", "Price",
     "PriceTable", "Usage", "build_llm", "request_headers",
 ]
 
@@ -71,6 +73,11 @@ class LLMStack:
         """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
         return [s.to_dict() for s in self.pool.stats()] if self.pool is not None else []
 
+    @property
+    def view(self) -> EndpointView:
+        """What a run reads of this stack (`EndpointView`)."""
+        return EndpointView(self)
+
     def warnings(self) -> tuple[str, ...]:
         """What the run should warn about once it ends (prompts close to an unreported window)."""
         line = self.near_window.warning() if self.near_window is not None else None
@@ -83,6 +90,64 @@ class LLMStack:
         """The configured embedder (None without an embedding model), sharing this run's ledger, log, retries and cap."""
         return open_embedder(settings, stage=stage, ledger=self.ledger, log=self.log, retrier=self.retrier,
                              cap=self.cost_cap, cache=self.cache)
+
+
+class EndpointView:
+    """What a run needs to know of its endpoint, read-only: the endpoint and its window as learned, the
+    usage so far, the warnings; and two things it may tell it: events a stage counted (re-asks, repairs)
+    and a listener for usage and for the waits the layers announce."""
+
+    def __init__(self, stack: LLMStack):
+        self._stack = stack
+
+    @property
+    def endpoint(self) -> EndpointInfo:
+        return self._stack.endpoint
+
+    @property
+    def planning_window(self) -> int:
+        return self._stack.planning_window
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest's `endpoint`: URL, model, window and where it came from, requests in flight and where
+        that number came from (--concurrency, the server's slots, the default), a pool's endpoints."""
+        stack, info = self._stack, self._stack.endpoint
+        out: dict[str, Any] = {"base_url": info.base_url, "model": info.model, "context_window": info.context_window,
+                               "context_window_source": info.context_window_source}
+        if stack.concurrency:
+            out.update(concurrency=stack.concurrency[0], concurrency_source=stack.concurrency[1])
+        if stack.pool is not None:
+            out.update(pool=stack.endpoints(), unreachable=list(stack.pool.unreachable))
+        return out
+
+    def learned_window(self) -> dict[str, object] | None:
+        """What "too long" replies taught of the window (`LearnedWindow.to_dict`), or None."""
+        window = self._stack.window
+        return window.to_dict() if window is not None and window.learned else None
+
+    def usage(self) -> Usage:
+        return self._stack.ledger.total()
+
+    def usage_by_stage(self) -> dict[str, Usage]:
+        return self._stack.ledger.by_stage()
+
+    def endpoints(self) -> list[dict[str, object]] | None:
+        """Per endpoint of a pool (None for one endpoint)."""
+        return self._stack.endpoints() if self._stack.pool is not None else None
+
+    def warnings(self) -> tuple[str, ...]:
+        return self._stack.warnings()
+
+    def count(self, stage: str, events: dict[str, int]) -> None:
+        """Events a stage counted outside the calls (schema re-asks, repaired JSON)."""
+        self._stack.ledger.add(stage, Usage(events=events))
+
+    def listen(self, on_usage: Callable[[Usage], None], on_wait: Callable[[str], None] | None = None) -> None:
+        """`on_usage(total)` after each call; `on_wait(line)` when the layers wait (a rate limit, an outage)."""
+        ledger = self._stack.ledger
+        ledger.subscribe(lambda stage, usage: on_usage(ledger.total()))
+        if on_wait is not None and self._stack.retrier is not None:
+            self._stack.retrier.subscribe(on_wait)
 
 
 @asynccontextmanager

@@ -1,0 +1,69 @@
+"""What a call may spend of the window, decided once from the settings and the window: one frozen plan that
+the stages, `estimate` and the re-plan after a learned window all read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The token budgets of one window (in r3con's estimated tokens).
+
+    - `reply_reserve`: kept for a per-document call's reply: the larger of the relevance and population
+      reply budgets, at most a quarter of the window (at least 256).
+    - `instructions`: kept for a per-document call's instructions, task and tags: 1,500, or an eighth of
+      a smaller window.
+    - `part_tokens`: what a document part may take: half of what the window leaves after the reply
+      reserve and the instructions (the other half is for the notes), at least 256; `--part-tokens` if set.
+      At 2,048 / 4,096 / 8,192 / 32,768 tokens with the default reply budgets (notes 1,024, records
+      4,096): 640 / 1,280 / 2,560 / 13,586 tokens.
+    - `notes_budget`: what the other documents' notes may take in one call; None: every note in full
+      (`--notes-budget 0`, the paper's behaviour even if the window overflows). Unset, what the window
+      leaves after the largest part, the reply reserve, the instructions and a margin (1,000 tokens, or
+      a sixteenth of a smaller window), at least 256.
+    - `note_tokens`, `records_tokens`, `answer_tokens`: the reply budgets of relevance, population and
+      the answer (the first two within the reply reserve).
+    - `data_view_chars`: characters of the records the answer's prompt may show: at most about a
+      quarter of the window (at some four characters a token), so that records, notes and reply fit.
+    """
+
+    window: int
+    reply_reserve: int
+    instructions: int
+    part_tokens: int
+    notes_budget: int | None
+    note_tokens: int
+    records_tokens: int
+    answer_tokens: int
+    data_view_chars: int
+
+    @classmethod
+    def of(cls, settings: Settings, window: int) -> Budgets:
+        reserve = min(max(settings.note_max_tokens, settings.populate_max_tokens), max(256, window // 4))
+        instructions = min(PROMPT_OVERHEAD, window // 8)
+        part = settings.part_tokens or max(256, (window - reserve - instructions) // 2)
+        if settings.notes_budget_tokens == 0:
+            notes: int | None = None
+        elif settings.notes_budget_tokens:
+            notes = settings.notes_budget_tokens
+        else:
+            notes = max(256, window - part - reserve - instructions - min(1000, window // 16))
+        return cls(window=window, reply_reserve=reserve, instructions=instructions, part_tokens=part,
+                   notes_budget=notes, note_tokens=min(settings.note_max_tokens, reserve),
+                   records_tokens=min(settings.populate_max_tokens, reserve), answer_tokens=settings.reason_max_tokens,
+                   data_view_chars=min(settings.data_view_chars, window))
+
+    def to_dict(self) -> dict[str, int | None]:
+        return asdict(self)
+
+
+def part_budget(settings: Settings, window: int) -> int:
+    """Tokens a document part may take in `window` (`Budgets.part_tokens`)."""
+    return Budgets.of(settings, window).part_tokens

@@ -1,0 +1,148 @@
+"""What watches a run as the method goes: the run folder's record, the reuse record and the progress display,
+as one observer. The method (`pipeline._run`) tells it what each stage produced; it asks it for the client
+the stages call and, under `--reuse approximate`, for what an earlier run of the question may keep."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ._fanout import check_failed_share
+from .artifacts import RunDir
+from .budgets import Budgets
+from .config import Settings
+from .corpus import Document
+from .inputs import Inputs
+from .llm import LLMStack
+from .llm.answered import Answered
+from .llm.layers import Progressed
+from .llm.types import LLM
+from .notes import Embed, FinalNotes
+from .progress import Progress
+from .recording import RunRecord
+from .results import Failure
+from .reuse import Reuse, Tables
+from .stages.answer import AnswerResult
+from .stages.plan import CacheSeen
+from .stages.populate import PopulateResult
+from .stages.relevance import RelevanceResult
+from .stages.schema import SchemaResult
+
+if TYPE_CHECKING:
+    from .pipeline import RunResult, StageOptions, _Stored
+
+
+@dataclass
+class Watch:
+    """The record, the reuse record and the progress of one run (`open`), each told what it keeps."""
+
+    record: RunRecord
+    reuse: Reuse
+    progress: Progress
+    settings: Settings
+    docs: tuple[Document, ...]
+    llm: LLM  # the client the stages call: the run's, answering an earlier run's identical requests
+
+    @classmethod
+    def open(cls, run_dir: RunDir, resumed: bool, stack: LLMStack, settings: Settings, task: str,
+             docs: tuple[Document, ...], parts: Sequence[Document], budgets: Budgets, options: StageOptions,
+             inputs: Inputs | None, answered: Answered | None, progress: Progress, *, embed: Embed | None,
+             stored: _Stored | None) -> Watch:
+        reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
+                           run_dir.path, parts, new_schema=settings.new_schema)
+        record = RunRecord(run_dir, resumed, stack.view, settings, task, docs, parts, budgets.part_tokens, inputs,
+                           notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
+                           breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
+                           corpus_store=stored.to_dict if stored else lambda: None)
+        stack.view.listen(progress.usage, getattr(progress, "note", None))  # a Progress written before notes has none
+        return cls(record, reuse, progress, settings, docs, reuse.bind(stack, answered))
+
+    @property
+    def stage(self) -> str:
+        """The stage the run is in (the one a failure ended)."""
+        return self.record.stage
+
+    # what the method asks
+
+    def ask(self, stage: str) -> LLM:
+        """The client `stage` calls: each document's first call advances the progress display."""
+        self.record.stage = stage
+        return Progressed(self.llm, self.progress.advance)
+
+    def begin(self, name: str, total: int) -> None:
+        """Stage `name` begins, with `total` units of work (documents, rounds, parts)."""
+        self.record.stage = name
+        self.progress.stage(name, total)
+
+    def advance(self, name: str) -> None:
+        self.progress.advance(name)
+
+    @property
+    def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
+        return self.reuse.note_keeper
+
+    def records_keeper(self, final_notes: Mapping[str, str]) -> Callable[[Document], Tables | None] | None:
+        return self.reuse.records_keeper(final_notes)
+
+    def kept_schema(self) -> Mapping[str, Any] | None:
+        """An earlier run's schema, kept (`--reuse approximate`), or None."""
+        schema = self.reuse.schema()
+        if schema is not None:
+            self.record.kept_schema(schema)
+        return schema
+
+    @property
+    def seen(self) -> CacheSeen:
+        return self.record.seen
+
+    # what the method tells
+
+    def replanned(self, parts: Sequence[Document], budgets: Budgets) -> None:
+        self.record.replanned(parts, budgets.part_tokens, budgets.notes_budget)
+        self.reuse.replanned(parts)
+
+    def relevance(self, result: RelevanceResult, parts: Sequence[Document]) -> None:
+        self.record.relevance(result, parts)
+        self.reuse.decide_relevance(result.rounds, result.shown, result.kept)
+        self._check("relevance")
+
+    def final_notes(self, final: FinalNotes) -> None:
+        self.record.final_notes(final)
+
+    def schema(self, proposal: SchemaResult) -> None:
+        self.record.schema(proposal)
+
+    def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
+        self.record.went_on(stage, failed, how)
+
+    def records(self, filled: PopulateResult, final_notes: Mapping[str, str]) -> None:
+        self.record.records(filled)
+        self.reuse.decide_populate(filled.tables, filled.per_doc, filled.kept, final_notes)
+        self._check("populate")
+
+    def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:
+        self.record.answer(answer, sandbox_mode)
+
+    def finish(self, result: RunResult, schema: Mapping[str, Any] | None) -> None:
+        self.record.reuse(self.reuse.decisions.to_dict(), self.reuse.summary())
+        self.record.finish(result.answer, result.summary())
+        self.reuse.finish(schema)
+
+    def failed(self, exc: BaseException) -> BaseException:
+        """What ended the run, recorded; the error to raise."""
+        return self.record.ended(exc)
+
+    def close(self) -> None:
+        self.reuse.close()
+
+    def _check(self, stage: str) -> None:
+        """RunFailed when more than --max-failed-share of the documents failed in `stage`."""
+        check_failures(stage, self.record.failures, self.docs, self.settings)
+
+
+def check_failures(stage: str, failures: Sequence[Failure], docs: Sequence[Document], settings: Settings) -> None:
+    """RunFailed when more than --max-failed-share of the documents (not parts: a document fails with any of
+    its parts) failed in `stage`."""
+    whole = [replace(f, doc=f.doc.split(".")[0]) for f in failures if f.stage == stage]
+    check_failed_share(stage, whole, len(docs), settings.max_failed_share)
