@@ -254,8 +254,9 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     budgets = Budgets.of(settings, llm.planning_window)  # the endpoint's window, or less once a server said so
     options = stage_options(settings, budgets, breakpoints=use_breakpoints(settings, llm.endpoint), embed=embed,
                             scratch_root=run_dir.scratch_root)
-    watch = Watch.open(run_dir, resumed, llm, settings, task, docs, parts, budgets, options, inputs, answered,
-                       progress, embed=embed, stored=stored)
+    watch = Watch.open(run_dir, resumed, llm, settings, task, docs, parts, budgets, inputs, answered, progress,
+                       embed=embed, breakpoints=options.relevance.breakpoints,
+                       corpus_store=stored.to_dict if stored else lambda: None)
     try:
         rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
@@ -271,7 +272,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         answer = await _answer(watch, task, final, final_notes, schema, tables, answer_options, settings)
         result = _result(task, docs, parts, rounds, schema, tables, answer, evidence_stats, llm.view, watch, stored,
                          time.perf_counter() - started, run_dir)
-        watch.finish(result, schema)
+        watch.finish(result.answer, result.summary(), schema)
     except BaseException as exc:
         ended = watch.failed(exc)
         stopped(watch.stage)

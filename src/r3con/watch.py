@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._fanout import check_failed_share
 from .artifacts import RunDir
@@ -24,13 +24,10 @@ from .recording import RunRecord
 from .results import Failure
 from .reuse import Reuse, Tables
 from .stages.answer import AnswerResult
-from .stages.plan import CacheSeen
+from .stages.plan import CacheSeen, Placement
 from .stages.populate import PopulateResult
 from .stages.relevance import RelevanceResult
 from .stages.schema import SchemaResult
-
-if TYPE_CHECKING:
-    from .pipeline import RunResult, StageOptions, _Stored
 
 
 @dataclass
@@ -46,15 +43,14 @@ class Watch:
 
     @classmethod
     def open(cls, run_dir: RunDir, resumed: bool, stack: LLMStack, settings: Settings, task: str,
-             docs: tuple[Document, ...], parts: Sequence[Document], budgets: Budgets, options: StageOptions,
-             inputs: Inputs | None, answered: Answered | None, progress: Progress, *, embed: Embed | None,
-             stored: _Stored | None) -> Watch:
+             docs: tuple[Document, ...], parts: Sequence[Document], budgets: Budgets, inputs: Inputs | None,
+             answered: Answered | None, progress: Progress, *, embed: Embed | None, breakpoints: bool,
+             corpus_store: Callable[[], dict[str, Any] | None]) -> Watch:
         reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
                            run_dir.path, parts, new_schema=settings.new_schema)
         record = RunRecord(run_dir, resumed, stack.view, settings, task, docs, parts, budgets.part_tokens, inputs,
-                           notes_budget=options.relevance.notes_budget, ranking="embeddings" if embed else "bm25",
-                           breakpoints=options.relevance.breakpoints, placement=options.relevance.placement,
-                           corpus_store=stored.to_dict if stored else lambda: None)
+                           notes_budget=budgets.notes_budget, ranking="embeddings" if embed else "bm25",
+                           breakpoints=breakpoints, placement=Placement.of(settings), corpus_store=corpus_store)
         stack.view.listen(progress.usage, getattr(progress, "note", None))  # a Progress written before notes has none
         return cls(record, reuse, progress, settings, docs, reuse.bind(stack, answered))
 
@@ -124,9 +120,10 @@ class Watch:
     def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:
         self.record.answer(answer, sandbox_mode)
 
-    def finish(self, result: RunResult, schema: Mapping[str, Any] | None) -> None:
+    def finish(self, answer: str, summary: Mapping[str, Any], schema: Mapping[str, Any] | None) -> None:
+        """The run answered: `answer` and the result's `summary` to the folder, the run to the reuse record."""
         self.record.reuse(self.reuse.decisions.to_dict(), self.reuse.summary())
-        self.record.finish(result.answer, result.summary())
+        self.record.finish(answer, summary)
         self.reuse.finish(schema)
 
     def failed(self, exc: BaseException) -> BaseException:

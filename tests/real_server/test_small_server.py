@@ -219,3 +219,32 @@ def test_sigterm_stops_a_run_started_in_the_background_by_a_script(llama_server,
     folder = run_folder(runs)
     assert f"continue with r3con run --resume {folder}" in err
     assert run_json(folder, "error.json")["kind"] == "interrupted"
+
+
+def test_a_window_learned_mid_run_with_the_cache_on_finishes_resumes_and_answers_again(
+        capsys, monkeypatch, tmp_path):
+    """Issue 31: with the LLM cache and the reuse record on (the defaults), a re-split after a learned window
+    ended the run (and its resume) in an internal error; now the run, its resume and the same question
+    again all end with exit 0, and no call the server answered is paid for twice."""
+    docs = corpus(tmp_path / "docs", 90, 5)
+    runs = tmp_path / "runs"
+    small(monkeypatch)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with Llama(tmp_path / "server.log", "-c", "2048", "-np", "1") as server:
+        flags = ["--base-url", server.url, "--context-window", "8192", "--out", str(runs), "--quiet"]
+        code, out, err = r3con(capsys, monkeypatch, "run", QUESTION, str(docs), *flags)
+        assert code == 0 and "Traceback" not in err and "internal error" not in err, err
+        folder = run_folder(runs)
+        assert run_json(folder, "manifest.json")["endpoint"]["learned_window"]["window"] == 2048
+        first = calls_logged(folder)
+        answered_first = {c["request_hash"] for c in first if "error" not in c}
+        code, _, err = r3con(capsys, monkeypatch, "run", "--resume", str(folder), "--base-url", server.url,
+                             "--quiet")
+        assert code == 0 and "internal error" not in err, err
+        resumed = calls_logged(folder)[len(first):]
+        assert resumed and all(c.get("from_cache") for c in resumed), "the resume sends nothing again"
+        code, _, err = r3con(capsys, monkeypatch, "run", QUESTION, str(docs), *flags)
+        assert code == 0 and "internal error" not in err, err
+    again = sorted(runs.iterdir())[-1]
+    paid = [c for c in calls_logged(again) if "error" not in c and not c.get("from_cache")]
+    assert not [c for c in paid if c["request_hash"] in answered_first], "the same question again pays nothing twice"
