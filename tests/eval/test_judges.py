@@ -8,6 +8,7 @@ from r3con.eval.judges import (
     JUDGE_ERROR,
     JUDGE_FAILED,
     JUDGED,
+    JudgePrompt,
     builtin_prompt,
     judge_answer,
     judge_spec,
@@ -22,7 +23,7 @@ LOONG = make_task("t1", "What is the EPS of Acme?", "-$0.04")
 
 async def test_a_valid_reply_gives_the_rating_and_100_is_correct():
     llm = judge_llm('{"rationale": "matches", "score": 100}')
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "EPS was -$0.04.", llm)
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "EPS was -$0.04.", llm)
     assert verdict.status == JUDGED and verdict.correct and verdict.rating == 100
     assert verdict.usage == JUDGE_USAGE and verdict.judge_model == "judge-model"
     (request,) = llm.history
@@ -35,25 +36,25 @@ async def test_a_valid_reply_gives_the_rating_and_100_is_correct():
 
 
 async def test_a_rating_below_100_is_not_correct_but_is_kept():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "about -0.04", judge_llm('{"rationale": "", "score": 85}'))
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "about -0.04", judge_llm('{"rationale": "", "score": 85}'))
     assert verdict.status == JUDGED and not verdict.correct and verdict.rating == 85
 
 
 async def test_fenced_and_prose_json_is_accepted():
     reply = 'Here is my verdict:\n```json\n{"rationale": "same value", "equivalent": true}\n```\nDone.'
     task = make_task("c1", "How many?", "215", benchmark="corpusqa")
-    verdict = await judge_answer(judge_spec("corpusqa"), task, "Sum... The answer is: 215", judge_llm(reply))
+    verdict = await judge_answer(judge_spec("corpusqa", protocol="r3con"), task, "Sum... The answer is: 215", judge_llm(reply))
     assert verdict.status == JUDGED and verdict.correct and verdict.rationale == "same value"
 
 
 async def test_slightly_broken_json_is_repaired():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm("{'rationale': 'ok', 'score': 100,}"))
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", judge_llm("{'rationale': 'ok', 'score': 100,}"))
     assert verdict.status == JUDGED and verdict.rating == 100
 
 
 async def test_an_invalid_reply_is_re_asked_once_with_the_reason():
     llm = judge_llm('{"rationale": "too good", "score": 150}', '{"rationale": "fixed", "score": 90}')
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", llm)
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", llm)
     assert verdict.status == JUDGED and verdict.rating == 90
     assert verdict.usage.calls == 2
     retry = llm.history[1]
@@ -64,22 +65,22 @@ async def test_an_invalid_reply_is_re_asked_once_with_the_reason():
 
 async def test_a_judge_that_stays_unusable_fails_the_verdict_at_worst():
     llm = judge_llm("I think it is fine.", "Still no JSON.")
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", llm)
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", llm)
     assert verdict.status == JUDGE_FAILED and not verdict.correct and verdict.rating is None
     assert "no JSON object" in verdict.error and len(llm.history) == 2
 
 
 async def test_an_endpoint_error_gives_a_judge_error_and_a_config_error_stops():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(ProviderError("503 busy", status=503)))
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", judge_llm(ProviderError("503 busy", status=503)))
     assert verdict.status == JUDGE_ERROR and "503 busy" in verdict.error
     with pytest.raises(EndpointUnreachable):
-        await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(EndpointUnreachable("down")))
+        await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", judge_llm(EndpointUnreachable("down")))
 
 
 async def test_a_failed_judge_call_still_reports_the_tokens_it_spent():
     failed = OutputError("the reply was cut at max_tokens=64 with nothing complete in it")
     failed.usage = Usage(calls=2, prompt_tokens=900, completion_tokens=128)  # what the layers attach
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm(failed))
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", judge_llm(failed))
     assert verdict.status == JUDGE_ERROR
     assert (verdict.usage.calls, verdict.usage.prompt_tokens, verdict.usage.completion_tokens) == (2, 900, 128)
 
@@ -88,7 +89,7 @@ async def test_an_empty_answer_scores_worst_without_a_judge_call():
     llm = judge_llm()
     task = make_task("c1", "How many?", "215", benchmark="corpusqa")
     for answer in ("", "   ", "Reasoning only. The answer is:  "):
-        verdict = await judge_answer(judge_spec("corpusqa"), task, answer, llm)
+        verdict = await judge_answer(judge_spec("corpusqa", protocol="r3con"), task, answer, llm)
         assert verdict.status == EMPTY and not verdict.correct
     assert llm.history == []
 
@@ -96,17 +97,17 @@ async def test_an_empty_answer_scores_worst_without_a_judge_call():
 async def test_corpusqa_judges_only_the_final_answer():
     llm = judge_llm('{"rationale": "r", "equivalent": false}')
     task = make_task("c1", "How many?", "215", benchmark="corpusqa")
-    verdict = await judge_answer(judge_spec("corpusqa"), task, "long reasoning 999\nThe answer is: 214", llm)
+    verdict = await judge_answer(judge_spec("corpusqa", protocol="r3con"), task, "long reasoning 999\nThe answer is: 214", llm)
     assert not verdict.correct
     prompt = llm.history[0].messages[0].content
     assert "<answer>\n214\n</answer>" in prompt and "999" not in prompt
 
 
 async def test_upstream_reply_formats_are_understood():
-    verdict = await judge_answer(judge_spec("loong"), LOONG, "x", judge_llm("Evidence: fine.\nRating: [[100]]"))
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", judge_llm("Evidence: fine.\nRating: [[100]]"))
     assert verdict.rating == 100 and verdict.correct
     task = make_task("c1", "q", "1", benchmark="corpusqa")
-    verdict = await judge_answer(judge_spec("corpusqa"), task, "1", judge_llm("Same. [[YES]]"))
+    verdict = await judge_answer(judge_spec("corpusqa", protocol="r3con"), task, "1", judge_llm("Same. [[YES]]"))
     assert verdict.correct
 
 
@@ -156,5 +157,7 @@ async def test_a_prompt_with_an_unknown_variable_fails_strictly(tmp_path):
 
 def test_every_builtin_prompt_carries_the_protocol_tags():
     for benchmark in ("loong", "corpusqa", "dracula"):
-        text = judge_spec(benchmark).prompt.render(task="T", answer="A", gold="G")
+        prompt = judge_spec(benchmark, protocol="r3con").prompt
+        assert isinstance(prompt, JudgePrompt)
+        text = prompt.render(task="T", answer="A", gold="G")
         assert "<task>\nT\n</task>" in text and "<answer>\nA\n</answer>" in text and "<gold>\nG\n</gold>" in text

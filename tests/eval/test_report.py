@@ -24,7 +24,7 @@ async def loong_folder(path, model="m1"):
         skipped={"legal documents absent (doc/legal/legal.json)": 350},
     )
     judge = judge_llm(RIGHT, WRONG, RIGHT, WRONG)
-    await run_eval(tasks, Settings(model=model), path, method_fn=FakeMethod(), judge_llm=judge, workers=1)
+    await run_eval(tasks, Settings(model=model), path, method_fn=FakeMethod(), judge_llm=judge, workers=1, judge_protocol="r3con")
     return path
 
 
@@ -76,7 +76,7 @@ async def test_cost_counts_calls_served_from_the_cache_and_paid_shows_the_bill(t
     tasks = TaskSet(benchmark="loong", tasks=(make_task("t0", "Q0?", "g", level=1, set=2, domain="paper"),))
     cached = Usage(calls=1, prompt_tokens=100, completion_tokens=10, cost_usd=0.01, cache_hits=2, saved_usd=0.03)
     await run_eval(tasks, Settings(model="m1"), tmp_path / "eval", method_fn=FakeMethod(usage=cached),
-                   judge_llm=judge_llm(RIGHT), workers=1)
+                   judge_llm=judge_llm(RIGHT), workers=1, judge_protocol="r3con")
     (row,) = [r for r in summary_rows(build_report([tmp_path / "eval"]), "loong") if r["source"] == "run"]
     assert (row["cost_usd"], row["paid_usd"], row["cache_hits"], row["calls"]) == (0.04, 0.01, 2, 1)
 
