@@ -1,4 +1,7 @@
+import hashlib
 import json
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -8,16 +11,21 @@ from r3con.eval.judges import (
     JUDGE_ERROR,
     JUDGE_FAILED,
     JUDGED,
+    OFFICIAL,
     JudgePrompt,
+    OfficialPrompt,
     builtin_prompt,
     judge_answer,
     judge_spec,
     prompt_from_file,
 )
+from r3con.eval.loong import judge_question
+from r3con.eval.tasks import EvalTask
 from r3con.llm.types import Usage
 
 from ._fakes import JUDGE_USAGE, judge_llm, make_task
 
+OFFICIAL_DIR = Path(str(resources.files("r3con.eval").joinpath("prompts", "official")))
 LOONG = make_task("t1", "What is the EPS of Acme?", "-$0.04")
 
 
@@ -161,3 +169,104 @@ def test_every_builtin_prompt_carries_the_protocol_tags():
         assert isinstance(prompt, JudgePrompt)
         text = prompt.render(task="T", answer="A", gold="G")
         assert "<task>\nT\n</task>" in text and "<answer>\nA\n</answer>" in text and "<gold>\nG\n</gold>" in text
+
+
+# The official protocol: each crafted reply read as the benchmark's own code reads it
+# (MozerWang/Loong src/utils/metric.py extract_number; Tongyi-Zhiwen/CorpusQA src/eval.py).
+
+LOONG_REPLIES = [
+    ("Evaluation evidence: close.\nRating: [[87.5]]", JUDGED, 87.5, False),
+    ("Evaluation evidence: one slip.\nRating: [85]", JUDGED, 85.0, False),
+    ("Evaluation evidence: all there.\nRating: [[100]]", JUDGED, 100.0, True),
+    ("Rating: [[100.0]]", JUDGED, 100.0, True),
+    ("Earlier [7] then Rating: [[60]]", JUDGED, 60.0, False),  # [[N]] wins wherever it is
+    ("Rating: [[ 90 ]]", JUDGE_FAILED, None, False),  # upstream's pattern has no room for spaces
+    ('{"rationale": "matches", "score": 100}', JUDGE_FAILED, None, False),  # r3con's old JSON: no score upstream
+    ("Evaluation evidence: fine.\nRating: excellent", JUDGE_FAILED, None, False),
+]
+
+
+@pytest.mark.parametrize(("reply", "status", "rating", "correct"), LOONG_REPLIES)
+async def test_loong_official_reads_a_reply_as_upstream_does(reply, status, rating, correct):
+    llm = judge_llm(reply)
+    verdict = await judge_answer(judge_spec("loong"), LOONG, "EPS was -$0.04.", llm)
+    assert (verdict.status, verdict.rating, verdict.correct) == (status, rating, correct)
+    (request,) = llm.history  # one call: no re-ask, no schema, the reply format named by the mode
+    assert request.response_schema is None and request.mode == "rating" and request.stage == "judge"
+
+
+def test_loong_official_prompt_is_upstreams_filled_as_upstream_fills_it():
+    row = {"type": "financial", "question": "Q?", "instruction": "Answer briefly.",
+           "prompt_template": "{instruction}\n#Reports:\n{docs}\n#Question: {question}"}
+    task = EvalTask(id="t", benchmark="loong", task_text="ignored", documents=(), gold="['A', 'B']",
+                    judge_question=judge_question(row), judge_gold=str(["A", "B"]))
+    spec = judge_spec("loong")
+    assert spec.protocol == OFFICIAL and isinstance(spec.prompt, OfficialPrompt)
+    (message,) = spec.prompt.messages(task.judge_question, "A and B", task.judge_gold)
+    template = (OFFICIAL_DIR / "loong_judge.txt").read_text(encoding="utf-8")
+    assert message.role == "user"
+    assert message.content == template.format("Answer briefly.\n#Reports:\n\n#Question: Q?", "['A', 'B']", "A and B")
+    assert message.content.endswith("Rating: [[score]]\n<end output>\n\nNow, start your evaluation:")
+    paper = {**row, "type": "paper"}
+    assert "{docs}" in judge_question(paper), "upstream leaves the slot in paper tasks"
+
+
+def test_official_prompt_files_are_the_recorded_upstream_text():
+    sources = json.loads((OFFICIAL_DIR / "sources.json").read_text(encoding="utf-8"))
+    files = {name for name in sources if name.endswith(".txt")}
+    assert files == {p.name for p in OFFICIAL_DIR.glob("*.txt")}
+    for name in files:
+        entry = sources[name]
+        assert len(entry["commit"]) == 40 and entry["repository"] and entry["path"].endswith(".py")
+        assert hashlib.sha256((OFFICIAL_DIR / name).read_bytes()).hexdigest() == entry["sha256"], name
+
+
+CORPUSQA_VERDICTS = [
+    ("Both say 215.\n[[YES]]", JUDGED, True),
+    ("Different.\n[[NO]]", JUDGED, False),
+    ("Same. [[ yes ]]", JUDGE_FAILED, False),  # case and spaces matter upstream
+    ("Same. [[yes]]", JUDGE_FAILED, False),
+    ("First [[YES]], on reflection [[NO]]", JUDGED, False),  # both: never YES
+    ("[[NO]] at first, then [[YES]]", JUDGED, False),
+    ("They look equivalent.", JUDGE_FAILED, False),
+]
+
+
+@pytest.mark.parametrize(("reply", "status", "correct"), CORPUSQA_VERDICTS)
+async def test_corpusqa_official_reads_the_verdict_as_upstream_does(reply, status, correct):
+    task = make_task("financial_en_1", "How many?", "215", benchmark="corpusqa")
+    llm = judge_llm(reply)
+    verdict = await judge_answer(judge_spec("corpusqa"), task, "The answer is: 215", llm)
+    assert (verdict.status, verdict.correct) == (status, correct)
+    (request,) = llm.history
+    assert request.response_schema is None and request.mode == "yes_no"
+
+
+ANSWERS = [
+    ("reasoning\nThe answer is: 215\nso that is it", "215"),  # to the end of its line
+    ("The answer is: 1\nchecking again\nThe answer is: 2", "1"),  # the first, not the last
+    ("reasoning\nthe answer is: 215", "reasoning\nthe answer is: 215"),  # lowercase: the whole reply
+    ("The answer is:215", "The answer is:215"),  # the space after the colon is part of the pattern
+    ("The answer is: **215**", "**215**"),  # bold kept
+]
+
+
+@pytest.mark.parametrize(("answer", "shown"), ANSWERS)
+async def test_corpusqa_official_shows_the_judge_what_upstream_extracts(answer, shown):
+    task = make_task("financial_en_1", "How many?", "215", benchmark="corpusqa")
+    llm = judge_llm("[[NO]]")
+    await judge_answer(judge_spec("corpusqa"), task, answer, llm)
+    system, user = llm.history[0].messages
+    template = (OFFICIAL_DIR / "corpusqa_judge_user.txt").read_text(encoding="utf-8")
+    assert system.role == "system" and system.content == (OFFICIAL_DIR / "corpusqa_judge_system.txt").read_text(encoding="utf-8")
+    assert user.content == template.format(problem="How many?", answer_1=shown, answer_2="215")
+
+
+def test_a_judge_prompt_file_needs_r3cons_protocol(tmp_path):
+    path = tmp_path / "mine.j2"
+    path.write_text("{{ task }} {{ answer }} {{ gold }}")
+    assert judge_spec("loong", prompt_from_file(path)).protocol == "r3con"
+    with pytest.raises(ConfigError, match="--judge-protocol r3con"):
+        judge_spec("loong", prompt_from_file(path), protocol=OFFICIAL)
+    with pytest.raises(ConfigError, match="no official judge protocol"):
+        judge_spec("dracula", protocol=OFFICIAL)

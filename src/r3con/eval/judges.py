@@ -319,6 +319,7 @@ class _Reply:
     model: str
     status: str
     error: str = ""
+    content: str = ""  # the judge's reply as it came (kept in the verdict under the official protocol)
 
 
 async def _ask_official(llm: LLM, spec: JudgeSpec, prompt: OfficialPrompt, task: str, answer: str, gold: str) -> _Reply:
@@ -344,14 +345,14 @@ async def _ask_official(llm: LLM, spec: JudgeSpec, prompt: OfficialPrompt, task:
     if spec.benchmark == "loong":
         score = loong_official_score(reply)
         if score is None:
-            return _Reply(None, completion.usage, completion.model, JUDGE_FAILED, "no [[score]] or [score] in the judge's reply")
+            return _Reply(None, completion.usage, completion.model, JUDGE_FAILED, "no [[score]] or [score] in the judge's reply", reply)
         data = {"rationale": reply.strip(), "score": score}
     else:
         equivalent = corpusqa_official_verdict(reply)
         if equivalent is None:
-            return _Reply(None, completion.usage, completion.model, JUDGE_FAILED, "neither [[YES]] nor [[NO]] in the judge's reply")
+            return _Reply(None, completion.usage, completion.model, JUDGE_FAILED, "neither [[YES]] nor [[NO]] in the judge's reply", reply)
         data = {"rationale": reply.strip(), "equivalent": equivalent}
-    return _Reply(data, completion.usage, completion.model, JUDGED)
+    return _Reply(data, completion.usage, completion.model, JUDGED, content=reply)
 
 
 async def _ask(llm: LLM, spec: JudgeSpec, task: str, answer: str, gold: str) -> _Reply:
@@ -416,13 +417,15 @@ async def judge_answer(spec: JudgeSpec, task: EvalTask, answer: str, llm: LLM) -
     if spec.benchmark == "dracula":
         return await _judge_dracula(spec, task, shown, llm, base, reply)
     verdict = replace(base, status=reply.status, usage=reply.usage, judge_model=reply.model, error=reply.error)
+    kept = {"reply": reply.content} if official and reply.status != JUDGE_ERROR else {}
     if reply.data is None:
-        return verdict
+        return replace(verdict, details=kept)
     rationale = str(reply.data.get("rationale", ""))
+    details = {**reply.data, **kept}
     if spec.benchmark == "loong":
         rating = float(reply.data["score"]) if official else int(reply.data["score"])
-        return replace(verdict, correct=rating == 100, rating=rating, rationale=rationale, details=reply.data)
-    return replace(verdict, correct=bool(reply.data["equivalent"]), rationale=rationale, details=reply.data)
+        return replace(verdict, correct=rating == 100, rating=rating, rationale=rationale, details=details)
+    return replace(verdict, correct=bool(reply.data["equivalent"]), rationale=rationale, details=details)
 
 
 def _dracula_correct(data: Mapping[str, Any] | None) -> bool:
