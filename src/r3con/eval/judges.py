@@ -60,6 +60,57 @@ PROTOCOLS = (OFFICIAL, R3CON)
 
 PAPER_JUDGE = "gpt-5.4-mini"  # the judge of the R3CON paper's tables (with the benchmarks' own prompts)
 BENCHMARK_JUDGES = {"loong": "gpt-4-turbo-2024-04-09", "corpusqa": "deepseek-v3"}  # the benchmarks' own judges
+# Where each named judge is served when no judge base URL is given: OpenAI; CorpusQA's DeepSeek-V3 on the
+# DashScope endpoint its src/eval.py calls.
+JUDGE_URLS = {
+    PAPER_JUDGE: "https://api.openai.com/v1",
+    "gpt-4-turbo-2024-04-09": "https://api.openai.com/v1",
+    "deepseek-v3": "https://dashscope.aliyuncs.com/compatible-mode/v1",
+}
+JUDGES = ("paper", "benchmark", "endpoint")
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """Who judges: `model` at `base_url` with `api_key`, or (base_url None) the run's own endpoint."""
+
+    who: str  # paper | benchmark | endpoint
+    model: str | None = None  # None: the run's judge-stage model
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+def choose_judge(
+    benchmark: str,
+    who: str | None = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> JudgeChoice:
+    """Resolve `--judge` at the CLI's edge. A judge endpoint is configured when a judge key or base URL is
+    given (`--judge-api-key` / R3CON_JUDGE_API_KEY, `--judge-base-url` / R3CON_JUDGE_BASE_URL); then the
+    default is the paper's judge (gpt-5.4-mini), else the run's own endpoint and model ("endpoint").
+    "benchmark" is the benchmark's own judge (Loong: GPT-4-turbo-2024-04-09; CorpusQA: DeepSeek-V3).
+    OPENAI_API_KEY alone does not send the judge elsewhere: it is often the key of the endpoint under test."""
+    env = env or {}
+    key = api_key or env.get("R3CON_JUDGE_API_KEY") or None
+    url = base_url or env.get("R3CON_JUDGE_BASE_URL") or None
+    who = who or ("paper" if key or url else "endpoint")
+    if who not in JUDGES:
+        raise ConfigError(f"unknown --judge {who!r}; use {', '.join(JUDGES)}")
+    if who == "endpoint":
+        return JudgeChoice("endpoint", model)
+    if who == "benchmark" and benchmark not in BENCHMARK_JUDGES:
+        raise ConfigError(f"{benchmark} has no judge of its own; pass --judge paper or --judge endpoint")
+    name = model or (PAPER_JUDGE if who == "paper" else BENCHMARK_JUDGES[benchmark])
+    if not (key or url):
+        raise ConfigError(
+            f"the {who} judge ({name}) needs its endpoint's key: set R3CON_JUDGE_API_KEY "
+            "(and R3CON_JUDGE_BASE_URL off OpenAI), or pass --judge endpoint to judge with the run's endpoint"
+        )
+    return JudgeChoice(who, name, url or JUDGE_URLS.get(name, JUDGE_URLS[PAPER_JUDGE]), key)
 
 
 @dataclass(frozen=True)
