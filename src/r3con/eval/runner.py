@@ -21,6 +21,7 @@ from ..corpus import Document
 from ..errors import BudgetExceeded, ConfigError, R3conError
 from ..llm.budget import CostCap, sharing
 from ..llm.types import LLM, ChatRequest, Completion, Usage
+from .benchmarks import paper_coverage
 from .judges import CAPPED as CAPPED_VERDICT
 from .judges import EMPTY, JUDGE_ERROR, JudgePrompt, JudgeSpec, Verdict, judge_answer, judge_spec
 from .judges import FAILED as FAILED_VERDICT
@@ -149,6 +150,7 @@ def _update_manifest(
             "skipped": dict(task_set.skipped),
             "data_dir": str(task_set.data_dir),
             "filters": task_set.filters.describe(),
+            "paper_set": coverage.to_dict() if (coverage := paper_coverage(task_set)) else None,
             "settings": settings.public(),
             "judge": {
                 "protocol": spec.protocol,
