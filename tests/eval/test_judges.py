@@ -12,9 +12,12 @@ from r3con.eval.judges import (
     JUDGE_FAILED,
     JUDGED,
     OFFICIAL,
+    PAPER_JUDGE,
+    JudgeChoice,
     JudgePrompt,
     OfficialPrompt,
     builtin_prompt,
+    choose_judge,
     judge_answer,
     judge_spec,
     prompt_from_file,
@@ -270,3 +273,19 @@ def test_a_judge_prompt_file_needs_r3cons_protocol(tmp_path):
         judge_spec("loong", prompt_from_file(path), protocol=OFFICIAL)
     with pytest.raises(ConfigError, match="no official judge protocol"):
         judge_spec("dracula", protocol=OFFICIAL)
+
+
+def test_the_judge_is_the_papers_where_a_judge_key_is_set_and_the_runs_endpoint_otherwise():
+    assert choose_judge("loong", env={}) == JudgeChoice("endpoint")
+    paper = choose_judge("loong", env={"R3CON_JUDGE_API_KEY": "k"})
+    assert paper == JudgeChoice("paper", PAPER_JUDGE, "https://api.openai.com/v1", "k")
+    own = choose_judge("corpusqa", "benchmark", api_key="k", env={})
+    assert own.model == "deepseek-v3" and own.base_url.startswith("https://dashscope.aliyuncs.com")
+    assert choose_judge("loong", "benchmark", env={"R3CON_JUDGE_BASE_URL": "http://judge/v1"}) == JudgeChoice(
+        "benchmark", "gpt-4-turbo-2024-04-09", "http://judge/v1", None)
+    assert choose_judge("loong", env={"OPENAI_API_KEY": "k"}).who == "endpoint", "the run's own key is not a judge key"
+    with pytest.raises(ConfigError, match="R3CON_JUDGE_API_KEY") as info:
+        choose_judge("loong", "paper", env={})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="no judge of its own"):
+        choose_judge("dracula", "benchmark", api_key="k")
