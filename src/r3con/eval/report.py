@@ -327,9 +327,6 @@ def render_markdown(report: Report) -> str:
         title = _BENCHMARK_TITLES.get(benchmark, benchmark)
         parts.append(f"## {title}")
         parts.append(_judge_header(report, benchmark))
-        official = _official_section(report, benchmark)
-        if official:
-            parts.append(official)
         notes = [f"Metric: {reference_metric(benchmark)}. Accuracy and SE in percent (SE = sqrt(p(1-p)/n)); "
                  "failed, step-capped and empty answers and judge failures count at the worst score. "
                  "Cost is the method's at the price table, calls served from r3con's cache included (paid is "
@@ -368,6 +365,9 @@ def render_markdown(report: Report) -> str:
         notes_ref = [f"- paper, {ref.label}: {ref.note}" for ref in report.reference.get(benchmark, ()) if ref.note]
         if notes_ref:
             parts.append("\n".join(notes_ref))
+        official = _official_section(report, benchmark)
+        if official:
+            parts.append(official)
         for key in CATEGORIES.get(benchmark, ()):
             values: list[str] = []
             for row in report.rows_for(benchmark):
