@@ -236,11 +236,13 @@ def _print_result(result: Any) -> None:
     from ..eval.report import load_reference
 
     table = Table(title=f"{result.benchmark}: {result.ran} method runs, {result.judged} judged in this call")
-    for column in ("method", "tasks", "accuracy ± SE", "failed", "capped", "pending", "cost (USD)", "judge cost (USD)"):
+    for column in ("method", "tasks", "accuracy ± SE", "official (correct/counted)", "failed", "capped", "pending",
+                   "cost (USD)", "judge cost (USD)"):
         table.add_column(column, justify="left" if column == "method" else "right")
     for method, summary in result.summaries.items():
+        official = str(summary.official.overall) if summary.official is not None else ""
         table.add_row(
-            method, str(summary.n), str(summary.accuracy), str(summary.outcomes.get("failed", 0)),
+            method, str(summary.n), str(summary.accuracy), official, str(summary.outcomes.get("failed", 0)),
             str(summary.outcomes.get("capped", 0)), str(summary.pending),
             f"{result.usage[method].cost_usd:.4f}", f"{result.judge_usage[method].cost_usd:.4f}",
         )
@@ -248,7 +250,8 @@ def _print_result(result: Any) -> None:
         se = f" ± {ref.se:.2f}" if ref.se is not None else ""
         cost = f"{ref.cost_usd:,.0f}" if ref.cost_usd is not None else "n/a"
         acc = f"{ref.accuracy:.2f}{se}" if ref.accuracy is not None else "n/a"
-        table.add_row(f"paper: {ref.label}", "", acc, "", "", "", cost, "")
+        counted = f"{ref.accuracy:.2f} ({ref.correct}/{ref.n})" if ref.correct is not None and ref.n else ""
+        table.add_row(f"paper: {ref.label}", f"{ref.n:,}" if ref.n else "", acc, counted, "", "", "", cost, "")
     Console().print(table)
 
 
