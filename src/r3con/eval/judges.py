@@ -239,11 +239,10 @@ def official_prompt(benchmark: str) -> OfficialPrompt:
     folder = resources.files("r3con.eval").joinpath("prompts", "official")
     sources = json.loads(folder.joinpath("sources.json").read_text(encoding="utf-8"))
     system_file, user_file = _OFFICIAL_FILES[benchmark]
-    read = lambda name: folder.joinpath(name).read_text(encoding="utf-8")  # noqa: E731
     return OfficialPrompt(
         benchmark=benchmark,
-        user=read(user_file),
-        system=read(system_file) if system_file else None,
+        user=folder.joinpath(user_file).read_text(encoding="utf-8"),
+        system=folder.joinpath(system_file).read_text(encoding="utf-8") if system_file else None,
         sources={name: sources[name] for name in (system_file, user_file) if name},
     )
 

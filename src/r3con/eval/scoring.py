@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..llm.types import Usage
-from .judges import CAPPED, EMPTY, FAILED, JUDGED
+from .judges import CAPPED, EMPTY, FAILED, JUDGE_ERROR, JUDGED
 from .records import TaskRecord
 
 CATEGORIES: Mapping[str, tuple[str, ...]] = {
@@ -228,7 +228,9 @@ def official_score(scores: Iterable[TaskScore], benchmark: str) -> OfficialScore
     cell_of = _loong_cell if benchmark == "loong" else _corpusqa_cell
     overall = cell_of(lines, len(lines))
     if benchmark == "loong":
-        left_out["judge reply without a score"] = overall.lines - overall.counted
+        errors = sum(s.outcome == JUDGE_ERROR for s in lines)
+        left_out["judge call failed (a resumed run judges it again)"] = errors
+        left_out["judge reply without a score"] = overall.lines - overall.counted - errors
     groups: dict[str, dict[str, list[TaskScore]]] = defaultdict(lambda: defaultdict(list))
     for s in lines:
         for name in OFFICIAL_BREAKDOWNS[benchmark]:
