@@ -289,3 +289,12 @@ def test_the_judge_is_the_papers_where_a_judge_key_is_set_and_the_runs_endpoint_
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match="no judge of its own"):
         choose_judge("dracula", "benchmark", api_key="k")
+
+
+async def test_r3cons_protocol_reads_a_reply_in_the_benchmarks_format_with_its_parser_without_a_re_ask():
+    llm = judge_llm("Evaluation evidence: close.\nRating: [[87.5]]")
+    verdict = await judge_answer(judge_spec("loong", protocol="r3con"), LOONG, "x", llm)
+    assert (verdict.status, verdict.rating, verdict.correct, len(llm.history)) == (JUDGED, 87.5, False, 1)
+    task = make_task("c1", "q", "1", benchmark="corpusqa")
+    both = await judge_answer(judge_spec("corpusqa", protocol="r3con"), task, "1", judge_llm("[[YES]] or [[NO]]"))
+    assert both.status == JUDGED and not both.correct

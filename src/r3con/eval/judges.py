@@ -10,7 +10,8 @@
               (Tongyi-Zhiwen/CorpusQA src/eval.py `extract_answer`, `evaluate_one`)
 
 "r3con" (Dracula's only protocol, and any `--judge-prompt`) sends r3con's own prompt with a JSON
-schema, validates the reply and re-asks once with the reason:
+schema, validates the reply (a reply in the benchmark's own format is read by the parser above) and
+re-asks once with the reason:
 
     loong     rates 1-100 against the gold (accuracy, completeness); correct = rated 100
     corpusqa  equivalent or not (same values or meaning, in any notation); correct = equivalent
@@ -298,7 +299,7 @@ class JudgeSpec:
 
 
 _SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
-    "loong": ("rating", _schema(score={"type": "integer", "minimum": 1, "maximum": 100})),
+    "loong": ("rating", _schema(score={"type": "number", "minimum": 1, "maximum": 100})),
     "corpusqa": ("equivalence", _schema(equivalent={"type": "boolean"})),
     "dracula": ("death_toll", _schema(count_correct={"type": "boolean"}, victims_correct={"type": "boolean"})),
 }
@@ -329,9 +330,6 @@ def judge_spec(benchmark: str, prompt: JudgePrompt | None = None, protocol: str 
     )
 
 
-# Replies in upstream's formats ("Rating: [[87]]", "[[YES]]") are accepted when no JSON is found.
-_UPSTREAM_RATING = re.compile(r"\[\[\s*(\d{1,3})\s*\]\]")
-_UPSTREAM_YES_NO = re.compile(r"\[\[\s*(YES|NO)\s*\]\]", flags=re.IGNORECASE)
 
 
 class _Unusable(ValueError):
@@ -355,10 +353,11 @@ def parse_reply(spec: JudgeSpec, content: str) -> dict[str, Any]:
 
 
 def _upstream_reply(benchmark: str, content: str) -> dict[str, Any] | None:
-    if benchmark == "loong" and (m := _UPSTREAM_RATING.search(content)):
-        return {"rationale": content.strip(), "score": int(m.group(1))}
-    if benchmark == "corpusqa" and (m := _UPSTREAM_YES_NO.search(content)):
-        return {"rationale": content.strip(), "equivalent": m.group(1).upper() == "YES"}
+    """A reply in the benchmark's own format, read by its own parser ("Rating: [[87.5]]", "[[YES]]")."""
+    if benchmark == "loong" and (score := loong_official_score(content)) is not None:
+        return {"rationale": content.strip(), "score": score}
+    if benchmark == "corpusqa" and (equivalent := corpusqa_official_verdict(content)) is not None:
+        return {"rationale": content.strip(), "equivalent": equivalent}
     return None
 
 
@@ -473,7 +472,7 @@ async def judge_answer(spec: JudgeSpec, task: EvalTask, answer: str, llm: LLM) -
     rationale = str(reply.data.get("rationale", ""))
     details = {**reply.data, **kept}
     if spec.benchmark == "loong":
-        rating = float(reply.data["score"]) if official else int(reply.data["score"])
+        rating = float(reply.data["score"])
         return replace(verdict, correct=rating == 100, rating=rating, rationale=rationale, details=details)
     return replace(verdict, correct=bool(reply.data["equivalent"]), rationale=rationale, details=details)
 
