@@ -330,8 +330,6 @@ def judge_spec(benchmark: str, prompt: JudgePrompt | None = None, protocol: str 
     )
 
 
-
-
 class _Unusable(ValueError):
     """The judge's reply cannot be used; the message says why (it is sent back on the re-ask)."""
 
