@@ -56,3 +56,25 @@ def test_other_benchmarks_say_where_their_data_comes_from(tmp_path):
         download("corpusqa", tmp_path)
     with pytest.raises(ConfigError, match="ships with the project data"):
         download("dracula", tmp_path)
+
+
+def test_download_fetches_only_what_a_copy_lacks(tmp_path, server):
+    copy = tmp_path / "loong"
+    (copy / "doc" / "financial").mkdir(parents=True)
+    (copy / "doc" / "paper").mkdir()
+    (copy / "loong.jsonl").write_text('{"id": "mine"}\n')
+    offline = "http://127.0.0.1:9/loong.jsonl"  # never asked: the file is here
+    download_loong(copy, jsonl_url=offline, doc_url=f"{server}/doc.zip", timeout_s=5)
+    assert (copy / "loong.jsonl").read_text() == '{"id": "mine"}\n' and (copy / "doc" / "paper" / "1.md").is_file()
+    (copy / "doc" / "legal").mkdir()
+    (copy / "doc" / "legal" / "legal.json").write_text("{}")
+    download_loong(copy, jsonl_url=offline, doc_url="http://127.0.0.1:9/doc.zip", timeout_s=5)  # complete: no fetch
+
+
+def test_a_copy_without_legal_documents_cannot_be_completed_offline(tmp_path):
+    copy = tmp_path / "loong"
+    (copy / "doc" / "paper").mkdir(parents=True)
+    (copy / "loong.jsonl").write_text("{}\n")
+    with pytest.raises(DownloadError) as info:
+        download_loong(copy, doc_url="http://127.0.0.1:9/doc.zip", timeout_s=5)
+    assert "\n" not in str(info.value) and "cannot download http://127.0.0.1:9/doc.zip" in str(info.value)

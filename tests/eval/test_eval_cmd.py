@@ -130,3 +130,37 @@ def test_eval_run_without_matplotlib_writes_the_tables_and_says_how_to_get_plots
     assert result.exit_code == 0, result.output
     assert (out / "report" / "report.md").is_file() and not (tmp_path / "r3con-report").exists()
     assert "plots skipped" in result.stderr
+
+
+def test_the_papers_judge_on_its_own_endpoint_judges_and_the_report_says_whose_setting_it_is(tmp_path, no_llm_env,
+                                                                                             monkeypatch):
+    """A judge key set: the paper's judge (gpt-5.4-mini) on its own endpoint judges, the method's endpoint
+    does not, and `eval run` says which of the paper's tasks it ran."""
+    for name in ("OPENAI_API_KEY", "R3CON_JUDGE_API_KEY", "R3CON_JUDGE_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "eval"
+    ids = "65ce3238-2780-47eb-826a-efda653bd5b4,153aaca4-bab8-4bf8-b0b6-795e1969187f"
+    with FakeLLMServer(port=0, model="qwen") as method_server, FakeLLMServer(port=0, model="gpt-5.4-mini") as judge:
+        monkeypatch.setenv("R3CON_JUDGE_API_KEY", "judge-key")
+        result = runner.invoke(eval_app, [
+            "run", "--benchmark", "loong", "--data", str(shared_data("loong")), "--tasks", ids, "--method",
+            "longcontext", "--out", str(out), "--base-url", method_server.base_url, "--judge-base-url",
+            judge.base_url, "--no-plots"])
+        assert result.exit_code == 0, result.output
+        assert {c["stage"] for c in judge.calls()} == {"judge"} and len(judge.calls()) == 2
+        assert "judge" not in {c["stage"] for c in method_server.calls()}
+    assert "loong: 2 of the paper's 1,277 tasks (sets 2-4, legal included) are selected by the filters" in result.output
+    report = (out / "report" / "report.md").read_text()
+    assert "Judge: gpt-5.4-mini (official protocol, prompt loong_official)" in report
+    assert "Not the paper's setting" not in report
+    manifest = json.loads((out / "eval.json").read_text())
+    assert manifest["judge"]["model"] == "gpt-5.4-mini" and manifest["judge"]["protocol"] == "official"
+
+
+def test_the_papers_judge_without_a_key_is_a_one_line_error(tmp_path, no_llm_env, monkeypatch):
+    for name in ("R3CON_JUDGE_API_KEY", "R3CON_JUDGE_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    result = runner.invoke(eval_app, ["run", "--benchmark", "corpusqa", "--data", str(TINY_CORPUSQA), "--judge",
+                                      "paper", "--out", str(tmp_path / "e")])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines()[-1].startswith("error: the paper judge (gpt-5.4-mini) needs")

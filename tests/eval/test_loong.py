@@ -4,6 +4,7 @@ from collections import Counter
 import pytest
 
 from r3con.errors import ConfigError, InputError
+from r3con.eval.benchmarks import paper_coverage
 from r3con.eval.loong import SKIP_LEGAL, load_loong, task_text
 from r3con.eval.tasks import TaskFilter
 
@@ -113,3 +114,26 @@ def test_a_broken_line_names_the_file_and_line(tmp_path):
     (tmp_path / "loong.jsonl").write_text('\n{broken\n')
     with pytest.raises(InputError, match=r"loong.jsonl:2 is not valid JSON"):
         load_loong(tmp_path)
+
+
+def test_the_local_copy_is_measured_against_the_papers_1277_tasks():
+    coverage = paper_coverage(load_loong(real_data("loong"), TaskFilter(sets=(2, 3, 4))))
+    assert coverage is not None and (coverage.paper, coverage.here) == (1277, 927)
+    assert coverage.missing == {SKIP_LEGAL: 350}
+    assert coverage.line() == ("loong: 927 of the paper's 1,277 tasks (sets 2-4, legal included); "
+                               f"not in this copy: 350 tasks ({SKIP_LEGAL})")
+    subset = paper_coverage(load_loong(real_data("loong"), TaskFilter(sets=(2, 3, 4), levels=(1,))))
+    assert subset is not None and subset.subset and "selected by the filters" in subset.line()
+
+
+def test_a_copy_with_every_document_holds_the_papers_whole_set(tmp_path):
+    # a copy whose tasks of sets 2-4 number 1,277 and all load: nothing is missing
+    rows = [{"id": f"t{i}", "type": "paper", "level": 1, "set": 2 + i % 3, "language": "en", "question": "Q?",
+             "instruction": "", "prompt_template": "{docs}{question}", "doc": ["a.md"], "answer": "x"}
+            for i in range(1277)]
+    (tmp_path / "doc" / "paper").mkdir(parents=True)
+    (tmp_path / "doc" / "paper" / "a.md").write_text("# A\ntext")
+    (tmp_path / "loong.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    coverage = paper_coverage(load_loong(tmp_path, TaskFilter(sets=(2, 3, 4)), shuffle=False))
+    assert coverage is not None and coverage.here == 1277 and not coverage.missing
+    assert coverage.line().endswith("the paper's whole set")

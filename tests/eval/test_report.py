@@ -3,13 +3,15 @@ import csv
 import pytest
 
 from r3con.config import Settings
-from r3con.errors import InputError
+from r3con.errors import InputError, ProviderError
+from r3con.eval.judges import PAPER_JUDGE
 from r3con.eval.report import build_report, load_reference, render_markdown, summary_rows, write_report
 from r3con.eval.runner import run_eval
 from r3con.eval.tasks import TaskSet
 from r3con.llm.types import Usage
 from r3con.tables import query
 
+from ..fakes import ScriptedLLM
 from ._fakes import FakeMethod, judge_llm, make_task
 
 RIGHT = '{"rationale": "ok", "score": 100}'
@@ -24,7 +26,7 @@ async def loong_folder(path, model="m1"):
         skipped={"legal documents absent (doc/legal/legal.json)": 350},
     )
     judge = judge_llm(RIGHT, WRONG, RIGHT, WRONG)
-    await run_eval(tasks, Settings(model=model), path, method_fn=FakeMethod(), judge_llm=judge, workers=1)
+    await run_eval(tasks, Settings(model=model), path, method_fn=FakeMethod(), judge_llm=judge, workers=1, judge_protocol="r3con")
     return path
 
 
@@ -76,7 +78,7 @@ async def test_cost_counts_calls_served_from_the_cache_and_paid_shows_the_bill(t
     tasks = TaskSet(benchmark="loong", tasks=(make_task("t0", "Q0?", "g", level=1, set=2, domain="paper"),))
     cached = Usage(calls=1, prompt_tokens=100, completion_tokens=10, cost_usd=0.01, cache_hits=2, saved_usd=0.03)
     await run_eval(tasks, Settings(model="m1"), tmp_path / "eval", method_fn=FakeMethod(usage=cached),
-                   judge_llm=judge_llm(RIGHT), workers=1)
+                   judge_llm=judge_llm(RIGHT), workers=1, judge_protocol="r3con")
     (row,) = [r for r in summary_rows(build_report([tmp_path / "eval"]), "loong") if r["source"] == "run"]
     assert (row["cost_usd"], row["paid_usd"], row["cache_hits"], row["calls"]) == (0.04, 0.01, 2, 1)
 
@@ -93,3 +95,34 @@ async def test_folders_with_other_models_become_rows_of_one_report(tmp_path):
 def test_a_folder_without_an_evaluation_is_refused(tmp_path):
     with pytest.raises(InputError, match="holds no evaluation"):
         build_report([tmp_path])
+
+
+async def official_corpusqa_folder(path, judge_model):
+    tasks = TaskSet(benchmark="corpusqa", tasks=tuple(
+        make_task(f"{d}_{i}", f"Q{d}{i}?", "g", benchmark="corpusqa", domain=d) for d in ("financial_en", "education_en")
+        for i in range(2)))
+    judge = ScriptedLLM(replies=["[[YES]]", "[[NO]]", "Same.\n[[YES]]", "no verdict"], model=judge_model)
+    method = FakeMethod(errors={"Qeducation_en1?": ProviderError("down", status=500)})  # one task fails: no answer
+    await run_eval(tasks, Settings(model="m1"), path, method_fn=method, judge_llm=judge, workers=1)
+    return path
+
+
+async def test_a_report_says_when_its_judge_is_not_the_papers(tmp_path):
+    folder = await official_corpusqa_folder(tmp_path / "eval", "some-local-model")
+    report = build_report([folder])
+    text = render_markdown(report)
+    assert "Judge: some-local-model (official protocol, prompt corpusqa_official)" in text
+    assert "Not the paper's setting: the judge (some-local-model) is not the paper's (gpt-5.4-mini)" in text
+    assert report.to_dict()["benchmarks"]["corpusqa"]["judge_differs_from_papers"] is True
+    # the benchmark's own count (the failed task has no answer upstream) beside r3con's, and the paper's n
+    assert "| run | r3con | m1 | 66.67 (2/3) | 3 | 1 method failed (no answer upstream) | 50.00 ± 25.00 (2/4) |" in text
+    assert "| paper | R3CON | Qwen3.5-35B-A3B | 70.64 ± 2.52 (231/327) | 327 |" in text
+    assert "#### Official, by domain" in text
+    assert "| run | r3con | m1 | 100.00 (1/1) | 50.00 (1/2) |" in text  # education_en, financial_en
+
+
+async def test_the_papers_judge_under_the_official_protocol_gets_no_warning(tmp_path):
+    text = render_markdown(build_report([await official_corpusqa_folder(tmp_path / "eval", PAPER_JUDGE)]))
+    assert f"Judge: {PAPER_JUDGE} (official protocol" in text and "Not the paper's setting" not in text
+    r3con_protocol = render_markdown(build_report([await loong_folder(tmp_path / "loong")]))
+    assert "judged under the r3con protocol, not the benchmark's own prompt and parser" in r3con_protocol

@@ -1,6 +1,6 @@
 import pytest
 
-from r3con.eval.judges import CAPPED, EMPTY, FAILED, JUDGE_FAILED, JUDGED, Verdict
+from r3con.eval.judges import CAPPED, EMPTY, FAILED, JUDGE_ERROR, JUDGE_FAILED, JUDGED, Verdict
 from r3con.eval.records import TaskRecord
 from r3con.eval.scoring import accuracy, summarize, summarize_records, task_score
 
@@ -77,3 +77,53 @@ def test_category_values_sort_numerically():
               enumerate([10, 2, 1])]
     summary = summarize([s for s in scores if s], ("level",))
     assert list(summary.by_category["level"]) == ["1", "2", "10"]
+
+
+def test_loong_official_counting_leaves_unscored_answers_out_of_both_averages():
+    records = [
+        record("a", Verdict(JUDGED, correct=True, rating=100.0), level=1, set=2),
+        record("b", Verdict(JUDGED, rating=87.5), level=1, set=2),
+        record("c", Verdict(JUDGE_FAILED), level=2, set=2),  # the reply held no score
+        record("d", Verdict(JUDGE_ERROR), level=2, set=3),  # the judge call failed
+        record("e", Verdict(FAILED), level=2, set=3),  # the method failed: no answer upstream
+        record("f", Verdict(EMPTY), level=2, set=3),  # upstream generates an empty answer again
+    ]
+    summary = summarize_records(records, "loong")
+    official = summary.official
+    assert official is not None
+    # official: 1 of the 2 scored answers rated 100; mean of 100 and 87.5; 2 scored of the 4 answers
+    assert (official.overall.correct, official.overall.counted, official.overall.lines) == (1, 2, 4)
+    assert official.overall.accuracy == 50.0 and official.overall.mean_score == 93.75
+    assert official.overall.success_rate == 0.5
+    assert official.left_out == {"judge reply without a score": 1, "method failed (no answer upstream)": 1,
+                                 "judge call failed (a resumed run judges it again)": 1,
+                                 "empty answer (upstream generates it again)": 1}
+    # r3con's strict count beside it: all six finished tasks, every failure wrong
+    assert (summary.accuracy.correct, summary.accuracy.n) == (1, 6)
+    cells = official.breakdown["set x level"]
+    assert set(cells) == {"set 2 level 1", "set 2 level 2", "set 3 level 2"}
+    assert (cells["set 2 level 1"].correct, cells["set 2 level 1"].counted) == (1, 2)
+    assert cells["set 2 level 2"].accuracy is None and cells["set 2 level 2"].lines == 1
+    # upstream divides a cell's scored answers by every answer in the file
+    assert cells["set 2 level 1"].success_rate == 0.5
+    assert set(official.breakdown) == {"level", "set", "set x level"}
+
+
+def test_corpusqa_official_counting_is_correct_over_evaluated_per_domain():
+    records = [
+        record("financial_en_1", Verdict(JUDGED, correct=True), "corpusqa", domain="financial_en"),
+        record("financial_en_2", Verdict(JUDGE_FAILED), "corpusqa", domain="financial_en"),  # no verdict: wrong
+        record("education_en_1", Verdict(JUDGE_ERROR), "corpusqa", domain="education_en"),  # call failed: wrong
+        record("education_en_2", Verdict(EMPTY), "corpusqa", domain="education_en"),  # "" judged: wrong
+        record("education_en_3", Verdict(FAILED), "corpusqa", domain="education_en"),  # never answered: left out
+        record("education_en_4", Verdict(CAPPED), "corpusqa", domain="education_en"),
+    ]
+    summary = summarize_records(records, "corpusqa")
+    official = summary.official
+    assert official is not None
+    assert (official.overall.correct, official.overall.counted) == (1, 4)
+    assert official.overall.mean_score is None and official.overall.success_rate is None
+    assert {k: (c.correct, c.counted) for k, c in official.breakdown["domain"].items()} == {
+        "education_en": (0, 2), "financial_en": (1, 2)}
+    assert (summary.accuracy.correct, summary.accuracy.n) == (1, 6)
+    assert summarize_records(records[:1], "dracula").official is None

@@ -3,7 +3,7 @@
 import json
 import urllib.request
 
-from r3con.eval.judges import JudgePrompt, judge_spec
+from r3con.eval.judges import JudgePrompt, OfficialPrompt, judge_spec, loong_official_score
 
 SCORE = {"type": "object", "properties": {"rationale": {"type": "string"},
                                           "score": {"type": "integer", "minimum": 1, "maximum": 100}}}
@@ -32,6 +32,46 @@ def test_a_judge_prompt_of_ones_own_scores_a_right_answer_above_a_wrong_one(fake
 
     assert score("The Mary Rose and the Vasa sank") == 100
     assert score("Nothing sank; the weather was calm") < 30
+
+
+def ask_messages(server, stage: str, messages: list[dict], mode: str) -> str:
+    body = {"model": "m", "messages": messages}
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "X-R3con-Stage": stage,
+                                              "X-R3con-Mode": mode})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.loads(reply.read())["choices"][0]["message"]["content"]
+
+
+def test_the_official_judge_prompts_get_replies_in_their_official_format(fake_server):
+    gold = "The Vasa and the Mary Rose sank"
+    for benchmark, mode in (("loong", "rating"), ("corpusqa", "yes_no")):
+        prompt = judge_spec(benchmark).prompt
+        assert isinstance(prompt, OfficialPrompt)
+
+        def reply(answer: str, prompt: OfficialPrompt = prompt, mode: str = mode) -> str:
+            messages = [m.to_openai() for m in prompt.messages("Which ships sank?", answer, gold)]
+            return ask_messages(fake_server, "judge", messages, mode)
+
+        right, wrong = reply("The Mary Rose and the Vasa sank"), reply("Nothing sank; the weather was calm")
+        if benchmark == "loong":
+            assert loong_official_score(right) == 100 and (loong_official_score(wrong) or 100) < 30
+            assert right.splitlines()[-1] == "Rating: [[100]]"
+        else:
+            assert "[[YES]]" in right and "[[NO]]" not in right and "[[NO]]" in wrong
+
+
+def test_a_judge_prompt_in_another_wording_of_the_same_shape_is_read_the_same(fake_server):
+    def rate(answer: str) -> float | None:
+        prompt = f"[Query]\nWhich ships sank?\n\n[Reference]\nThe Vasa sank\n\n[Candidate]\n{answer}\n\n[Task]\nGrade it."
+        return loong_official_score(ask_messages(fake_server, "judge", [{"role": "user", "content": prompt}], "rating"))
+
+    assert rate("the Vasa sank") == 100 and (rate("a calm day") or 100) < 30
+    listed = "[Query]\nq\n[Reference]\n[\"Vasa\", \"Mary Rose\"]\n[Candidate]\n[\"Mary Rose\", \"Vasa\"]\n[Task]\nGrade."
+    reply = ask_messages(fake_server, "judge", [{"role": "user", "content": listed}], "rating")
+    assert loong_official_score(reply) == 100, "a JSON list inside a block is not a header"
+    pair = ask_messages(fake_server, "judge", [{"role": "user", "content": "Task: q\nReply 1: Vasa\nReply 2: Vasa"}], "yes_no")
+    assert "[[YES]]" in pair
 
 
 def test_memagent_keeps_its_memory_and_adds_what_the_section_says(fake_server):

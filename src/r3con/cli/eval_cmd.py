@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -90,8 +92,12 @@ def run(
     tasks: Annotated[str | None, typer.Option("--tasks", help="Only these task ids, comma-separated")] = None,
     workers: Annotated[int, typer.Option("--workers", "-w", help="Tasks run at once")] = 4,
     out: Annotated[Path | None, typer.Option("--out", help="Evaluation folder (default ./r3con-evals/<benchmark>); rerun to resume")] = None,
-    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Model for the judge (env R3CON_MODEL_JUDGE; default --model)")] = None,
-    judge_prompt: Annotated[Path | None, typer.Option("--judge-prompt", help="Jinja file replacing the judge prompt; it may use {{ task }}, {{ answer }}, {{ gold }}")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Who judges: paper (gpt-5.4-mini, the default when a judge key or URL is set), benchmark (Loong: gpt-4-turbo-2024-04-09, CorpusQA: deepseek-v3) or endpoint (the run's endpoint and model, the default otherwise)")] = None,
+    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="The judge's endpoint (env R3CON_JUDGE_BASE_URL; default OpenAI's, DashScope's for deepseek-v3)")] = None,
+    judge_api_key: Annotated[str | None, typer.Option("--judge-api-key", help="The judge endpoint's key (env R3CON_JUDGE_API_KEY)")] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Model for the judge (env R3CON_MODEL_JUDGE; default: the --judge's, or --model)")] = None,
+    judge_protocol: Annotated[str | None, typer.Option("--judge-protocol", help="official (the benchmark's own prompt, parser and counting; the default for Loong and CorpusQA) or r3con (r3con's prompt with a JSON schema)")] = None,
+    judge_prompt: Annotated[Path | None, typer.Option("--judge-prompt", help="Jinja file replacing r3con's judge prompt (with --judge-protocol r3con); it may use {{ task }}, {{ answer }}, {{ gold }}")] = None,
     score_capped: Annotated[bool, typer.Option("--score-capped", help="Judge step-capped answers instead of scoring them worst")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False,
     rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False,
@@ -120,13 +126,17 @@ def run(
         run_eval,
         write_report,
     )
+    from ..eval.benchmarks import paper_coverage
+    from ..eval.judges import choose_judge
     from ..eval.loong import PAPER_SETS
     from ..eval.tasks import TaskFilter
     from ._warnings import warn_unknown_variables
 
     warn_unknown_variables()
     stages = parse_stage_models(stage_model)
-    if judge_model:
+    chosen_judge = choose_judge(benchmark, judge, model=judge_model, base_url=judge_base_url, api_key=judge_api_key,
+                                env=os.environ)
+    if chosen_judge.base_url is None and judge_model:
         stages["judge"] = judge_model
     settings = Settings.resolve(
         **endpoint_flags(base_url, pool), api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
@@ -143,6 +153,13 @@ def run(
         raise ConfigError(f"no {benchmark} task matches the filters; loosen --sets/--domains/--levels/--tasks")
     out_dir = out or Path("r3con-evals") / benchmark
     prompt = prompt_from_file(judge_prompt) if judge_prompt else None
+    judge_settings = None
+    if chosen_judge.base_url is not None:  # another endpoint judges: its own URL, key and model
+        judge_settings = dataclasses.replace(
+            settings, base_url=chosen_judge.base_url, base_urls=(chosen_judge.base_url,), pool_file=None,
+            api_key=chosen_judge.api_key, model=chosen_judge.model, stage_models={},
+        )
+    coverage = paper_coverage(task_set)
     methods = _method_names(method)
     total = len(task_set.tasks) * len(methods)
     done = 0
@@ -182,18 +199,22 @@ def run(
 
         method_fn = configured
     if not quiet:
+        if coverage is not None:
+            print(coverage.line(), file=sys.stderr)
         for reason, count in task_set.skipped.items():
             print(f"skipping {count} {benchmark} tasks: {reason}", file=sys.stderr)
         print(f"{len(task_set.tasks)} tasks x {len(methods)} method(s) -> {out_dir}", file=sys.stderr)
     result = asyncio.run(run_eval(
         task_set, settings, out_dir, methods=methods, workers=workers, judge_prompt=prompt,
+        judge_protocol=judge_protocol, judge_settings=judge_settings,
         score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress, method_fn=method_fn,
     ))
     report_dir = out_dir / "report"
     files = write_report(build_report([out_dir]), report_dir, plots=not no_plots)
     _say_if_plots_skipped(no_plots)
     if as_json:
-        print(json.dumps({**result.to_dict(), "report": [str(f) for f in files]}, ensure_ascii=False))
+        print(json.dumps({**result.to_dict(), "paper_set": coverage.to_dict() if coverage else None,
+                          "report": [str(f) for f in files]}, ensure_ascii=False))
         return
     _print_result(result)
     print(f"report: {report_dir / 'report.md'}", file=sys.stderr)
@@ -215,11 +236,13 @@ def _print_result(result: Any) -> None:
     from ..eval.report import load_reference
 
     table = Table(title=f"{result.benchmark}: {result.ran} method runs, {result.judged} judged in this call")
-    for column in ("method", "tasks", "accuracy ± SE", "failed", "capped", "pending", "cost (USD)", "judge cost (USD)"):
+    for column in ("method", "tasks", "accuracy ± SE", "official (correct/counted)", "failed", "capped", "pending",
+                   "cost (USD)", "judge cost (USD)"):
         table.add_column(column, justify="left" if column == "method" else "right")
     for method, summary in result.summaries.items():
+        official = str(summary.official.overall) if summary.official is not None else ""
         table.add_row(
-            method, str(summary.n), str(summary.accuracy), str(summary.outcomes.get("failed", 0)),
+            method, str(summary.n), str(summary.accuracy), official, str(summary.outcomes.get("failed", 0)),
             str(summary.outcomes.get("capped", 0)), str(summary.pending),
             f"{result.usage[method].cost_usd:.4f}", f"{result.judge_usage[method].cost_usd:.4f}",
         )
@@ -227,7 +250,8 @@ def _print_result(result: Any) -> None:
         se = f" ± {ref.se:.2f}" if ref.se is not None else ""
         cost = f"{ref.cost_usd:,.0f}" if ref.cost_usd is not None else "n/a"
         acc = f"{ref.accuracy:.2f}{se}" if ref.accuracy is not None else "n/a"
-        table.add_row(f"paper: {ref.label}", "", acc, "", "", "", cost, "")
+        counted = f"{ref.accuracy:.2f} ({ref.correct}/{ref.n})" if ref.correct is not None and ref.n else ""
+        table.add_row(f"paper: {ref.label}", f"{ref.n:,}" if ref.n else "", acc, counted, "", "", "", cost, "")
     Console().print(table)
 
 

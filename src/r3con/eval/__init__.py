@@ -7,24 +7,39 @@
 
 from __future__ import annotations
 
-from .benchmarks import load_benchmark
+from .benchmarks import Coverage, load_benchmark, paper_coverage
 from .corpusqa import extract_final_answer, load_corpusqa
 from .download import DownloadError, download, download_loong
 from .dracula import load_dracula
 from .judges import (
+    JudgeChoice,
     JudgePrompt,
     JudgeSpec,
+    OfficialPrompt,
     Verdict,
     builtin_prompt,
+    choose_judge,
     judge_answer,
     judge_spec,
+    official_prompt,
     prompt_from_file,
 )
 from .loong import PAPER_SETS, load_loong
 from .records import TaskRecord
 from .report import Report, ReportRow, build_report, load_reference, render_markdown, write_report
 from .runner import EvalResult, MethodRunner, run_eval
-from .scoring import Accuracy, Summary, TaskScore, accuracy, summarize, summarize_records, task_score
+from .scoring import (
+    Accuracy,
+    OfficialCell,
+    OfficialScore,
+    Summary,
+    TaskScore,
+    accuracy,
+    official_score,
+    summarize,
+    summarize_records,
+    task_score,
+)
 from .tasks import (
     BENCHMARKS,
     EvalTask,
@@ -38,12 +53,17 @@ __all__ = [
     "BENCHMARKS",
     "PAPER_SETS",
     "Accuracy",
+    "Coverage",
     "DownloadError",
     "EvalResult",
     "EvalTask",
+    "JudgeChoice",
     "JudgePrompt",
     "JudgeSpec",
     "MethodRunner",
+    "OfficialCell",
+    "OfficialPrompt",
+    "OfficialScore",
     "Report",
     "ReportRow",
     "Summary",
@@ -55,6 +75,7 @@ __all__ = [
     "accuracy",
     "build_report",
     "builtin_prompt",
+    "choose_judge",
     "default_data_dir",
     "download",
     "download_loong",
@@ -66,6 +87,9 @@ __all__ = [
     "load_dracula",
     "load_loong",
     "load_reference",
+    "official_prompt",
+    "official_score",
+    "paper_coverage",
     "prompt_from_file",
     "render_markdown",
     "resolve_data_dir",

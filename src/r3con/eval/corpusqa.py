@@ -110,6 +110,9 @@ def load_corpusqa(data: Path, filters: TaskFilter = TaskFilter()) -> TaskSet:
                 documents=corpora[key],
                 gold=gold_text(row["answer"]),
                 meta=meta,
+                # upstream's judge sees the row's `question` field and its answer through str.format
+                judge_question=str(row.get("question") or question),
+                judge_gold=str(row["answer"]),
             )
         )
     return TaskSet(benchmark="corpusqa", tasks=tuple(tasks), data_dir=path.parent, filters=filters)

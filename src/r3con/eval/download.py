@@ -61,9 +61,14 @@ def _extract(archive: Path, to: Path) -> None:
 def download_loong(
     to: Path, *, jsonl_url: str = LOONG_JSONL_URL, doc_url: str = LOONG_DOC_URL, timeout_s: float = 60.0
 ) -> Path:
-    """Fetch Loong into `to` (`loong.jsonl` and `doc/`), ready for `--data`; return `to`."""
+    """Fetch what `to` lacks of Loong (`loong.jsonl`; `doc/` with all three domains, from doc.zip), ready
+    for `--data`; return `to`. A copy without the legal domain's `doc/legal/legal.json` gets doc.zip."""
     to.mkdir(parents=True, exist_ok=True)
-    fetch(jsonl_url, to / "loong.jsonl", timeout_s=timeout_s)
+    if not (to / "loong.jsonl").is_file():
+        fetch(jsonl_url, to / "loong.jsonl", timeout_s=timeout_s)
+    doc = to / "doc"
+    if (doc / "financial").is_dir() and (doc / "paper").is_dir() and (doc / "legal" / "legal.json").is_file():
+        return to
     archive = fetch(doc_url, to / "doc.zip", timeout_s=timeout_s)
     _extract(archive, to)
     archive.unlink()

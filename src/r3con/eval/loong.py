@@ -43,6 +43,16 @@ def task_text(row: Mapping[str, Any]) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+def judge_question(row: Mapping[str, Any]) -> str:
+    """The question as Loong's `get_evaluate_prompts` shows it to the judge: the prompt template with
+    `{question}` and `{instruction}` filled, and `{docs}` removed except in paper tasks (upstream keeps
+    the literal slot there)."""
+    template = str(row["prompt_template"])
+    if row["type"] != "paper":
+        template = template.replace("{docs}", "")
+    return template.replace("{question}", str(row["question"])).replace("{instruction}", str(row["instruction"]))
+
+
 class _Library:
     """Reads Loong's documents once each, resolving names the way upstream does."""
 
@@ -181,6 +191,8 @@ def load_loong(data_dir: Path, filters: TaskFilter = TaskFilter(), *, shuffle: b
                 documents=documents,
                 gold=gold_text(row["answer"]),
                 meta=meta,
+                judge_question=judge_question(row),
+                judge_gold=str(row["answer"]),  # upstream's str.format shows lists and dicts as Python writes them
             )
         )
     return TaskSet(benchmark="loong", tasks=tuple(tasks), skipped=dict(skipped), data_dir=root, filters=filters)

@@ -16,10 +16,10 @@ from typing import Any
 from .._files import write_atomic
 from ..errors import InputError
 from ..llm.types import Usage
-from .judges import CAPPED, EMPTY, FAILED, JUDGE_ERROR, JUDGE_FAILED
+from .judges import CAPPED, EMPTY, FAILED, JUDGE_ERROR, JUDGE_FAILED, OFFICIAL, PAPER_JUDGE
 from .plots import plot_categories, plot_pareto, unavailable
 from .records import MANIFEST, TaskRecord, read_json, read_record, record_path
-from .scoring import CATEGORIES, Accuracy, Summary, method_cost, summarize_records
+from .scoring import CATEGORIES, Accuracy, OfficialCell, Summary, method_cost, summarize_records
 
 NOT_AVAILABLE = "n/a"
 DEFAULT_MODEL = "(endpoint default)"
@@ -39,6 +39,9 @@ class ReferenceResult:
     cost_usd: float | None
     note: str | None = None
     categories: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None
+    correct: int | None = None  # the paper's count and denominator, where known (CorpusQA 231 of 327)
+    n: int | None = None
+    judge: str | None = None
 
     def category(self, key: str, value: str) -> str:
         """The published cell for one category value, or "n/a"."""
@@ -64,6 +67,9 @@ def load_reference() -> dict[str, tuple[ReferenceResult, ...]]:
                 cost_usd=r.get("cost_usd"),
                 note=r.get("note"),
                 categories=r.get("categories"),
+                correct=r.get("correct"),
+                n=r.get("n"),
+                judge=r.get("judge"),
             )
             for r in entry.get("results", [])
         )
@@ -120,6 +126,8 @@ class Report:
     rows: tuple[ReportRow, ...]
     reference: Mapping[str, tuple[ReferenceResult, ...]]
     skipped: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    judges: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)  # each folder's judge (eval.json)
+    paper_set: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the paper's tasks beside the folder's
 
     @property
     def benchmarks(self) -> list[str]:
@@ -133,6 +141,9 @@ class Report:
             "benchmarks": {
                 b: {
                     "skipped": dict(self.skipped.get(b, {})),
+                    "judges": [dict(j) for j in self.judges.get(b, ())],
+                    "judge_differs_from_papers": bool(judge_warnings(self, b)),
+                    "paper_set": dict(self.paper_set.get(b, {})),
                     "runs": [r.to_dict() for r in self.rows_for(b)],
                     "reference": [
                         {k: v for k, v in ref.__dict__.items() if k != "benchmark"} for ref in self.reference.get(b, ())
@@ -154,6 +165,8 @@ def build_report(dirs: Sequence[Path]) -> Report:
         raise InputError("no evaluation folder given; pass one or more OUT folders of `r3con eval run`")
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     skipped: dict[str, dict[str, int]] = {}
+    judges: dict[str, list[dict[str, Any]]] = {}
+    paper_set: dict[str, dict[str, Any]] = {}
     for folder in dirs:
         path = folder / MANIFEST
         if not path.is_file():
@@ -163,6 +176,12 @@ def build_report(dirs: Sequence[Path]) -> Report:
         for reason, count in manifest.get("skipped", {}).items():
             bench_skipped = skipped.setdefault(benchmark, {})
             bench_skipped[reason] = max(bench_skipped.get(reason, 0), int(count))
+        judge = manifest.get("judge") or {}
+        entry = {"protocol": judge.get("protocol", "r3con"), "model": judge.get("model"), "prompt": judge.get("prompt_name")}
+        if entry not in judges.setdefault(benchmark, []):
+            judges[benchmark].append(entry)
+        if manifest.get("paper_set"):
+            paper_set[benchmark] = manifest["paper_set"]
         task_ids = [str(t) for t in manifest.get("task_ids", [])]
         for method in manifest.get("methods", []):
             records = [read_record(p) for t in task_ids if (p := record_path(folder, method, t)).is_file()]
@@ -190,7 +209,25 @@ def build_report(dirs: Sequence[Path]) -> Report:
                 records=tuple(records),
             )
         )
-    return Report(rows=tuple(rows), reference=load_reference(), skipped=skipped)
+    return Report(rows=tuple(rows), reference=load_reference(), skipped=skipped,
+                  judges={b: tuple(j) for b, j in judges.items()}, paper_set=paper_set)
+
+
+def judge_warnings(report: Report, benchmark: str) -> list[str]:
+    """Why this benchmark's numbers do not stand beside the paper's as they are: another judge model, or
+    r3con's judge protocol instead of the benchmark's own. Empty when the setting is the paper's."""
+    if benchmark not in ("loong", "corpusqa"):
+        return []
+    served = {m for r in report.rows_for(benchmark) for m in r.judge_models}
+    configured = {str(j["model"]) for j in report.judges.get(benchmark, ()) if j.get("model")}
+    models = sorted(served or configured) or ["the endpoint's default model"]
+    out = []
+    if any(m != PAPER_JUDGE for m in models):
+        out.append(f"the judge ({', '.join(models)}) is not the paper's ({PAPER_JUDGE})")
+    protocols = sorted({str(j.get("protocol")) for j in report.judges.get(benchmark, ())})
+    if any(p != OFFICIAL for p in protocols):
+        out.append(f"judged under the {', '.join(protocols)} protocol, not the benchmark's own prompt and parser")
+    return out
 
 
 # ---- tables -------------------------------------------------------------------------------------------
@@ -203,6 +240,8 @@ _SUMMARY_COLUMNS = (
     "source", "method", "model", "tasks", "accuracy", "se", "mean_rating", "lenient_accuracy", "failed", "capped",
     "empty", "judge_failed", "degraded", "pending", "not_run", "cost_usd", "paid_usd", "prompt_tokens",
     "completion_tokens", "calls", "cache_hits", "judge_cost_usd", "judge_calls", "judge_model",
+    "correct", "official_accuracy", "official_correct", "official_counted", "official_mean_score",
+    "official_success_rate",
 )
 
 
@@ -224,15 +263,30 @@ def summary_rows(report: Report, benchmark: str) -> list[dict[str, Any]]:
             "calls": row.usage.calls, "cache_hits": row.usage.cache_hits,
             "judge_cost_usd": round(row.judge_usage.cost_usd, 4), "judge_calls": row.judge_usage.calls,
             "judge_model": ", ".join(row.judge_models) or None,
+            "correct": s.accuracy.correct,
+            **_official_columns(s),
         })
     for ref in report.reference.get(benchmark, ()):
         blank = dict.fromkeys(_SUMMARY_COLUMNS)
         blank.update({
             "source": "paper", "method": ref.label, "model": ref.model, "accuracy": ref.accuracy, "se": ref.se,
-            "cost_usd": ref.cost_usd,
+            "cost_usd": ref.cost_usd, "tasks": ref.n, "correct": ref.correct, "judge_model": ref.judge,
         })
         out.append(blank)
     return out
+
+
+def _official_columns(summary: Summary) -> dict[str, Any]:
+    off = summary.official
+    if off is None:
+        return {}
+    acc, mean_score, rate = off.overall.accuracy, off.overall.mean_score, off.overall.success_rate
+    return {
+        "official_accuracy": None if acc is None else round(acc, 2),
+        "official_correct": off.overall.correct, "official_counted": off.overall.counted,
+        "official_mean_score": None if mean_score is None else round(mean_score, 2),
+        "official_success_rate": None if rate is None else round(rate, 4),
+    }
 
 
 def category_rows(report: Report, benchmark: str) -> list[dict[str, Any]]:
@@ -272,6 +326,7 @@ def render_markdown(report: Report) -> str:
     for benchmark in report.benchmarks:
         title = _BENCHMARK_TITLES.get(benchmark, benchmark)
         parts.append(f"## {title}")
+        parts.append(_judge_header(report, benchmark))
         notes = [f"Metric: {reference_metric(benchmark)}. Accuracy and SE in percent (SE = sqrt(p(1-p)/n)); "
                  "failed, step-capped and empty answers and judge failures count at the worst score. "
                  "Cost is the method's at the price table, calls served from r3con's cache included (paid is "
@@ -310,6 +365,9 @@ def render_markdown(report: Report) -> str:
         notes_ref = [f"- paper, {ref.label}: {ref.note}" for ref in report.reference.get(benchmark, ()) if ref.note]
         if notes_ref:
             parts.append("\n".join(notes_ref))
+        official = _official_section(report, benchmark)
+        if official:
+            parts.append(official)
         for key in CATEGORIES.get(benchmark, ()):
             values: list[str] = []
             for row in report.rows_for(benchmark):
@@ -327,6 +385,84 @@ def render_markdown(report: Report) -> str:
             parts.append(f"### By {key}\n\nAccuracy ± SE (tasks).\n\n"
                          + _md_table(["source", "method", "model", *values], cat_table))
     return "\n\n".join(parts) + "\n"
+
+
+def _judge_header(report: Report, benchmark: str) -> str:
+    """Who judged, under which protocol, over which of the paper's tasks; a warning when it is not the paper's setting."""
+    judges = report.judges.get(benchmark, ())
+    served = sorted({m for r in report.rows_for(benchmark) for m in r.judge_models})
+    described = "; ".join(f"{j.get('protocol')} protocol, prompt {j.get('prompt')}" for j in judges) or "not recorded"
+    lines = [f"Judge: {', '.join(served) or 'none called yet'} ({described})."]
+    warnings = judge_warnings(report, benchmark)
+    if warnings:
+        lines.append(f"**Not the paper's setting: {'; '.join(warnings)}. Do not quote these numbers beside the "
+                     "paper's without saying so.**")
+    covered = report.paper_set.get(benchmark)
+    if covered:
+        missing = "; ".join(f"{n:,} tasks ({why})" for why, n in covered.get("missing", {}).items())
+        line = f"Tasks: {covered['here']:,} of the paper's {covered['paper']:,}"
+        line += " (chosen by filters)" if covered.get("subset") else (f"; not in the local copy: {missing}" if missing else "")
+        lines.append(line + ".")
+    return "\n\n".join(lines)
+
+
+def _official_cell(cell: OfficialCell | None, *, with_mean: bool = True) -> str:
+    if cell is None or cell.accuracy is None:
+        return NOT_AVAILABLE
+    text = f"{cell.accuracy:.2f} ({cell.correct}/{cell.counted})"
+    return text + (f", mean {cell.mean_score:.2f}" if with_mean and cell.mean_score is not None else "")
+
+
+def _official_section(report: Report, benchmark: str) -> str:
+    """The benchmark's own counting beside r3con's, both denominators shown, the paper's row with its n;
+    then the official breakdown (Loong set x level, CorpusQA domain)."""
+    rows = [(r, r.summary.official) for r in report.rows_for(benchmark) if r.summary.official is not None]
+    if not rows:
+        return ""
+    loong = benchmark == "loong"
+    header = ["source", "method", "model", "official accuracy (correct/counted)"]
+    header += ["mean score", "scoring success rate"] if loong else []
+    header += ["answers judged", "left out of the official count", "r3con accuracy ± SE (correct/n)"]
+    table: list[list[Any]] = []
+    for row, off in rows:
+        strict = row.summary.accuracy
+        cells: list[Any] = ["run", row.method, row.model, _official_cell(off.overall, with_mean=False)]
+        if loong:
+            cells += [None if off.overall.mean_score is None else f"{off.overall.mean_score:.2f}",
+                      None if off.overall.success_rate is None else f"{off.overall.success_rate:.2%}"]
+        left = ", ".join(f"{n} {why}" for why, n in off.left_out.items()) or "none"
+        cells += [off.overall.lines, left, f"{strict} ({strict.correct}/{strict.n})"]
+        table.append(cells)
+    for ref in report.reference.get(benchmark, ()):
+        if ref.accuracy is None:
+            continue
+        counted = f" ({ref.correct}/{ref.n})" if ref.correct is not None and ref.n else ""
+        se = f" ± {ref.se:.2f}" if ref.se is not None else ""
+        table.append(["paper", ref.label, ref.model, f"{ref.accuracy:.2f}{se}{counted}", *([None, None] if loong else []),
+                      ref.n, None, None])
+    text = ("### The benchmark's own counting beside r3con's\n\n"
+            + ("Official (Loong's src/utils/metric.py): answers whose judge reply holds no score leave both "
+               "averages; accuracy is rated 100 of those scored; the success rate is scored of all answers. "
+               if loong else
+               "Official (CorpusQA's src/eval.py): correct of the answers judged, a reply without a verdict "
+               "counted wrong. ")
+            + "Tasks whose method failed or was step-capped have no answer upstream and leave the official "
+              "count; r3con counts every finished task, failures as wrong, with SE = sqrt(p(1-p)/n). The "
+              "paper's rows are as published (judge gpt-5.4-mini with the benchmark's own prompt), with their "
+              "count and denominator where known.\n\n"
+            + _md_table(header, table))
+    key = "set x level" if loong else "domain"
+    values: list[str] = []
+    for _, off in rows:
+        values += [v for v in off.breakdown.get(key, {}) if v not in values]
+    if values:
+        breakdown = []
+        for row, off in rows:
+            cells_by = off.breakdown.get(key, {})
+            breakdown.append(["run", row.method, row.model, *(_official_cell(cells_by.get(v)) for v in values)])
+        text += (f"\n\n#### Official, by {key}\n\nAccuracy (correct/counted)" + (", mean score" if loong else "")
+                 + ".\n\n" + _md_table(["source", "method", "model", *values], breakdown))
+    return text
 
 
 def _csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:

@@ -21,6 +21,7 @@ from ..corpus import Document
 from ..errors import BudgetExceeded, ConfigError, R3conError
 from ..llm.budget import CostCap, sharing
 from ..llm.types import LLM, ChatRequest, Completion, Usage
+from .benchmarks import paper_coverage
 from .judges import CAPPED as CAPPED_VERDICT
 from .judges import EMPTY, JUDGE_ERROR, JudgePrompt, JudgeSpec, Verdict, judge_answer, judge_spec
 from .judges import FAILED as FAILED_VERDICT
@@ -121,7 +122,8 @@ def _default_runner(methods: Sequence[str]) -> MethodRunner:
 
 
 def _update_manifest(
-    out_dir: Path, task_set: TaskSet, methods: Sequence[str], settings: Settings, spec: JudgeSpec, rejudge: bool
+    out_dir: Path, task_set: TaskSet, methods: Sequence[str], settings: Settings, spec: JudgeSpec, rejudge: bool,
+    judge_settings: Settings,
 ) -> None:
     path = out_dir / MANIFEST
     old: dict[str, Any] = read_json(path) if path.exists() else {}
@@ -133,7 +135,7 @@ def _update_manifest(
     if old_prompt and old_prompt != spec.prompt.hash and not rejudge:
         raise ConfigError(
             f"{out_dir} was judged with another judge prompt ({old['judge'].get('prompt_name')}); "
-            "pass the same --judge-prompt, --rejudge to judge every answer again, or another --out"
+            "pass the same --judge-prompt and --judge-protocol, --rejudge to judge every answer again, or another --out"
         )
     task_ids = list(old.get("task_ids", []))
     seen = set(task_ids)
@@ -148,11 +150,14 @@ def _update_manifest(
             "skipped": dict(task_set.skipped),
             "data_dir": str(task_set.data_dir),
             "filters": task_set.filters.describe(),
+            "paper_set": coverage.to_dict() if (coverage := paper_coverage(task_set)) else None,
             "settings": settings.public(),
             "judge": {
+                "protocol": spec.protocol,
                 "prompt_name": spec.prompt.name,
                 "prompt_hash": spec.prompt.hash,
-                "model": settings.model_for("judge"),
+                "model": judge_settings.model_for("judge"),
+                "endpoint": judge_settings.public().get("base_url"),
             },
             "created": old.get("created") or _now(),
             "updated": _now(),
@@ -192,6 +197,8 @@ async def run_eval(
     methods: Sequence[str] = ("r3con",),
     workers: int = 4,
     judge_prompt: JudgePrompt | None = None,
+    judge_protocol: str | None = None,
+    judge_settings: Settings | None = None,
     score_capped: bool = False,
     retry_failed: bool = False,
     rejudge: bool = False,
@@ -204,21 +211,24 @@ async def run_eval(
     Records go to `out_dir/METHOD/TASK_ID.json`, the methods' run folders to `out_dir/METHOD/runs/TASK_ID`.
     Tasks already recorded there are not run again; answered ones are only judged. A step-capped task
     counts at the worst score unless `score_capped`; a failed one always does (`retry_failed` runs it
-    again). `method_fn` replaces `r3con.methods.run_method` and `judge_llm` the judge's client (built
-    from `settings`, stage "judge", when needed); both are for tests and library callers.
+    again). The judge follows `judge_protocol` ("official", the default where the benchmark has one, or
+    "r3con"; see `judges`) and calls the endpoint of `judge_settings` (default `settings`), stage
+    "judge". `method_fn` replaces `r3con.methods.run_method` and `judge_llm` the judge's client (built
+    when needed); both are for tests and library callers.
     """
     if workers < 1:
         raise ConfigError("--workers must be at least 1")
     if not methods:
         raise ConfigError("no method to evaluate; pass --method NAME")
     runner = method_fn if method_fn is not None else _default_runner(methods)
-    spec = judge_spec(task_set.benchmark, judge_prompt)
+    spec = judge_spec(task_set.benchmark, judge_prompt, judge_protocol)
+    judge_settings = judge_settings or settings
     out_dir.mkdir(parents=True, exist_ok=True)
-    _update_manifest(out_dir, task_set, methods, settings, spec, rejudge)
+    _update_manifest(out_dir, task_set, methods, settings, spec, rejudge, judge_settings)
 
     # --max-cost covers this whole call: every method run and the judge spend against one cap
     cap = CostCap(settings.max_cost_usd) if settings.max_cost_usd is not None else None
-    judge = _LazyJudge(settings, out_dir / "judge-calls.jsonl", judge_llm, cap)
+    judge = _LazyJudge(judge_settings, out_dir / "judge-calls.jsonl", judge_llm, cap)
     semaphore = asyncio.Semaphore(workers)
     counts = {"ran": 0, "judged": 0}
 

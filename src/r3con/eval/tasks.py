@@ -27,6 +27,8 @@ class EvalTask:
     """One question of a benchmark: the task text, its documents, and the gold answer(s).
 
     `meta` holds the categories results are broken down by (level, set, domain, language, ...).
+    `judge_question` and `judge_gold` are the question and gold answer as the benchmark's own evaluation
+    code shows them to its judge (empty: `task_text` and `gold`).
     """
 
     id: str
@@ -36,6 +38,8 @@ class EvalTask:
     gold: str
     gold_lenient: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    judge_question: str = ""
+    judge_gold: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))

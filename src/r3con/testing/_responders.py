@@ -206,12 +206,43 @@ def prose(r: Reading) -> str:
     return f"From {len(found)} notes and the records: {summary}.\nAnswer: {summary}{sources}"
 
 
+# A header line on its own ("[Gold Answer]"): a capital, then letters, spaces and apostrophes only, so a
+# JSON list an answer holds ("[\"a\", \"b\"]") is never one.
+_BRACKET_HEADER = re.compile(r"^\[[A-Z][A-Za-z' ]*\]$", flags=re.MULTILINE)
+# A numbered label opening a line ("Answer 1: ..."): two such labels with one stem are the compared pair.
+_NUMBERED_LABEL = re.compile(r"^([A-Z][A-Za-z ]*?) (\d+): ?", flags=re.MULTILINE)
+
+
+def compared_texts(r: Reading) -> tuple[str, str]:
+    """The two texts a judge compares, read by the prompt's shape: the tagged sections after the task;
+    else the blocks after the first of bracketed header lines; else the last two numbered labels that
+    share a stem ("X 1:", "X 2:"), each to the end of its line."""
+    if len(r.plain_sections) >= 3:
+        return r.plain_sections[1], r.plain_sections[2]
+    text = r.prompt
+    headers = list(_BRACKET_HEADER.finditer(text))
+    if len(headers) >= 3:
+        return text[headers[1].end() : headers[2].start()].strip(), text[headers[2].end() : headers[3].start() if len(headers) > 3 else len(text)].strip()
+    labels = list(_NUMBERED_LABEL.finditer(text))
+    for i in range(len(labels) - 1, 0, -1):
+        first, second = labels[i - 1], labels[i]
+        if first.group(1) == second.group(1):
+            return (text[first.end() :].split("\n", 1)[0].strip(), text[second.end() :].split("\n", 1)[0].strip())
+    return "", ""
+
+
 def judge(r: Reading) -> str:
-    """Scores from the token overlap (F1) of the answer and the gold answer (the sections after the task)."""
-    compared = r.plain_sections[1:3]
-    a, g = (t.content_words(x) for x in (compared + ["", ""])[:2])
+    """Scores from the token overlap (F1) of the answer and the gold answer (`compared_texts`): as the
+    response schema asks (JSON), else in the format the mode header names, "rating" (a line
+    "Rating: [[N]]", N from 1 to 100) or "yes_no" (an explanation, then "[[YES]]" or "[[NO]]")."""
+    a, g = (t.content_words(x) for x in compared_texts(r))
     overlap = len(a & g)
     f1 = 0.0 if not overlap else 2 * overlap / (len(a) + len(g))
+    why = f"token overlap F1 {f1:.2f} between answer and gold"
+    if r.schema is None and r.mode == "rating":
+        return f"Evaluation evidence: {why}\nRating: [[{max(1, round(100 * f1))}]]"
+    if r.schema is None and r.mode == "yes_no":
+        return f"1) {why}\n2) {'[[YES]]' if f1 >= 0.8 else '[[NO]]'}"
     out: dict[str, Any] = {}
     for name, spec in ((r.schema or {}).get("properties") or {}).items():
         kind = spec.get("type")
@@ -220,5 +251,5 @@ def judge(r: Reading) -> str:
         elif kind == "boolean":
             out[name] = f1 >= 0.8
         else:
-            out[name] = f"token overlap F1 {f1:.2f} between answer and gold"
+            out[name] = why
     return json.dumps(out)
