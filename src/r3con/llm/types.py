@@ -22,12 +22,11 @@ class ToolCall:
     def to_openai(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
-    def to_dict(self) -> dict[str, str]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
+        """A call as `to_openai` wrote it (or as a cache file before it kept that form: id, name, arguments)."""
+        function = data.get("function", data)
+        return cls(id=str(data["id"]), name=str(function["name"]), arguments=str(function["arguments"]))
 
 
 def tool_calls_from(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
@@ -222,7 +221,7 @@ class Completion:
         usage = self.usage.to_dict()
         usage.pop("events", None)
         return {"content": self.content, "reasoning": self.reasoning, "finish_reason": self.finish_reason,
-                "model": self.model, "usage": usage, "tool_calls": [c.to_dict() for c in self.tool_calls]}
+                "model": self.model, "usage": usage, "tool_calls": [c.to_openai() for c in self.tool_calls]}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Completion | None:
