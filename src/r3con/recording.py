@@ -221,6 +221,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
                      **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
                         if stack.pool is not None else {})},
         "settings": settings.public(),
+        "setting_roles": Settings.roles(),  # request, question, run, operational: config.ROLES
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
