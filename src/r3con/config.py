@@ -72,7 +72,7 @@ class Settings:
     part_tokens: int | None = _role("request", None)
     max_failed_share: float = _role("operational", 0.5)
     layout: Literal["cache", "paper"] = _role("request", "cache")
-    alternate_order: bool = _role("request", True)  # stages send their calls in alternating directions (`stages.plan`)
+    alternate_order: bool = _role("operational", True)  # stages send their calls in alternating directions (`stages.plan`): the same requests, in another order
     adaptive_placement: bool = _role("request", True)  # place calls by what probes found of the endpoint's cache (`stages.plan`)
     cache_breakpoints: Literal["auto", "on", "off"] = _role("request", "auto")
     notes_budget_tokens: int | None = _role("request", None)
