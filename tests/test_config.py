@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,69 @@ def test_missing_endpoint_says_what_to_set():
 
 def test_public_settings_hide_the_api_key():
     assert Settings.resolve(env={}, api_key="sk-secret").public()["api_key"] == "***"
+
+
+def test_every_setting_declares_its_role():
+    from r3con.config import ROLES
+
+    missing = [f.name for f in dataclasses.fields(Settings) if f.metadata.get("role") not in ROLES]
+    assert missing == [], f"declare a role ({', '.join(ROLES)}) for: {', '.join(missing)}"
+
+
+def test_the_reuse_key_and_the_resume_check_follow_the_roles():
+    from r3con.resume import OPERATIONAL
+    from r3con.reuse import question_key
+
+    roles = Settings.roles()
+    base = Settings.resolve(env={})
+    for name, role in roles.items():
+        value = getattr(base, name)
+        other = {bool: lambda v: not v, int: lambda v: v + 1, float: lambda v: v * 2}.get(type(value))
+        if other is None:
+            continue
+        changed = question_key("q", dataclasses.replace(base, **{name: other(value)})) != question_key("q", base)
+        assert changed == (role in ("request", "question")), name
+        assert (name in OPERATIONAL) == (role == "operational"), name
+    assert {"reuse", "new_schema", "concurrency", "max_failed_share"}.isdisjoint(base.question_settings())
+
+
+def test_resolve_finds_the_local_server_as_r3con_run_does(monkeypatch, tmp_path):
+    import asyncio
+    import json
+
+    from r3con.testing import OllamaServer
+
+    from .conftest import cli_in_process, free_port
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Registry\n\nAnn Lee is 34 years old and lives in Oslo.")
+    with OllamaServer(models=("llama3.2:latest", "qwen3:8b"), running={"llama3.2:latest": 8192}) as server:
+        ports = f"{free_port()}=vLLM,{server.port}=Ollama"
+        monkeypatch.setenv("R3CON_LOCAL_PORTS", ports)
+        found = Settings.resolve()
+
+        async def in_a_loop():  # as an application's async code calls it
+            return Settings.resolve(rounds=1)
+
+        looped = asyncio.run(in_a_loop())
+        proc = cli_in_process("run", "How old is Ann Lee?", str(docs), "--out", str(tmp_path / "runs"), "--quiet",
+                              env={"R3CON_LOCAL_PORTS": ports})
+        assert Settings.resolve(env={"R3CON_LOCAL_PORTS": ports}).base_url is None  # an env given whole: no look
+        assert Settings.resolve(env={"R3CON_LOCAL_PORTS": ports}, discover=True).base_url == server.base_url
+        assert Settings.resolve(discover=False).base_url is None
+        assert Settings.resolve(base_url="http://elsewhere:1/v1").base_url == "http://elsewhere:1/v1"
+    assert proc.returncode == 0, proc.stderr
+    (manifest,) = (tmp_path / "runs").glob("*/manifest.json")
+    chosen = json.loads(manifest.read_text())["settings"]
+    assert (found.base_url, found.model) == (looped.base_url, looped.model) == (chosen["base_url"], chosen["model"])
+    assert (found.base_url, found.model) == (server.base_url, "llama3.2:latest")
+
+
+def test_resolve_with_two_local_servers_asks_which_one(monkeypatch):
+    from r3con.testing import LMStudioServer, OllamaServer
+
+    with OllamaServer() as a, LMStudioServer() as b:
+        monkeypatch.setenv("R3CON_LOCAL_PORTS", f"{a.port},{b.port}")
+        with pytest.raises(ConfigError, match="2 local servers answer"):
+            Settings.resolve()

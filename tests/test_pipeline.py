@@ -39,6 +39,8 @@ async def test_end_to_end_over_http_writes_every_artifact(fake_server, tmp_path,
     manifest = json.loads((folder / "manifest.json").read_text())
     assert [d["title"] for d in manifest["documents"]] == ["Registry", "Letter", "Weather"]
     assert manifest["settings"]["api_key"] == "***"
+    assert manifest["setting_roles"].keys() == manifest["settings"].keys()  # each setting with its role
+    assert (manifest["setting_roles"]["model"], manifest["setting_roles"]["concurrency"]) == ("request", "operational")
     calls = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
     stages = [c["stage"] for c in calls]
     assert stages.count("relevance") == 6 and stages.count("populate") == 3 and "schema" in stages

@@ -1,5 +1,6 @@
 """A run killed with SIGKILL and started again repeats no call that had succeeded (checked on the server's log)."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from r3con.errors import InputError
-from r3con.resume import read_resume
+from r3con.config import Settings
+from r3con.errors import ConfigError, InputError
+from r3con.resume import ResumePlan, check_settings, read_resume
 from r3con.testing import FakeLLMServer, FaultPlan
 
 from .conftest import cli_in_process
@@ -207,3 +209,18 @@ def test_a_failed_start_leaves_no_run_folder(corpus, tmp_path, case):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not runs.exists() or list(runs.iterdir()) == [], "no empty run folder"
+
+
+def test_a_resume_may_change_the_operational_settings_and_no_other():
+    saved = Settings.resolve(env={})
+    plan = ResumePlan(run_dir=Path("run"), task="q", sources=(), settings=saved.public())
+    for f in dataclasses.fields(Settings):
+        value = getattr(saved, f.name)
+        other = {bool: lambda v: not v, int: lambda v: v + 1, float: lambda v: v * 2}.get(type(value))
+        if other is None or f.name not in plan.settings:
+            continue
+        if f.metadata["role"] == "operational":
+            check_settings(plan, {f.name: other(value)})
+        else:
+            with pytest.raises(ConfigError, match=f"ran with {f.name}="):
+                check_settings(plan, {f.name: other(value)})

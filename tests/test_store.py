@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import time
 
 import pytest
@@ -18,12 +19,20 @@ from r3con.store import CorpusStore, text_hash
 from .conftest import cli_in_process
 
 PAST = time.time() - 3600  # an hour ago: older than the store's two-second window for racy files
+RACY_S = 0.05  # the racy window in these tests: a file's ctime cannot be set back, only waited out
+
+
+@pytest.fixture(autouse=True)
+def _short_racy_window(monkeypatch):
+    """Setting a file's mtime back sets its ctime to now: these tests wait out a 50 ms window, not two seconds."""
+    monkeypatch.setattr(store_module, "_RACY_NS", int(RACY_S * 1e9))
 
 
 def settle(*paths):
-    """Date files an hour back, as files written long before the run are."""
+    """Date files an hour back, as files written long before the run are (their ctime is now: wait the window out)."""
     for path in paths:
         os.utime(path, (PAST, PAST))
+    time.sleep(2 * RACY_S)
 
 
 @pytest.fixture
@@ -215,3 +224,84 @@ def test_a_second_question_reads_the_corpus_from_the_store_and_says_so(fake_serv
     manifest = json.loads((tmp_path / "runs" / os.path.basename(second["run_dir"]) / "manifest.json").read_text())
     assert manifest["corpus_store"] == second["corpus_store"]
     assert (tmp_path / "corpus" / "corpus.sqlite").is_file()
+
+
+def edit_in_place(path, old: str, new: str):
+    """Replace `old` by `new` (as long) in the file, then put its mtime back: the size, mtime and inode are as before."""
+    stat = path.stat()
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    with path.open("r+") as f:  # in place: the same inode
+        f.write(text.replace(old, new))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def test_an_edit_of_the_same_size_with_its_mtime_put_back_is_seen(tmp_path, folder, extracted):
+    with CorpusStore(tmp_path / "store") as store:
+        first = load_corpus([folder], store=store)
+        assert load_corpus([folder], store=store).stored.unchanged == 3  # recorded as settled, not as racy
+        edit_in_place(folder / "a.txt", "34 years", "43 years")
+        extracted.clear()
+        again = load_corpus([folder], store=store)
+    assert extracted == ["a.txt"]
+    assert again.stored.to_dict() == {"unchanged": 2, "touched": 0, "renamed": 0, "read": 1, "reused": 2, "deleted": 0}
+    assert "43 years" in again.documents[0].text and "34 years" in first.documents[0].text
+    assert again.documents[0].sha256 == text_hash(again.documents[0].text) != first.documents[0].sha256
+    assert again.documents == load_corpus([folder]).documents
+
+
+def test_a_file_changed_within_the_racy_window_of_its_ctime_is_hashed_again(tmp_path, folder, extracted, monkeypatch):
+    path = folder / "a.txt"
+    with CorpusStore(tmp_path / "store") as store:
+        os.utime(path, (PAST, PAST))  # an old mtime, but the ctime is now: a write now would change neither
+        load_corpus([folder], store=store)
+        hashed: list[str] = []
+        real = store_module.hashlib.sha256
+        monkeypatch.setattr(store_module.hashlib, "sha256", lambda data=b"": hashed.append(data) or real(data))
+        second = load_corpus([folder], store=store)
+        time.sleep(2 * RACY_S)  # recorded again after the window: settled
+        load_corpus([folder], store=store)
+        hashed.clear()
+        third = load_corpus([folder], store=store)
+    assert extracted == ["a.txt", "b.md", "c.txt"]  # once each: a racy file is hashed, not extracted again
+    assert (second.stored.touched, second.stored.unchanged) == (1, 2)
+    assert (third.stored.touched, third.stored.unchanged) == (0, 3) and hashed == []
+
+
+def test_a_store_written_before_ctime_was_kept_is_brought_up_to_date_and_hashes_its_files_once(tmp_path, folder):
+    (tmp_path / "store").mkdir()
+    old = sqlite3.connect(tmp_path / "store" / "corpus.sqlite")
+    old.executescript(store_module._SCHEMA.replace(", ctime_ns INTEGER, dev INTEGER", ""))
+    old.close()
+    with CorpusStore(tmp_path / "store") as store:  # the old table, as an earlier r3con left it
+        columns = [row[1] for row in store._all("PRAGMA table_info(files)")]
+        assert columns[-2:] == ["ctime_ns", "dev"]
+        store._write("INSERT INTO files (path, size, mtime_ns, inode, raw, suffix, recorded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     [(str((folder / "a.txt").resolve()).encode(), (folder / "a.txt").stat().st_size,
+                       (folder / "a.txt").stat().st_mtime_ns, (folder / "a.txt").stat().st_ino, "0" * 64, ".txt", 0.0)])
+        first = load_corpus([folder], store=store)  # a row without ctime is not trusted: a.txt read
+        second = load_corpus([folder], store=store)
+    assert "34 years" in first.documents[0].text
+    assert (first.stored.read, second.stored.unchanged) == (3, 3)
+
+
+def test_a_run_over_a_file_edited_in_place_with_its_mtime_put_back_reads_the_new_text(fake_server, folder, tmp_path):
+    def ask():
+        proc = cli_in_process("run", "How old are the people named?", str(folder), "--json", "--quiet",
+                              "--out", str(tmp_path / "runs"), "--corpus-dir", str(tmp_path / "corpus"), "--rounds", "1",
+                              env={"OPENAI_BASE_URL": fake_server.base_url})
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        run_dir = tmp_path / "runs" / os.path.basename(out["run_dir"])
+        documents = [json.loads(line) for line in (run_dir / "documents.jsonl").read_text().splitlines()]
+        return out, documents, (run_dir / "records.json").read_text()
+
+    first, first_docs, first_records = ask()
+    edit_in_place(folder / "a.txt", "34 years", "43 years")
+    second, second_docs, second_records = ask()
+    assert first["corpus_store"]["files"]["read"] == 3
+    assert second["corpus_store"]["files"]["read"] == 1  # the edited file, and only it
+    assert "34 years" in first_docs[0]["text"] and "43 years" in second_docs[0]["text"]
+    assert "34" in first_records and "43" in second_records and "43" not in first_records

@@ -21,68 +21,98 @@ DEFAULT_CONTEXT_WINDOW = 32_768
 DEFAULT_CONCURRENCY = 8  # requests in flight when neither --concurrency nor the server's slots say
 ROUTING_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")  # llm/routing.py
 
+Role = Literal["request", "question", "run", "operational"]
+# What each setting is to a run, declared on its field (`_role`); the reuse key, the resume check and the
+# manifest read it there (`Settings.roles`):
+ROLES: dict[Role, str] = {
+    "request": "its value is written into requests (the model, sampling, token limits, what a prompt holds and "
+               "where): part of the question (reuse key), fixed for a run (refused on --resume)",
+    "question": "decides which requests are made and what is made of the replies (rounds, stages, attempts, "
+                "verification): part of the question, fixed for a run",
+    "run": "how this run takes from earlier runs of its question (--reuse): fixed for a run, but not part of "
+           "the question, so that every mode reads and feeds the same record",
+    "operational": "how the run reaches the endpoint and what it may spend or tolerate: neither the requests "
+                   "nor the result; may change on --resume",
+}
+
+
+def _role(role: Role, default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A Settings field with its role (`ROLES`) in its metadata."""
+    return field(default=default, default_factory=default_factory, metadata={"role": role})
+
 
 @dataclass(frozen=True)
 class Settings:
     """Everything a run needs to know, frozen. Build it with `Settings.resolve(...)`."""
 
-    base_url: str | None = None
-    base_urls: tuple[str, ...] = ()  # a pool of endpoints (`--base-url` repeated, R3CON_BASE_URLS); base_url is the first
-    pool_file: Path | None = None  # a TOML or JSON file of endpoints, each with its own key, model, weight, concurrency
-    routing_headers: tuple[str, ...] = ROUTING_HEADERS  # carry each document's routing key to a router
-    api_key: str | None = None
-    model: str | None = None
-    stage_models: Mapping[str, str] = field(default_factory=dict)
-    context_window: int | None = None
-    concurrency: int | None = None  # None: the server's slots (llama.cpp's /props total_slots), else DEFAULT_CONCURRENCY
-    request_timeout_s: float = 600.0
-    organization: str | None = None  # OpenAI-Organization header (env OPENAI_ORG_ID), for OpenAI accounts
-    project: str | None = None  # OpenAI-Project header (env OPENAI_PROJECT_ID)
-    temperature: float | None = None
-    rounds: int = 2
-    reasoning: Literal["code", "direct"] = "code"
-    structuring: bool = True
-    max_steps: int = 10
-    note_max_tokens: int = 1024
-    populate_max_tokens: int = 4096
-    reason_max_tokens: int = 4096
-    schema_attempts: int = 3
-    populate_attempts: int = 3
-    unverified: Literal["reask", "keep", "drop"] = "reask"  # records whose passage is not in their document
-    data_view_chars: int = 24_000
-    part_tokens: int | None = None
-    max_failed_share: float = 0.5
-    layout: Literal["cache", "paper"] = "cache"
-    alternate_order: bool = True  # stages send their calls in alternating directions (`stages.plan`)
-    adaptive_placement: bool = True  # place calls by what probes found of the endpoint's cache (`stages.plan`)
-    cache_breakpoints: Literal["auto", "on", "off"] = "auto"
-    notes_budget_tokens: int | None = None
-    notes_ranking: Literal["auto", "bm25", "embeddings"] = "auto"  # auto: embeddings if --embedding-model is set
-    reuse: Literal["exact", "approximate", "off"] = "exact"  # what a run takes from earlier runs of its question (`reuse`)
-    new_schema: bool = False  # --reuse approximate: propose a new schema rather than keep the earlier run's
-    max_cost_usd: float | None = None
-    batch: bool = False
-    batch_poll_s: float = 30.0
-    cache: bool = True  # content-addressed cache of LLM calls; off with --no-cache
-    cache_path: Path | None = None  # resolve(): $XDG_CACHE_HOME/r3con/llm.sqlite; None (and no resolve): no cache
-    retries: int = 6  # attempts after the first, per call, on 429, 5xx, timeouts and dropped connections
-    retry_budget: int = 200  # retries a whole run may spend before calls fail for good
-    retry_base_s: float = 0.5  # first backoff (full jitter, doubling) when the endpoint sends no Retry-After
-    retry_max_s: float = 60.0  # longest single wait, Retry-After included
-    outage_s: float = 180.0  # how long one call waits out a server that refuses connections or answers 503
-    rpm: int | None = None  # requests per minute to the endpoint (None: unlimited)
-    tpm: int | None = None  # estimated tokens per minute to the endpoint (None: unlimited)
-    max_tokens_cap: int = 4096  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
-    max_call_s: float = 300.0  # the longest one call may take, retries and their waits included
-    out_dir: Path = Path("r3con-runs")
-    log_calls: Literal["full", "compact", "meta"] = "compact"  # what calls.jsonl keeps of each request and reply
-    prices_file: Path | None = None
-    sandbox_mode: Literal["best", "strict"] = "best"
-    sandbox_timeout_s: float = 60.0
-    sandbox_memory_mb: int = 4096
-    embedding_model: str | None = None  # /v1/embeddings model for dense retrieval (rag, raptor); None: BM25 only
-    corpus_store: bool = True  # keep what does not depend on the question per document content (`store`)
-    corpus_dir: Path | None = None  # resolve(): `corpus/` beside the LLM cache; the store's folder
+    base_url: str | None = _role("operational", None)
+    base_urls: tuple[str, ...] = _role("operational", ())  # a pool of endpoints (`--base-url` repeated, R3CON_BASE_URLS); base_url is the first
+    pool_file: Path | None = _role("operational", None)  # a TOML or JSON file of endpoints, each with its own key, model, weight, concurrency
+    routing_headers: tuple[str, ...] = _role("operational", ROUTING_HEADERS)  # carry each document's routing key to a router
+    api_key: str | None = _role("operational", None)
+    model: str | None = _role("request", None)
+    stage_models: Mapping[str, str] = _role("request", default_factory=dict)
+    context_window: int | None = _role("request", None)
+    concurrency: int | None = _role("operational", None)  # None: the server's slots (llama.cpp's /props total_slots), else DEFAULT_CONCURRENCY
+    request_timeout_s: float = _role("operational", 600.0)
+    organization: str | None = _role("operational", None)  # OpenAI-Organization header (env OPENAI_ORG_ID), for OpenAI accounts
+    project: str | None = _role("operational", None)  # OpenAI-Project header (env OPENAI_PROJECT_ID)
+    temperature: float | None = _role("request", None)
+    rounds: int = _role("question", 2)
+    reasoning: Literal["code", "direct"] = _role("request", "code")
+    structuring: bool = _role("question", True)
+    max_steps: int = _role("question", 10)
+    note_max_tokens: int = _role("request", 1024)
+    populate_max_tokens: int = _role("request", 4096)
+    reason_max_tokens: int = _role("request", 4096)
+    schema_attempts: int = _role("question", 3)
+    populate_attempts: int = _role("question", 3)
+    unverified: Literal["reask", "keep", "drop"] = _role("question", "reask")  # records whose passage is not in their document
+    data_view_chars: int = _role("request", 24_000)
+    part_tokens: int | None = _role("request", None)
+    max_failed_share: float = _role("operational", 0.5)
+    layout: Literal["cache", "paper"] = _role("request", "cache")
+    alternate_order: bool = _role("operational", True)  # stages send their calls in alternating directions (`stages.plan`): the same requests, in another order
+    adaptive_placement: bool = _role("request", True)  # place calls by what probes found of the endpoint's cache (`stages.plan`)
+    cache_breakpoints: Literal["auto", "on", "off"] = _role("request", "auto")
+    notes_budget_tokens: int | None = _role("request", None)
+    notes_ranking: Literal["auto", "bm25", "embeddings"] = _role("request", "auto")  # auto: embeddings if --embedding-model is set
+    reuse: Literal["exact", "approximate", "off"] = _role("run", "exact")  # what a run takes from earlier runs of its question (`reuse`)
+    new_schema: bool = _role("run", False)  # --reuse approximate: propose a new schema rather than keep the earlier run's
+    max_cost_usd: float | None = _role("operational", None)
+    batch: bool = _role("request", False)
+    batch_poll_s: float = _role("operational", 30.0)
+    cache: bool = _role("operational", True)  # content-addressed cache of LLM calls; off with --no-cache
+    cache_path: Path | None = _role("operational", None)  # resolve(): $XDG_CACHE_HOME/r3con/llm.sqlite; None (and no resolve): no cache
+    retries: int = _role("operational", 6)  # attempts after the first, per call, on 429, 5xx, timeouts and dropped connections
+    retry_budget: int = _role("operational", 200)  # retries a whole run may spend before calls fail for good
+    retry_base_s: float = _role("operational", 0.5)  # first backoff (full jitter, doubling) when the endpoint sends no Retry-After
+    retry_max_s: float = _role("operational", 60.0)  # longest single wait, Retry-After included
+    outage_s: float = _role("operational", 180.0)  # how long one call waits out a server that refuses connections or answers 503
+    rpm: int | None = _role("operational", None)  # requests per minute to the endpoint (None: unlimited)
+    tpm: int | None = _role("operational", None)  # estimated tokens per minute to the endpoint (None: unlimited)
+    max_tokens_cap: int = _role("request", 4096)  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
+    max_call_s: float = _role("operational", 300.0)  # the longest one call may take, retries and their waits included
+    out_dir: Path = _role("operational", Path("r3con-runs"))
+    log_calls: Literal["full", "compact", "meta"] = _role("operational", "compact")  # what calls.jsonl keeps of each request and reply
+    prices_file: Path | None = _role("operational", None)
+    sandbox_mode: Literal["best", "strict"] = _role("operational", "best")
+    sandbox_timeout_s: float = _role("operational", 60.0)
+    sandbox_memory_mb: int = _role("operational", 4096)
+    embedding_model: str | None = _role("request", None)  # /v1/embeddings model for dense retrieval (rag, raptor); None: BM25 only
+    corpus_store: bool = _role("operational", True)  # keep what does not depend on the question per document content (`store`)
+    corpus_dir: Path | None = _role("operational", None)  # resolve(): `corpus/` beside the LLM cache; the store's folder
+
+    @classmethod
+    def roles(cls) -> dict[str, Role | None]:
+        """Each setting's role (`ROLES`), as its field declares it; None for a field that declares none."""
+        return {f.name: f.metadata.get("role") for f in dataclasses.fields(cls)}
+
+    def question_settings(self) -> dict[str, Any]:
+        """The settings that shape the question's requests and results (roles "request" and "question", and
+        any field that declares no role): what the reuse key is taken of."""
+        return {name: getattr(self, name) for name, role in self.roles().items()
+                if role not in ("run", "operational")}
 
     def model_for(self, stage: str) -> str | None:
         """The model for `stage`: a per-stage choice if set, else the default model."""
@@ -105,8 +135,17 @@ class Settings:
         return out
 
     @classmethod
-    def resolve(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Combine flags (`overrides`, None meaning unset) with the environment and the defaults."""
+    def resolve(cls, env: Mapping[str, str] | None = None, *, discover: bool | None = None,
+                **overrides: Any) -> Settings:
+        """Combine flags (`overrides`, None meaning unset) with the environment and the defaults.
+
+        `discover`: with no endpoint set (no base URL, no pool file), use the local server that answers on
+        the usual ports (or those R3CON_LOCAL_PORTS names), as `r3con run` does (`llm.local.use_local_server`:
+        ConfigError when several answer or its model is ambiguous; none is no error here, the run says it).
+        By default it looks when resolving from the process's environment (`env` None), not from an `env`
+        given whole (tests, an application's own configuration).
+        """
+        discover = env is None if discover is None else discover
         env = os.environ if env is None else env
         hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
@@ -156,6 +195,12 @@ class Settings:
                     named = f"{source}={env.get(source, values.get(name))}"
                     raise ConfigError(re.sub(rf"{re.escape(flag(name))}\b", named, message, count=1)) from None
             raise
+        if discover and not settings.base_url and settings.pool_file is None:
+            from .llm.local import local_ports, use_local_server  # the LLM package, only when it is needed
+
+            ports = local_ports(env)
+            if ports:
+                settings = use_local_server(settings, ports, required=False)[0]
         return settings
 
     def check(self) -> None:

@@ -217,6 +217,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "endpoint": view.describe(),
         "settings": settings.public(),
+        "setting_roles": Settings.roles(),  # request, question, run, operational: config.ROLES
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),

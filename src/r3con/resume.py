@@ -25,13 +25,9 @@ from .inputs import DuplicateInput, ExcludedInput, Inputs, SkippedInput, Unreada
 T = TypeVar("T")
 
 _NOT_RESUMED = {"api_key"}  # hidden in manifests; comes from the environment or --api-key again
-# Settings a resume may change: how the run reaches the endpoint and what it may spend, not what it computes.
-OPERATIONAL = frozenset({
-    "base_url", "base_urls", "pool_file", "routing_headers", "api_key", "concurrency", "request_timeout_s", "organization", "project", "max_call_s", "max_cost_usd", "batch_poll_s",
-    "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
-    "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
-    "corpus_store", "corpus_dir",
-})
+# Settings a resume may change: how the run reaches the endpoint and what it may spend, not what it computes
+# (the role "operational", declared on each field: `config.ROLES`).
+OPERATIONAL = frozenset(name for name, role in Settings.roles().items() if role == "operational")
 
 
 @dataclass(frozen=True)

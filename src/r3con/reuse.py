@@ -1,7 +1,7 @@
 """The same question over a changed corpus: what a run may take from the earlier runs of that question.
 
 Every run records, in a SQLite file beside the LLM cache (`llm.reuse.sqlite`: both say what earlier
-calls gave, and `--no-cache` turns both off), per question (the task and the settings that shape its calls): each call's request digest and reply, and
+calls gave, and `--no-cache` turns both off), per question (the task and the settings whose role is "request" or "question", `config.ROLES`): each call's request digest and reply, and
 per document part (by content: title and text) each round's note, the notes its read was shown in
 full, and its records; and the schema. The next run of that question reads them:
 
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ._sqlite import open_private
+from .config import Settings
 from .corpus import Document
 from .errors import ConfigError
 from .llm.answered import Answered
@@ -57,13 +58,6 @@ CREATE INDEX IF NOT EXISTS records_run ON records (run);
 CREATE TABLE IF NOT EXISTS schemas (run INTEGER NOT NULL, schema TEXT NOT NULL);
 """
 
-# the settings that shape a run's calls: another value of any of them is another question
-_QUESTION_SETTINGS = ("model", "stage_models", "rounds", "note_max_tokens", "populate_max_tokens", "reason_max_tokens",
-                      "temperature", "layout", "notes_budget_tokens", "notes_ranking", "embedding_model",
-                      "part_tokens", "structuring", "reasoning", "unverified", "schema_attempts",
-                      "populate_attempts", "max_steps", "context_window")
-
-
 def store_path(cache_path: Path) -> Path:
     """The runs' record beside the LLM cache: llm.sqlite -> llm.reuse.sqlite."""
     return cache_path.with_name(f"{cache_path.stem}.reuse.sqlite")
@@ -75,9 +69,10 @@ def content_key(doc: Document) -> str:
     return hashlib.sha256(f"{doc.title}\x00{doc.part}\x00{doc.sha256}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
-def question_key(task: str, settings: Mapping[str, Any]) -> str:
-    """The question and the settings that shape its calls, as one key."""
-    shaping = {name: settings.get(name) for name in _QUESTION_SETTINGS}
+def question_key(task: str, settings: Settings) -> str:
+    """The question and the settings that shape its requests and results (`Settings.question_settings`: the
+    roles "request" and "question"), as one key."""
+    shaping = settings.question_settings()
     return hashlib.sha256(json.dumps([task, shaping], sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
@@ -274,12 +269,11 @@ class Reuse:
         self._populated: tuple[str, ...] = ()
 
     @classmethod
-    def open(cls, mode: str, cache_path: Path | None, task: str, settings: object, run_dir: Path,
+    def open(cls, mode: str, cache_path: Path | None, task: str, settings: Settings, run_dir: Path,
              parts: Sequence[Document], *, new_schema: bool = False) -> Reuse:
         """The record beside the LLM cache file (`store_path`); with no cache, none: nothing is reused."""
-        values = {name: getattr(settings, name, None) for name in _QUESTION_SETTINGS}
         store = ReuseStore(store_path(cache_path)) if cache_path is not None else None
-        return cls(mode, store, question_key(task, values), run_dir, parts, new_schema=new_schema)
+        return cls(mode, store, question_key(task, settings), run_dir, parts, new_schema=new_schema)
 
     def replanned(self, parts: Sequence[Document]) -> None:
         """The run's document parts, as first planned or planned again for a window learned mid-run: every

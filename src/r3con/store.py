@@ -4,9 +4,11 @@ One SQLite file (`corpus.sqlite`) in the corpus folder (`--corpus-dir`, `R3CON_C
 beside the LLM cache). Everything in it is keyed by content, never by path, so a renamed file is
 recognised by its bytes and two folders with the same files share their work:
 
-- `files`: path -> size, mtime, inode and the SHA-256 of its bytes. A file whose stat matches is
-  neither read nor hashed (git's index does the same); one touched within two seconds of being
-  recorded is hashed again next time (a write in the same tick would not change its mtime).
+- `files`: path -> size, mtime, ctime, inode, device and the SHA-256 of its bytes. A file whose stat
+  matches on all five is neither read nor hashed (git's index checks these, less the device); one
+  whose mtime or ctime was within two seconds of being recorded is hashed again next time (a write
+  in the same tick would change neither). Restoring an edited file's mtime (`touch -d`, `os.utime`)
+  sets its ctime to now, so an edit of the same size is seen.
 - `readings`: the bytes' SHA-256 and suffix -> what the reader made of them (title, the text's
   SHA-256, encoding, warning, or why it holds no text). PDF extraction and decoding happen once.
 - `texts`: the text's SHA-256 (the manifest's `sha256`) -> the text and its estimated tokens.
@@ -33,7 +35,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -46,13 +48,13 @@ from .errors import ConfigError, InputError
 STORE_FILE = "corpus.sqlite"
 READER_VERSION = "1"  # bump when a reader's output changes: readings are keyed by it
 SPLIT_VERSION = "1"  # bump when the splitter's cuts change: parts are keyed by it
-_RACY_NS = 2_000_000_000  # a file modified this close to being recorded is hashed again next time
+_RACY_NS = 2_000_000_000  # a file changed (mtime or ctime) this close to being recorded is hashed again next time
 _BATCH = 2000  # rows per transaction while loading
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL,
-    raw TEXT NOT NULL, suffix TEXT NOT NULL, recorded REAL NOT NULL);
+    raw TEXT NOT NULL, suffix TEXT NOT NULL, recorded REAL NOT NULL, ctime_ns INTEGER, dev INTEGER);
 CREATE TABLE IF NOT EXISTS readings (
     raw TEXT NOT NULL, suffix TEXT NOT NULL, reader TEXT NOT NULL, title TEXT, sha TEXT, encoding TEXT,
     warning TEXT, skip_kind TEXT, skip_reason TEXT, PRIMARY KEY (raw, suffix, reader));
@@ -65,6 +67,10 @@ CREATE TABLE IF NOT EXISTS terms (
 CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL, sha TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, sha));
 """
+# columns added since the first stores: an older file gets them (NULL: its files are hashed once again)
+_ADDED = (("files", "ctime_ns", "INTEGER"), ("files", "dev", "INTEGER"))
+_FILE_COLUMNS = "path, size, mtime_ns, inode, raw, suffix, recorded, ctime_ns, dev"
+Stat = tuple[int, int, int, int, int]  # what decides "unchanged": size, mtime_ns, ctime_ns, inode, dev
 
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
 
@@ -118,6 +124,7 @@ class CorpusStore:
         try:
             self._db = open_private(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
+            _add_columns(self._db)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the corpus store {self.path}: {exc}; "
                               "pass --corpus-dir DIR or --no-corpus-store") from exc
@@ -275,6 +282,22 @@ class CorpusStore:
                                   "pass --corpus-dir DIR or --no-corpus-store") from exc
 
 
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Bring a store written by an earlier r3con up to `_SCHEMA` (another process may be doing the same)."""
+    for table, column, kind in _ADDED:
+        if column in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+            continue
+        try:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise
+
+
+def _stat(stat: os.stat_result) -> Stat:
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev
+
+
 def _bytes(text: str) -> bytes:
     """A path, title or text as stored: UTF-8, with the lone surrogates a file name's undecodable bytes or a
     JSON escape leave in a str kept as they are (SQLite's TEXT would refuse them)."""
@@ -302,7 +325,7 @@ class StoredReader:
 
     store: CorpusStore
     pdf_password: str | None = None
-    _known: dict[str, tuple[int, int, int, str, str]] = field(default_factory=dict)
+    _known: dict[str, tuple[Stat, str, str]] = field(default_factory=dict)  # real path -> stat, raw hash, suffix
     _folders: dict[str, str] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
     _files: list[tuple[Any, ...]] = field(default_factory=list)
@@ -324,23 +347,25 @@ class StoredReader:
             prefix = real_path(folder).rstrip(os.sep) + os.sep
             self._prefixes.append(prefix)
             for row in self.store._all(
-                    "SELECT f.path, f.size, f.mtime_ns, f.inode, f.raw, f.suffix, r.raw, r.title, r.sha, r.encoding, "
-                    "r.warning, r.skip_kind, r.skip_reason, t.text FROM files f "
+                    "SELECT f.path, f.size, f.mtime_ns, f.ctime_ns, f.inode, f.dev, f.raw, f.suffix, r.raw, r.title, "
+                    "r.sha, r.encoding, r.warning, r.skip_kind, r.skip_reason, t.text FROM files f "
                     "LEFT JOIN readings r ON r.raw = f.raw AND r.suffix = f.suffix AND r.reader = ? "
                     "LEFT JOIN texts t ON t.sha = r.sha WHERE f.path >= ? AND f.path < ?",
                     (READER_VERSION, *_under(prefix))):
                 path = _str(row[0])
-                self._known[path] = (row[1], row[2], row[3], row[4], row[5])
-                if row[6] is not None:
-                    self._preloaded[path] = row[7:]
+                self._known[path] = (cast(Stat, tuple(row[1:6])), row[6], row[7])
+                if row[8] is not None:
+                    self._preloaded[path] = row[9:]
 
-    def _stat_of(self, key: str) -> tuple[int, int, int, str, str] | None:
-        """What the store knows of the file at the real path `key`: size, mtime_ns, inode, raw hash, suffix."""
+    def _stat_of(self, key: str) -> tuple[Stat, str, str] | None:
+        """What the store knows of the file at the real path `key`: its stat as recorded (`Stat`; a racy or
+        unknown part as -1 or None, which no stat matches), raw hash and suffix."""
         if key in self._known or any(key.startswith(prefix) for prefix in self._prefixes):
             return self._known.get(key)
-        row = self.store._one("SELECT size, mtime_ns, inode, raw, suffix FROM files WHERE path = ?", (_bytes(key),))
+        row = self.store._one("SELECT size, mtime_ns, ctime_ns, inode, dev, raw, suffix FROM files WHERE path = ?",
+                              (_bytes(key),))
         if row is not None:
-            self._known[key] = (row[0], row[1], row[2], row[3], row[4])
+            self._known[key] = (cast(Stat, tuple(row[:5])), row[5], row[6])
         return self._known.get(key)
 
     def read(self, path: Path, real: str | None = None) -> tuple[FileText, str]:
@@ -354,9 +379,10 @@ class StoredReader:
         except OSError as exc:
             raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
         known = self._stat_of(key)
+        now = _stat(stat)
         reading = None
-        if known is not None and known[:3] == (stat.st_size, stat.st_mtime_ns, stat.st_ino) and known[4] == suffix:
-            reading = self._preloaded.pop(key, None) or self._reading(known[3], suffix)
+        if known is not None and known[0] == now and known[2] == suffix:
+            reading = self._preloaded.pop(key, None) or self._reading(known[1], suffix)
             if reading is not None:
                 self._counts["unchanged"] += 1
                 return self._deliver(reading)
@@ -372,8 +398,11 @@ class StoredReader:
         else:
             reading = self._extract(path, raw, suffix)
             self._counts["read"] += 1
-        racy = stat.st_mtime_ns >= time.time_ns() - _RACY_NS
-        self._files.append((_bytes(key), stat.st_size, -1 if racy else stat.st_mtime_ns, stat.st_ino, raw, suffix, time.time()))
+        # racy: a write in the tick the file was last changed in would leave mtime and ctime as they are, so
+        # such a file is recorded with no mtime and hashed again next time (git's racy-git rule, by the clock)
+        racy = max(stat.st_mtime_ns, stat.st_ctime_ns) >= time.time_ns() - _RACY_NS
+        self._files.append((_bytes(key), stat.st_size, -1 if racy else stat.st_mtime_ns, stat.st_ino, raw, suffix,
+                            time.time(), stat.st_ctime_ns, stat.st_dev))
         if len(self._files) >= _BATCH:
             self._flush()
         return self._deliver(reading)
@@ -400,7 +429,8 @@ class StoredReader:
     def _flush(self) -> None:
         self.store._write_all([("INSERT OR IGNORE INTO texts VALUES (?, ?, ?)", self._texts),
                                ("INSERT OR REPLACE INTO readings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self._readings),
-                               ("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", self._files)])
+                               (f"INSERT OR REPLACE INTO files ({_FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                self._files)])
         self._files, self._texts, self._readings = [], [], []
 
     def _reading(self, raw: str, suffix: str) -> tuple[Any, ...] | None:

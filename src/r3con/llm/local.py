@@ -1,6 +1,7 @@
 """Local OpenAI-compatible servers: found on their usual ports, told apart, their models and real windows read.
 
-With no `--base-url` the CLI looks here (`find_servers`). A port that nothing listens on refuses the
+With no `--base-url` (nor a pool file) the CLI and `Settings.resolve()` look here, through the same
+`use_local_server`, on the ports `local_ports` gives. A port that nothing listens on refuses the
 connection at once, so looking costs milliseconds when no server runs. A server is told apart by
 `/v1/models` (`owned_by`: llamacpp, vllm, sglang; llama.cpp's `meta`), Ollama's `/api/version` and
 LM Studio's `/api/v1/models` or `/api/v0/models`; Ollama's and LM Studio's models and windows come
@@ -10,13 +11,20 @@ from their own APIs (`native.py`), the others' from `window.window_of`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import concurrent.futures
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from .endpoint import Endpoint
 from .native import ASK_S, LocalModel, ask, lmstudio_models, ollama_models, same_model
 from .window import window_of
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 PORTS: tuple[tuple[int, str], ...] = (
     (11434, "Ollama"), (8080, "llama.cpp"), (8000, "vLLM"), (30000, "SGLang"), (1234, "LM Studio"),
@@ -25,6 +33,7 @@ ROOMY = 32768  # a window this large needs no advice on raising it
 CONNECT_S = 0.3  # a local port that does not accept within this is taken as closed
 RAISE_OLLAMA = f"raise it with OLLAMA_CONTEXT_LENGTH={ROOMY} ollama serve (or PARAMETER num_ctx in a Modelfile)"
 _OWNERS = {"llamacpp": "llama.cpp", "vllm": "vLLM", "sglang": "SGLang"}
+HOW = "start one (Ollama, llama.cpp, vLLM, SGLang, LM Studio), or set OPENAI_BASE_URL or pass --base-url"
 
 
 @dataclass(frozen=True)
@@ -119,3 +128,69 @@ async def _listens(host: str, port: int) -> bool:
     return True
 
 
+
+
+def local_ports(env: Mapping[str, str] | None = None) -> tuple[tuple[int, str], ...]:
+    """The ports to look on: R3CON_LOCAL_PORTS ("8080,11434=Ollama"; empty: none) or the usual ones."""
+    env = os.environ if env is None else env
+    raw = env.get("R3CON_LOCAL_PORTS")
+    if raw is None:
+        return PORTS
+    ports = []
+    for item in filter(None, (i.strip() for i in raw.split(","))):
+        port, _, kind = item.partition("=")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"R3CON_LOCAL_PORTS={raw!r}: {item!r} is no port; give PORT or PORT=NAME, "
+                              "separated by commas")
+        ports.append((int(port), kind.strip() or "a server"))
+    return tuple(ports)
+
+
+def use_local_server(settings: Settings, ports: Sequence[tuple[int, str]], *, required: bool = True
+                     ) -> tuple[Settings, LocalServer | None, LocalModel | None]:
+    """`settings` with the base URL and model of the one local server listening on `ports`, and what was
+    found; `settings` unchanged (and None, None) when they name an endpoint or a pool file.
+
+    ConfigError when several servers answer, or the server offers several models and none is chosen
+    (`settings.model`) or alone loaded; when none answers, ConfigError if `required`, else `settings`
+    unchanged. Callable from a running event loop (the look-up then runs in a thread of its own).
+    """
+    if settings.base_url or settings.pool_file is not None:
+        return settings, None, None
+    if not ports and required:
+        settings.require_endpoint()
+    servers = _look(ports) if ports else ()
+    if not servers and not required:
+        return settings, None, None
+    if not servers:
+        looked = ", ".join(f"{port} ({kind})" for port, kind in ports)
+        raise ConfigError(f"no endpoint configured and no local server answers on ports {looked}: {HOW}")
+    if len(servers) > 1:
+        found = "; ".join(f"{s.kind} at {s.base_url}" for s in servers)
+        raise ConfigError(f"{len(servers)} local servers answer ({found}): pass the one to use with --base-url")
+    server = servers[0]
+    if not server.models:
+        raise ConfigError(f"{server.kind} at {server.base_url} serves no model: load one, or pass --base-url")
+    chosen = server.model(settings.model) if settings.model else server.chosen()
+    if chosen is None and settings.model:
+        raise ConfigError(f"{server.kind} at {server.base_url} does not serve the model {settings.model}; "
+                          f"it serves {model_names(server.models)}: pass one of them with --model")
+    if chosen is None:
+        raise ConfigError(f"{server.kind} at {server.base_url} serves {len(server.models)} models "
+                          f"({model_names(server.models)}) and none alone is loaded: pass one with --model")
+    return dataclasses.replace(settings, base_url=server.base_url, model=chosen.id), server, chosen
+
+
+def model_names(models: Sequence[LocalModel], limit: int = 12) -> str:
+    names = [m.id + (" (loaded)" if m.loaded else "") for m in models]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _look(ports: Sequence[tuple[int, str]]) -> tuple[LocalServer, ...]:
+    """`find_servers(ports)` from synchronous code, in or out of a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(find_servers(ports))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # asyncio.run cannot nest in a running loop
+        return pool.submit(asyncio.run, find_servers(ports)).result()
