@@ -37,9 +37,6 @@ SPREAD = [(title, " ".join(f"{text} Entry {i} of the {title.lower()} repeats it 
 LONG = [*PEOPLE, ("Chronicle", "\n\n".join(f"Paragraph {i}: Ann Lee, 34, and Bob Stone, 41, met in Oslo."
                                            for i in range(60)))]
 MODELS = ("other-model", "small-model")
-XFAIL_CAP = pytest.mark.xfail(strict=True, reason="fingerprint taken before the max_tokens cap: fixed by the "
-                                                  "layers change")
-
 
 @dataclass(frozen=True)
 class Case:
@@ -81,7 +78,6 @@ CASES = [
          server={"faults": FaultPlan(rate_truncate=1.0, only="populate", max_faults_per_request=1)}),
     Case("unverified", "keep", server={"faults": FaultPlan(invent=1.0)}),
 ]
-MARKS = {"max_tokens_cap": XFAIL_CAP, "context_window": XFAIL_CAP}
 
 
 class _Recording(_Handler):
@@ -130,7 +126,7 @@ def test_every_setting_that_shapes_requests_has_a_case():
     assert {case.name for case in CASES} == shaping
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=MARKS.get(c.name, ())) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES])
 def test_a_setting_that_shapes_requests_changes_what_is_sent_and_its_fingerprints(case, tmp_path):
     with RecordingServer(**case.server) as server:
         base = settings_for(server, tmp_path / "base", case, changed=False)
