@@ -9,7 +9,7 @@ import r3con
 from r3con.corpus import documents_from_texts
 from r3con.errors import ConfigError
 from r3con.pipeline import run
-from r3con.reuse import Previous, Read, Reuse, content_key, note_digest
+from r3con.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
 
 TASK = "Who travelled to Whitby, and what did they report there?"
 SUBJECTS = ["the harbour", "the abbey", "the churchyard", "the cliffs", "the ship", "the storm", "the pier",
@@ -41,13 +41,13 @@ async def test_exact_reuse_over_a_grown_corpus_is_a_fresh_run_and_says_what_it_r
     assert reused.usage.calls < fresh.usage.calls
     decisions = json.loads((reused.run_dir / "reuse.json").read_text())
     assert decisions["mode"] == "exact" and decisions["previous_run"]
-    assert decisions["documents"]["11"]["relevance-1"] == {"reused": False, "why": "new document"}
-    assert decisions["documents"]["1"]["relevance-1"] == {"reused": True, "why": "same request"}
+    new, old = grown[10].key, grown[0].key
+    assert decisions["documents"][new]["relevance-1"] == {"reused": False, "why": "new document"}
+    assert decisions["documents"][old]["relevance-1"] == {"reused": True, "why": "same request"}
     assert reused.reuse is not None and reused.reuse["calls_reused"] >= 10
     assert reused.summary()["reuse"]["counts"]["relevance-1"] == {"reused": 10, "recomputed": 2}
-    assert reused.summary()["reuse"]["recomputed"]["11"]["relevance-1"] == "new document"
-    assert "1" not in reused.summary()["reuse"]["recomputed"] or \
-        "relevance-1" not in reused.summary()["reuse"]["recomputed"]["1"]
+    assert reused.summary()["reuse"]["recomputed"][new]["relevance-1"] == "new document"
+    assert "relevance-1" not in reused.summary()["reuse"]["recomputed"].get(old, {})
     manifest = json.loads((reused.run_dir / "manifest.json").read_text())
     assert manifest["reuse"]["counts"]["relevance-1"]["reused"] == 10
 
@@ -58,14 +58,15 @@ async def test_approximate_reuse_reads_a_changed_document_again_and_keeps_the_re
     changed[5] = (changed[5][0], changed[5][1] + " A storm broke the mast of a Russian ship.")
     again = await run(TASK, documents_from_texts(changed), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
     decisions = json.loads((again.run_dir / "reuse.json").read_text())["documents"]
-    assert decisions["6"]["relevance-1"] == {"reused": False, "why": "changed document"}
-    assert decisions["6"]["populate"]["reused"] is False
+    sixth = documents_from_texts(changed)[5].number
+    assert decisions[str(sixth)]["relevance-1"] == {"reused": False, "why": "changed document"}
+    assert decisions[str(sixth)]["populate"]["reused"] is False
     kept = [k for k, stages in decisions.items() if stages["relevance-1"]["reused"]]
     assert len(kept) == 11
     assert "schema" not in again.by_stage, "the schema is kept"
     assert again.schema == first.schema
     assert again.usage.calls < first.usage.calls / 3
-    before = {r["_doc"] for rows in first.records.values() for r in rows} - {6}
+    before = {r["_doc"] for rows in first.records.values() for r in rows} - {sixth}
     assert before and before <= {r["_doc"] for rows in again.records.values() for r in rows}, "kept records stay"
 
 
@@ -76,9 +77,10 @@ async def test_deleted_documents_leave_with_their_notes_and_records(fake_server,
     titles = {r["_title"] for rows in result.records.values() for r in rows}
     assert not titles & {"Letter 4", "Letter 5"}
     assert len(result.notes[-1]) == 10
-    for rows in result.records.values():  # kept records carry their document's new number
+    numbers = {d.number: d.title for d in fewer}
+    for rows in result.records.values():  # kept records carry their document's number, unchanged
         for r in rows:
-            assert fewer[r["_doc"] - 1].title == r["_title"]
+            assert numbers[r["_doc"]] == r["_title"]
 
 
 async def test_reuse_off_reuses_nothing_and_without_a_cache_nothing_is_recorded(fake_server, tmp_path):
@@ -102,24 +104,26 @@ def _reuse(previous: Previous, docs) -> Reuse:
     return reuse
 
 
-def test_approximate_rereads_only_when_a_new_or_changed_note_enters_or_a_shown_note_left():
+def test_approximate_rereads_only_when_a_new_or_changed_note_ranks_among_its_top_notes():
     docs = documents_from_texts(TEXTS[:4])
+    key = [d.key for d in docs]
     c = [content_key(d) for d in docs]
     earlier_notes = {c[1]: "note one", c[2]: "note two", c[3]: "note three"}
     reads = {(1, k): Read(v, frozenset(), frozenset()) for k, v in earlier_notes.items()}
-    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}), frozenset({(c[3], "4")}))
+    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}),
+                            frozenset({(c[3], key[3])}), frozenset({c[1]}))
     reuse = _reuse(Previous(run_dir="earlier", reads=reads), docs)
-    assert reuse.keep_note(docs[0], 2, {"2": "note one"}) == "kept note"
-    # an old, unchanged note entering the selection is no reason to read again
-    assert reuse.keep_note(docs[0], 2, {"2": "note one", "4": "note three"}) == "kept note"
-    assert reuse.keep_note(docs[0], 2, {"2": "note one", "3": "note two, now longer"}) is None  # a changed note
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one"}) == "kept note"
+    # an old, unchanged note that now ranks first is no reason to read again
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one", key[3]: "note three"}) == "kept note"
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one", key[2]: "note two, now longer"}) is None
+    assert reuse._reasons[(key[0], 2)] == f"a new or changed note ranks among its top {TOP}"
+    # a changed note that ranks below the first (not in `top`) does not matter, shown in full or not
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one"}) == "kept note"
     gone = _reuse(Previous(run_dir="earlier", reads=reads), [docs[0], docs[2], docs[3]])
-    assert gone.keep_note(docs[0], 2, {"3": "note two"}) is None  # the note it was shown (document 2) left
+    assert gone.keep_note(docs[0], 2, {key[2]: "note two"}) is None  # the note that ranked first (document 2) left
     named = _reuse(Previous(run_dir="earlier", reads=reads), docs[:3])
-    assert named.keep_note(docs[0], 2, {"2": "note one"}) is None  # its note names document 4, which left
-    moved = documents_from_texts([TEXTS[0], TEXTS[1], TEXTS[3]])  # the third letter left: the fourth is number 3
-    renumbered = _reuse(Previous(run_dir="earlier", reads=reads), moved)
-    assert renumbered.keep_note(moved[0], 2, {"2": "note one"}) is None  # the document its note names moved
+    assert named.keep_note(docs[0], 2, {key[1]: "note one"}) is None  # its note names the fourth, which left
     assert reuse.keep_note(docs[1], 1, None) == "note one"  # round 1: the same document, the same note
 
 
@@ -129,5 +133,6 @@ async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_say
     grown = await run(TASK, documents_from_texts(TEXTS[:7]), settings(fake_server, tmp_path, "e.sqlite",
                                                                       notes_budget_tokens=0))
     recomputed = grown.reuse["recomputed"]
-    assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in "123456")
-    assert all("relevance-1" not in recomputed.get(k, {}) for k in "123456"), "round 1 is the same request"
+    old = [d.key for d in documents_from_texts(TEXTS[:6])]
+    assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in old)
+    assert all("relevance-1" not in recomputed.get(k, {}) for k in old), "round 1 is the same request"

@@ -174,17 +174,22 @@ class Shown:
     omitted: int
     tokens: int
     digest: str  # a hash of the notes text the call was sent: their identities and texts, in order
+    top: tuple[str, ...] = ()  # the notes that rank first for the read (`NotesSelector.top`), when asked for
 
     @classmethod
-    def of(cls, doc: str, round_no: int, choice: NotesChoice, text: str, *, refit: bool = False) -> Shown:
+    def of(cls, doc: str, round_no: int, choice: NotesChoice, text: str, *, refit: bool = False,
+           top: tuple[str, ...] = ()) -> Shown:
         """What `doc`'s read in `round_no` was shown: `choice`, sent as `text` (in prefix order, it may be
-        the same notes in another order); `refit` when it is a smaller choice after a refusal."""
+        the same notes in another order); `refit` when it is a smaller choice after a refusal; `top`: the
+        notes that rank first for it."""
         why = "refit" if refit else "selected" if choice.selected else "every note"
-        return cls(doc, round_no, why, choice.full, choice.listed, choice.omitted, choice.tokens, text_digest(text))
+        return cls(doc, round_no, why, choice.full, choice.listed, choice.omitted, choice.tokens, text_digest(text),
+                   top)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
-                "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}
+        out = {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
+               "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}
+        return {**out, "top": list(self.top)} if self.top else out
 
 
 @dataclass(frozen=True)
@@ -304,6 +309,18 @@ class NotesSelector:
         return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed),
                            omitted=omitted, tokens=tokens, full=tuple(self.refs[i].label for i in in_order),
                            listed=tuple(self.refs[i].label for i in indexed), picks=picks)
+
+    async def top(self, query: str, exclude: str | None, k: int) -> tuple[str, ...]:
+        """The keys of the `k` notes that rank first for `query` (without the note of `exclude`), by the
+        ranking `select` uses, whether or not every note fits: descending score, ties in corpus order;
+        with BM25, only notes that share a term with the query."""
+        pos = self._positions.get(exclude) if exclude is not None else None
+        if k <= 0 or len(self.refs) - (pos is not None) <= 0:
+            return ()
+        scores = await self._scores(query)
+        best = _best(scores, None, min(len(scores), k + 1)).tolist()
+        picked = [i for i in best if i != pos and (self._embed is not None or scores[i] > 0)][:k]
+        return tuple(self.refs[i].label for i in picked)
 
     def compact(self, choice: NotesChoice) -> NotesChoice:
         """`choice` without its text (kept small while a round's other calls are planned); `text_of` renders it."""

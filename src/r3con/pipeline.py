@@ -312,7 +312,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
             while True:
                 progress.stage("relevance", len(parts) * settings.rounds)
                 relevance = await extract_relevance(Progressed(ask, progress.advance), task, parts, replace(
-                    options.relevance, keep=reuse.note_keeper), after_round=functools.partial(
+                    options.relevance, keep=reuse.note_keeper, top=reuse.top), after_round=functools.partial(
                         _after_round, docs=docs, parts=parts, window=window, settings=settings, llm=llm))
                 if not relevance.stopped:
                     break

@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE INDEX IF NOT EXISTS calls_digest ON calls (digest);
 CREATE TABLE IF NOT EXISTS reads (
     run INTEGER NOT NULL, round INTEGER NOT NULL, content TEXT NOT NULL, source TEXT NOT NULL, note TEXT NOT NULL,
-    full TEXT NOT NULL, refs TEXT NOT NULL);
+    full TEXT NOT NULL, refs TEXT NOT NULL, top TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS reads_run ON reads (run);
 CREATE TABLE IF NOT EXISTS records (
     run INTEGER NOT NULL, content TEXT NOT NULL, final_note TEXT NOT NULL, records TEXT NOT NULL);
@@ -76,23 +76,41 @@ def content_key(doc: Document) -> str:
 
 
 def question_key(task: str, settings: Mapping[str, Any]) -> str:
-    """The question and the settings that shape its calls, as one key."""
+    """The question (`task_key`) and the settings that shape its calls, as one key."""
     shaping = {name: settings.get(name) for name in _QUESTION_SETTINGS}
-    return hashlib.sha256(json.dumps([task, shaping], sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return hashlib.sha256(json.dumps([task_key(task), shaping], sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def task_key(task: str) -> str:
+    """The task as a question: case, runs of white space and trailing punctuation do not make another one
+    (its requests still hold the task as typed: `exact` finds the earlier run and repeats the calls whose
+    text differs, `approximate` keeps its notes)."""
+    return " ".join(task.casefold().split()).rstrip(_TRAILING).rstrip()
+
+
+_TRAILING = "?!.,;: \u3002\uff1f\uff01"
 
 
 def note_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+TOP = 3
+"""`approximate` reads a later-round read again when a new or changed note ranks among the `TOP` notes
+that rank first for it (`NotesSelector.top`: the notes selection's ranking, BM25 or embeddings, with the
+task and the part's own last note as the query), whether or not every note fits."""
+
+
 @dataclass(frozen=True)
 class Read:
     """One document part's read in one round of an earlier run: its note, the notes it was shown in full
-    (as (content, note digest) pairs), and the documents its note names (as (content, key) pairs)."""
+    (as (content, note digest) pairs), the documents its note names (as (content, key) pairs), and the
+    notes that ranked first for it (their contents)."""
 
     note: str
     full: frozenset[tuple[str, str]]
     refs: frozenset[tuple[str, str]]
+    top: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -124,6 +142,8 @@ class ReuseStore:
         try:
             self._db = open_private(self.path)
             self._db.executescript(_SCHEMA)
+            if "top" not in {row[1] for row in self._db.execute("PRAGMA table_info(reads)")}:  # a record from before
+                self._db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 
@@ -141,10 +161,11 @@ class ReuseStore:
             return Previous()
         found = Previous(reply=lambda digest: self.reply(question, digest))
         run, found.run_dir = row
-        for round_no, content, source, note, full, refs in db.execute(
-                "SELECT round, content, source, note, full, refs FROM reads WHERE run = ?", (run,)):
+        for round_no, content, source, note, full, refs, top in db.execute(
+                "SELECT round, content, source, note, full, refs, top FROM reads WHERE run = ?", (run,)):
             found.reads[(round_no, content)] = Read(note, frozenset(tuple(p) for p in json.loads(full)),
-                                                    frozenset(tuple(p) for p in json.loads(refs)))
+                                                    frozenset(tuple(p) for p in json.loads(refs)),
+                                                    frozenset(json.loads(top)))
             found.sources[content] = source
         for content, final_note, records in db.execute(
                 "SELECT content, final_note, records FROM records WHERE run = ?", (run,)):
@@ -195,16 +216,17 @@ class ReuseStore:
         db.execute("COMMIT")
 
     def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
-                                                  Sequence[tuple[str, str]]]],
+                                                  Sequence[tuple[str, str]], Sequence[str]]],
                records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]]]],
                schema: Mapping[str, Any] | None) -> None:
-        """The run's reads (round, content, source, note, shown in full, refs), records (content, final note,
-        records) and schema, in one transaction; then the run counts as finished."""
+        """The run's reads (round, content, source, note, shown in full, refs, top), records (content, final
+        note, records) and schema, in one transaction; then the run counts as finished."""
         with self._transaction() as db:
             self._write_calls(db)
-            db.executemany("INSERT INTO reads VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)))
-                            for r, c, s, n, full, refs in reads))
+            db.executemany("INSERT INTO reads (run, round, content, source, note, full, refs, top) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)), json.dumps(sorted(top)))
+                            for r, c, s, n, full, refs, top in reads))
             db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)",
                            ((run, c, n, json.dumps(list(rows), ensure_ascii=False)) for c, n, rows in records))
             if schema is not None:
@@ -302,6 +324,12 @@ class Reuse:
         return self.mode == "approximate" and self.previous.found
 
     @property
+    def top(self) -> int:
+        """How many first-ranked notes each later-round read records and `keep_note` weighs (`TOP`; none
+        when nothing is recorded or read)."""
+        return TOP if self.store is not None or self.approximate else 0
+
+    @property
     def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
         """`keep_note` under `approximate` (for `RelevanceOptions.keep`), else None."""
         return self.keep_note if self.approximate else None
@@ -327,20 +355,22 @@ class Reuse:
         """Notes (document key -> text) as reads see them: each document's content and its note's digest."""
         return {(self.content[k], note_digest(text)) for k, text in shown.items()}
 
-    def keep_note(self, doc: Document, round_no: int, shown: Mapping[str, str] | None) -> str | None:
-        """`--reuse approximate`: the earlier note of `doc` in `round_no`, unless a new or changed note
-        enters the notes it is shown in full, or a note it was shown in full or its note names left."""
+    def keep_note(self, doc: Document, round_no: int, top: Mapping[str, str] | None) -> str | None:
+        """`--reuse approximate`: the earlier note of `doc` in `round_no`, unless a new or changed note ranks
+        among the `TOP` notes that rank first for it (`top`, key -> text; None in round 1), or a note that
+        ranked there in the earlier run left the corpus, or a document its note names left or was
+        renumbered. Notes that rank lower do not matter to it, shown in full or not."""
         earlier = self.previous.reads.get((round_no, self.content[doc.key]))
         if earlier is None:
             return None
-        if shown is None:
+        if top is None:
             return earlier.note
-        for content, digest in self._identities(shown) - earlier.full:
+        for content, digest in self._identities(top):
             before = self.previous.reads.get((round_no - 1, content))
             if before is None or note_digest(before.note) != digest:
-                return self._reread(doc, round_no, "a new or changed note entered its selection")
-        if any(c not in self.present for c, _ in earlier.full):
-            return self._reread(doc, round_no, "a note it was shown left the corpus")
+                return self._reread(doc, round_no, f"a new or changed note ranks among its top {TOP}")
+        if any(c not in self.present for c in earlier.top):
+            return self._reread(doc, round_no, f"a note among its top {TOP} left the corpus")
         if any(self.key_of.get(c) != k for c, k in earlier.refs):
             return self._reread(doc, round_no, "a document its note names left or was renumbered")
         return earlier.note
@@ -387,7 +417,7 @@ class Reuse:
                     continue
                 if r - 1 < len(kept) and doc.key in kept[r - 1]:
                     self.decisions.note(doc.key, stage, True, "kept: same document" if r == 1 else
-                                        "kept: no new or changed note entered its selection")
+                                        f"kept: no new or changed note among its top {TOP}")
                     continue
                 where = ("relevance", doc.key, r)
                 if layer is not None and layer.replayed[where] and not layer.sent[where]:
@@ -405,7 +435,7 @@ class Reuse:
                         why = ("every note is shown, and the notes changed" if doc.key in every[r - 2]
                                else "notes shown changed")
                     else:
-                        why = "request changed (document number, placement or notes shown)"
+                        why = "request changed (placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why)
 
     def decide_populate(self, tables: Mapping[str, Sequence[Mapping[str, Any]]], populated: Iterable[str],
@@ -433,7 +463,7 @@ class Reuse:
                 elif earlier[0] != final.get(doc.key, ""):
                     why = "final note changed"
                 else:
-                    why = "request changed (schema, notes shown or document number)"
+                    why = "request changed (schema or notes shown)"
             self.decisions.note(doc.key, "populate", False, why)
 
     def summary(self) -> dict[str, Any]:
@@ -454,11 +484,12 @@ class Reuse:
         content = self.content
         by_key = {p.key: p for p in self.parts}
 
-        def reads() -> Iterator[tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]]]]:
+        def reads() -> Iterator[tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
             # one read at a time, as the store writes them: at D = 100,000 the notes each read was shown
             # in full are millions of pairs, too many to hold at once
             for r, notes in enumerate(rounds, start=1):
                 full_of = {s.doc: s.full for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
+                top_of = {s.doc: s.top for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
                 digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
                 for entry in round_entries(self.parts, notes):
                     key = entry["doc"]
@@ -468,7 +499,8 @@ class Reuse:
                             digests[k] = note_digest(rounds[r - 2].get(k, ""))
                         full.append((content[k], digests[k]))
                     named = [(content[k], k) for k in entry["refs"] if k in content]
-                    yield r, content[key], by_key[key].source, entry["note"], full, named
+                    top = [content[k] for k in top_of.get(key, ()) if k in content]
+                    yield r, content[key], by_key[key].source, entry["note"], full, named, top
 
         per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         for name, rows in tables.items():
