@@ -136,3 +136,41 @@ async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_say
     old = [d.key for d in documents_from_texts(TEXTS[:6])]
     assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in old)
     assert all("relevance-1" not in recomputed.get(k, {}) for k in old), "round 1 is the same request"
+
+
+async def test_a_document_inserted_among_the_others_costs_what_one_appended_costs(fake_server, tmp_path):
+    base = TEXTS[:10]
+    costs = {}
+    for name, grown in (("appended", base + TEXTS[10:11]), ("interleaved", base[:5] + TEXTS[10:11] + base[5:])):
+        await run(TASK, documents_from_texts(base), settings(fake_server, tmp_path, f"{name}.sqlite"))
+        docs = documents_from_texts(grown)
+        reused = await run(TASK, docs, settings(fake_server, tmp_path, f"{name}.sqlite"))
+        fresh = await run(TASK, docs, settings(fake_server, tmp_path, None))
+        assert outputs(reused) == outputs(fresh)
+        assert reused.reuse["counts"]["relevance-1"] == {"reused": 10, "recomputed": 1}
+        costs[name] = reused.usage.calls
+    assert costs["interleaved"] <= costs["appended"]
+
+
+async def test_the_same_question_differently_typed_finds_the_earlier_run(fake_server, tmp_path):
+    docs = documents_from_texts(TEXTS[:4])
+    first = await run(TASK, docs, settings(fake_server, tmp_path, "q.sqlite", "approximate"))
+    typed = "  " + TASK.upper().rstrip("?").replace(" ", "  ") + " "
+    again = await run(typed, docs, settings(fake_server, tmp_path, "q.sqlite", "approximate"))
+    assert again.reuse["previous_run"] == str(first.run_dir)
+    assert again.reuse["counts"]["relevance-1"] == {"reused": 4, "recomputed": 0}
+
+
+async def test_approximate_with_every_note_shown_rereads_only_where_a_new_note_ranks_first(fake_server, tmp_path):
+    every = {"notes_budget_tokens": 0}
+    await run(TASK, documents_from_texts(TEXTS[:10]), settings(fake_server, tmp_path, "a.sqlite", "approximate",
+                                                               **every))
+    docs = documents_from_texts(TEXTS[:5] + TEXTS[10:11] + TEXTS[5:10])
+    approximate = await run(TASK, docs, settings(fake_server, tmp_path, "a.sqlite", "approximate", **every))
+    why = approximate.reuse["why"]["relevance-2"]
+    assert why.get(f"kept: no new or changed note among its top {TOP}", 0) >= 1
+    rereads = why.get(f"a new or changed note ranks among its top {TOP}", 0)
+    shown = [json.loads(line) for line in (approximate.run_dir / "notes" / "shown-2.jsonl").read_text().splitlines()]
+    new = docs[5].key
+    assert rereads == sum(1 for s in shown if new in s.get("top", ()))  # exactly the reads the new note ranks first for
+    assert all(len(s.get("top", ())) <= TOP for s in shown)
