@@ -189,7 +189,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         names.append(_name(path, roots))
         first_with[digest] = source
         doc.__dict__["sha256"] = digest  # what `cached_property` would store on first use
-    for number, (doc, entry) in zip(document_numbers(names), found, strict=True):
+    for number, (doc, entry) in zip(document_numbers(names, [d.sha256 for d, _ in found]), found, strict=True):
         docs.append(_numbered(doc, number))
         read.append(replace(entry, doc=number))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
@@ -204,14 +204,16 @@ NUMBER_DIGITS = 5  # a document's number has 5 digits, more only when the corpus
 _TRIES_PER_WIDTH = 2
 
 
-def document_numbers(names: Sequence[str]) -> list[int]:
+def document_numbers(names: Sequence[str], ties: Sequence[str] = ()) -> list[int]:
     """Each document's number, from its name (a file's path below the folder named, else its file name; a
     text's title): the first of the name's candidates (hashes of it, 5 digits, then wider) that no name
     placed before it took, the names placed in the order of their hashes. A document keeps its number
     when others are added, removed or renamed, unless a new name's candidate is its number and the new
     name comes first (about one added document in 180 at 1,000 documents); equal names take successive
-    candidates in corpus order. A function of the names alone: a fresh run and a reusing run agree."""
-    order = sorted(range(len(names)), key=lambda i: (_name_hash(names[i], -1), names[i], i))
+    candidates in the order of their `ties` (their texts' hashes), then of the corpus. A function of the
+    names (and ties) alone: a fresh run and a reusing run agree."""
+    tie = list(ties) or [""] * len(names)
+    order = sorted(range(len(names)), key=lambda i: (_name_hash(names[i], -1), names[i], tie[i], i))
     taken: set[int] = set()
     out = [0] * len(names)
     for i in order:
@@ -288,9 +290,10 @@ def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:
 
 def documents_from_texts(items: Iterable[tuple[str, str]]) -> tuple[Document, ...]:
     """Number (title, text) pairs as a corpus, for library callers that hold texts in memory: each by its
-    title (`document_numbers`), so that adding or removing texts leaves the others' numbers."""
+    title (`document_numbers`; texts of one title by their hashes), so that adding, removing or reordering
+    texts leaves the others' numbers."""
     pairs = list(items)
-    numbers = document_numbers([title for title, _ in pairs])
+    numbers = document_numbers([title for title, _ in pairs], [text_sha256(text) for _, text in pairs])
     return tuple(Document(number=n, title=title, text=text, source=f"<memory:{i}>")
                  for i, (n, (title, text)) in enumerate(zip(numbers, pairs, strict=True), start=1))
 
