@@ -122,7 +122,7 @@ class Previous:
     run_dir: str | None = None
     reply: Callable[[str], Completion | None] = lambda digest: None  # an earlier reply by request digest
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)  # content -> the source it was read from
+    sources: dict[str, str] = field(default_factory=dict)  # content -> the number of the document it was in
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
     schema: Mapping[str, Any] | None = None
 
@@ -304,6 +304,7 @@ class Reuse:
         self.key_of = {c: k for k, c in self.content.items()}
         self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
         self._earlier = {content for _, content in self.previous.reads}
+        self._numbers = set(self.previous.sources.values())
         self.decisions = Decisions(mode, self.previous.run_dir)
         self._layer: Replayed | None = None
         self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
@@ -398,10 +399,11 @@ class Reuse:
         return self.previous.schema if self.approximate and not self.new_schema else None
 
     def _why_new(self, doc: Document) -> str | None:
-        """Why `doc` has no earlier read at all: new, or changed (its source was read before)."""
+        """Why `doc` has no earlier read at all: new, or changed (a document of its number, that is of its
+        name, was read before, with other content)."""
         if self.content[doc.key] in self._earlier:
             return None
-        return "changed document" if doc.source and doc.source in self.previous.sources.values() else "new document"
+        return "changed document" if str(doc.number) in self._numbers else "new document"
 
     def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
                          kept: Sequence[frozenset[str]]) -> None:
@@ -500,7 +502,8 @@ class Reuse:
                         full.append((content[k], digests[k]))
                     named = [(content[k], k) for k in entry["refs"] if k in content]
                     top = [content[k] for k in top_of.get(key, ()) if k in content]
-                    yield r, content[key], by_key[key].source, entry["note"], full, named, top
+                    # the `source` column holds the document's identity, its number (`corpus.document_numbers`)
+                    yield r, content[key], str(by_key[key].number), entry["note"], full, named, top
 
         per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         for name, rows in tables.items():
