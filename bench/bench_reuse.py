@@ -54,7 +54,7 @@ def run_once(docs: list[tuple[str, str]], base_url: str, out: Path, cache: Path 
         notes_budget_tokens=budget, rounds=2, concurrency=16, context_window=32_768, max_steps=4,
         sandbox_timeout_s=120, adaptive_placement=False, reuse=mode, log_calls="meta",
     )
-    result = asyncio.run(run(TASK, r3con.documents_from_texts(docs), settings))
+    result = asyncio.run(run(TASK, r3con.documents_from_texts(docs, stable=True), settings))
     folder = result.run_dir
     notes = [p.read_bytes() for p in sorted((folder / "notes").glob("round-*.json"))]
     finals = {e["doc"]: e["note"] for e in json.loads((folder / "notes" / "round-2.json").read_text())}

@@ -328,5 +328,13 @@ def test_numbers_are_a_function_of_the_names_and_taken_numbers_go_to_the_next_ca
     grown = document_numbers(names[:2000] + [f"new-{i}.txt" for i in range(200)])
     moved = sum(a != b for a, b in zip(base, grown[:2000], strict=True))
     assert moved <= 10  # a new name takes an existing number only when it hashes onto it first
-    same = documents_from_texts([("Same title", "one"), ("Same title", "two")])
+    same = documents_from_texts([("Same title", "one"), ("Same title", "two")], stable=True)
     assert same[0].number != same[1].number
+
+
+def test_texts_in_memory_keep_their_numbers_when_asked_to_and_are_numbered_in_order_otherwise():
+    texts = [(f"Letter {i}", f"text {i}") for i in range(8)]
+    before = {d.title: d.number for d in documents_from_texts(texts, stable=True)}
+    after = {d.title: d.number for d in documents_from_texts([("Added", "new")] + texts[::-1][1:], stable=True)}
+    assert all(after[title] == before[title] for title in after if title in before)
+    assert [d.number for d in documents_from_texts(texts)] == list(range(1, 9))

@@ -33,8 +33,8 @@ def outputs(result) -> tuple[bytes, ...]:
 
 
 async def test_exact_reuse_over_a_grown_corpus_is_a_fresh_run_and_says_what_it_reused(fake_server, tmp_path):
-    await run(TASK, documents_from_texts(TEXTS[:10]), settings(fake_server, tmp_path, "chain.sqlite"))
-    grown = documents_from_texts(TEXTS)
+    await run(TASK, documents_from_texts(TEXTS[:10], stable=True), settings(fake_server, tmp_path, "chain.sqlite"))
+    grown = documents_from_texts(TEXTS, stable=True)
     reused = await run(TASK, grown, settings(fake_server, tmp_path, "chain.sqlite"))
     fresh = await run(TASK, grown, settings(fake_server, tmp_path, None))
     assert outputs(reused) == outputs(fresh)
@@ -53,12 +53,12 @@ async def test_exact_reuse_over_a_grown_corpus_is_a_fresh_run_and_says_what_it_r
 
 
 async def test_approximate_reuse_reads_a_changed_document_again_and_keeps_the_rest(fake_server, tmp_path):
-    first = await run(TASK, documents_from_texts(TEXTS), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
+    first = await run(TASK, documents_from_texts(TEXTS, stable=True), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
     changed = list(TEXTS)
     changed[5] = (changed[5][0], changed[5][1] + " A storm broke the mast of a Russian ship.")
-    again = await run(TASK, documents_from_texts(changed), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
+    again = await run(TASK, documents_from_texts(changed, stable=True), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
     decisions = json.loads((again.run_dir / "reuse.json").read_text())["documents"]
-    sixth = documents_from_texts(changed)[5].number
+    sixth = documents_from_texts(changed, stable=True)[5].number
     assert decisions[str(sixth)]["relevance-1"] == {"reused": False, "why": "changed document"}
     assert decisions[str(sixth)]["populate"]["reused"] is False
     kept = [k for k, stages in decisions.items() if stages["relevance-1"]["reused"]]
@@ -71,8 +71,8 @@ async def test_approximate_reuse_reads_a_changed_document_again_and_keeps_the_re
 
 
 async def test_deleted_documents_leave_with_their_notes_and_records(fake_server, tmp_path):
-    await run(TASK, documents_from_texts(TEXTS), settings(fake_server, tmp_path, "d.sqlite", "approximate"))
-    fewer = documents_from_texts(TEXTS[:4] + TEXTS[6:])
+    await run(TASK, documents_from_texts(TEXTS, stable=True), settings(fake_server, tmp_path, "d.sqlite", "approximate"))
+    fewer = documents_from_texts(TEXTS[:4] + TEXTS[6:], stable=True)
     result = await run(TASK, fewer, settings(fake_server, tmp_path, "d.sqlite", "approximate"))
     titles = {r["_title"] for rows in result.records.values() for r in rows}
     assert not titles & {"Letter 4", "Letter 5"}
@@ -84,7 +84,7 @@ async def test_deleted_documents_leave_with_their_notes_and_records(fake_server,
 
 
 async def test_reuse_off_reuses_nothing_and_without_a_cache_nothing_is_recorded(fake_server, tmp_path):
-    docs = documents_from_texts(TEXTS[:4])
+    docs = documents_from_texts(TEXTS[:4], stable=True)
     await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite", "off"))
     off = await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite", "off"))
     assert off.reuse is not None and off.reuse["calls_reused"] == 0 and off.reuse["previous_run"] is None
@@ -105,7 +105,7 @@ def _reuse(previous: Previous, docs) -> Reuse:
 
 
 def test_approximate_rereads_only_when_a_new_or_changed_note_ranks_among_its_top_notes():
-    docs = documents_from_texts(TEXTS[:4])
+    docs = documents_from_texts(TEXTS[:4], stable=True)
     key = [d.key for d in docs]
     c = [content_key(d) for d in docs]
     earlier_notes = {c[1]: "note one", c[2]: "note two", c[3]: "note three"}
@@ -128,12 +128,12 @@ def test_approximate_rereads_only_when_a_new_or_changed_note_ranks_among_its_top
 
 
 async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_says_so(fake_server, tmp_path):
-    await run(TASK, documents_from_texts(TEXTS[:6]), settings(fake_server, tmp_path, "e.sqlite",
+    await run(TASK, documents_from_texts(TEXTS[:6], stable=True), settings(fake_server, tmp_path, "e.sqlite",
                                                               notes_budget_tokens=0))
-    grown = await run(TASK, documents_from_texts(TEXTS[:7]), settings(fake_server, tmp_path, "e.sqlite",
+    grown = await run(TASK, documents_from_texts(TEXTS[:7], stable=True), settings(fake_server, tmp_path, "e.sqlite",
                                                                       notes_budget_tokens=0))
     recomputed = grown.reuse["recomputed"]
-    old = [d.key for d in documents_from_texts(TEXTS[:6])]
+    old = [d.key for d in documents_from_texts(TEXTS[:6], stable=True)]
     assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in old)
     assert all("relevance-1" not in recomputed.get(k, {}) for k in old), "round 1 is the same request"
 
@@ -142,8 +142,8 @@ async def test_a_document_inserted_among_the_others_costs_what_one_appended_cost
     base = TEXTS[:10]
     costs = {}
     for name, grown in (("appended", base + TEXTS[10:11]), ("interleaved", base[:5] + TEXTS[10:11] + base[5:])):
-        await run(TASK, documents_from_texts(base), settings(fake_server, tmp_path, f"{name}.sqlite"))
-        docs = documents_from_texts(grown)
+        await run(TASK, documents_from_texts(base, stable=True), settings(fake_server, tmp_path, f"{name}.sqlite"))
+        docs = documents_from_texts(grown, stable=True)
         reused = await run(TASK, docs, settings(fake_server, tmp_path, f"{name}.sqlite"))
         fresh = await run(TASK, docs, settings(fake_server, tmp_path, None))
         assert outputs(reused) == outputs(fresh)
@@ -153,7 +153,7 @@ async def test_a_document_inserted_among_the_others_costs_what_one_appended_cost
 
 
 async def test_the_same_question_differently_typed_finds_the_earlier_run(fake_server, tmp_path):
-    docs = documents_from_texts(TEXTS[:4])
+    docs = documents_from_texts(TEXTS[:4], stable=True)
     first = await run(TASK, docs, settings(fake_server, tmp_path, "q.sqlite", "approximate"))
     typed = "  " + TASK.upper().rstrip("?").replace(" ", "  ") + " "
     again = await run(typed, docs, settings(fake_server, tmp_path, "q.sqlite", "approximate"))
@@ -163,9 +163,9 @@ async def test_the_same_question_differently_typed_finds_the_earlier_run(fake_se
 
 async def test_approximate_with_every_note_shown_rereads_only_where_a_new_note_ranks_first(fake_server, tmp_path):
     every = {"notes_budget_tokens": 0}
-    await run(TASK, documents_from_texts(TEXTS[:10]), settings(fake_server, tmp_path, "a.sqlite", "approximate",
+    await run(TASK, documents_from_texts(TEXTS[:10], stable=True), settings(fake_server, tmp_path, "a.sqlite", "approximate",
                                                                **every))
-    docs = documents_from_texts(TEXTS[:5] + TEXTS[10:11] + TEXTS[5:10])
+    docs = documents_from_texts(TEXTS[:5] + TEXTS[10:11] + TEXTS[5:10], stable=True)
     approximate = await run(TASK, docs, settings(fake_server, tmp_path, "a.sqlite", "approximate", **every))
     why = approximate.reuse["why"]["relevance-2"]
     assert why.get(f"kept: no new or changed note among its top {TOP}", 0) >= 1

@@ -288,12 +288,14 @@ def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:
     return f"no readable document in {where}{detail}; supported: {READABLE}"
 
 
-def documents_from_texts(items: Iterable[tuple[str, str]]) -> tuple[Document, ...]:
-    """Number (title, text) pairs as a corpus, for library callers that hold texts in memory: each by its
-    title (`document_numbers`; texts of one title by their hashes), so that adding, removing or reordering
-    texts leaves the others' numbers."""
+def documents_from_texts(items: Iterable[tuple[str, str]], *, stable: bool = False) -> tuple[Document, ...]:
+    """Number (title, text) pairs as a corpus, for library callers that hold texts in memory: 1, 2, ... in
+    order; with `stable`, each by its title (`document_numbers`; texts of one title by their hashes), as
+    files are by their names, so that adding, removing or reordering texts leaves the others' numbers
+    (what a later run of the question over the changed texts reuses, `docs/reuse.md`)."""
     pairs = list(items)
-    numbers = document_numbers([title for title, _ in pairs], [text_sha256(text) for _, text in pairs])
+    numbers = (document_numbers([title for title, _ in pairs], [text_sha256(text) for _, text in pairs]) if stable
+               else range(1, len(pairs) + 1))
     return tuple(Document(number=n, title=title, text=text, source=f"<memory:{i}>")
                  for i, (n, (title, text)) in enumerate(zip(numbers, pairs, strict=True), start=1))
 
