@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.corpus import documents_from_texts
+from r3con.corpus import documents_from_texts, load_corpus
 from r3con.errors import ConfigError
 from r3con.pipeline import run
 from r3con.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
@@ -174,3 +174,27 @@ async def test_approximate_with_every_note_shown_rereads_only_where_a_new_note_r
     new = docs[5].key
     assert rereads == sum(1 for s in shown if new in s.get("top", ()))  # exactly the reads the new note ranks first for
     assert all(len(s.get("top", ())) <= TOP for s in shown)
+
+
+async def test_a_file_added_in_the_middle_or_edited_by_one_character_leaves_the_other_files_reads(fake_server,
+                                                                                                     tmp_path):
+    folder = tmp_path / "letters"
+    folder.mkdir()
+    for i, (_, text) in enumerate(TEXTS[:8]):
+        (folder / f"letter-{2 * i:02d}.txt").write_text(text)
+    await run(TASK, load_corpus([folder]).documents, settings(fake_server, tmp_path, "f.sqlite", "approximate"))
+    (folder / "letter-07.txt").write_text(TEXTS[10][1])  # sorts among the others
+    grown = load_corpus([folder]).documents
+    added = await run(TASK, grown, settings(fake_server, tmp_path, "f.sqlite", "approximate"))
+    assert added.reuse["counts"]["relevance-1"] == {"reused": 8, "recomputed": 1}
+    edited = folder / "letter-04.txt"
+    edited.write_text(edited.read_text().replace("grey", "gray"))
+    docs = load_corpus([folder]).documents
+    again = await run(TASK, docs, settings(fake_server, tmp_path, "f.sqlite", "approximate"))
+    number = next(d.key for d in docs if d.source.endswith("letter-04.txt"))
+    assert again.reuse["recomputed"][number]["relevance-1"] == "changed document"
+    assert again.reuse["counts"]["relevance-1"] == {"reused": 8, "recomputed": 1}
+    shown = [json.loads(line) for line in (again.run_dir / "notes" / "shown-2.jsonl").read_text().splitlines()]
+    mattered = {s["doc"] for s in shown if number in s.get("top", ())} | {number}
+    reread = {k for k, stages in again.reuse["recomputed"].items() if "relevance-2" in stages}
+    assert number in reread and reread <= mattered  # the edited one, and reads its note ranks first for
