@@ -97,7 +97,7 @@ def note_digest(text: str) -> str:
 
 TOP = 3
 """`approximate` reads a later-round read again when a new or changed note ranks among the `TOP` notes
-that rank first for it (`NotesSelector.top`: the notes selection's ranking, BM25 or embeddings, with the
+that rank first for it (`NotesChoice.top`: the notes selection's ranking, BM25 or embeddings, with the
 task and the part's own last note as the query), whether or not every note fits."""
 
 

@@ -50,7 +50,7 @@ class RelevanceResult:
 Keep = Callable[[Document, int, Mapping[str, str] | None], str | None]
 """`keep(doc, round, top)`: the note an earlier run's read of `doc` wrote in `round`, to keep without a
 call, or None to read it; `top`: the notes (key -> text) that rank first for the read (the
-`RelevanceOptions.top` best by the notes ranking, `NotesSelector.top`; None in round 1)."""
+`RelevanceOptions.top` best by the notes ranking, `NotesChoice.top`; None in round 1)."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,11 @@ class _Round:
         if self.selector is None:
             return plan_round(self.options.placement, self.round_no, self.readers)
         selector, readers = self.selector, self.readers
-        choices = [await selector.select(self._query(d), exclude=d.key, compact=True) for d in readers[:1]]  # ranks once
+        top = self.options.top
+        choices = [await selector.select(self._query(d), exclude=d.key, compact=True, top=top)
+                   for d in readers[:1]]  # ranks once
         for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept without their text: rendered when the call goes out
-            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True)
+            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True, top=top)
                                               for d in readers[at:at + _PLANNED_AT_ONCE]))
         shared = []
         for doc, choice in zip(readers, choices, strict=True):
@@ -201,7 +203,7 @@ class _Round:
         doc, selector = call.doc, self.selector
         planned = self.choices.pop(doc.key, None)  # kept without its text while the round was planned
         first = None if planned is None or selector is None else replace(planned, text=selector.text_of(planned))
-        top = await selector.top(self._query(doc), doc.key, self.options.top) if selector is not None else ()
+        top = first.top if first is not None else ()
         if self.options.keep is not None:
             ranked = None if first is None else {k: (self.previous or {})[k] for k in top}
             earlier = self.options.keep(doc, self.round_no, ranked)
