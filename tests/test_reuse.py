@@ -174,6 +174,8 @@ async def test_approximate_with_every_note_shown_rereads_only_where_a_new_note_r
     new = docs[5].key
     assert rereads == sum(1 for s in shown if new in s.get("top", ()))  # exactly the reads the new note ranks first for
     assert all(len(s.get("top", ())) <= TOP for s in shown)
+    decisions = json.loads((approximate.run_dir / "reuse.json").read_text())["documents"]  # says which ranked first
+    assert all(decisions[s["doc"]]["relevance-2"].get("top", []) == s.get("top", []) for s in shown)
 
 
 async def test_a_file_added_in_the_middle_or_edited_by_one_character_leaves_the_other_files_reads(fake_server,

@@ -255,8 +255,12 @@ class Decisions:
     previous: str | None
     by_doc: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def note(self, doc: str, stage: str, reused: bool, why: str) -> None:
-        self.by_doc.setdefault(doc, {})[stage] = {"reused": reused, "why": why}
+    def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
+        """`doc`'s `stage` was reused or not, and `why`; `top`: the notes that ranked first for a later-round read."""
+        entry: dict[str, Any] = {"reused": reused, "why": why}
+        if top:
+            entry["top"] = list(top)
+        self.by_doc.setdefault(doc, {})[stage] = entry
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
@@ -412,18 +416,20 @@ class Reuse:
         layer = self._layer
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
         every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
+        top_of = [{s.doc: s.top for s in round_shown} for round_shown in shown]
         for r, notes in enumerate(rounds, start=1):
             stage = f"relevance-{r}"
             for doc in self.parts:
                 if doc.key not in notes:
                     continue
+                top = top_of[r - 2].get(doc.key, ()) if 2 <= r <= len(top_of) + 1 else ()
                 if r - 1 < len(kept) and doc.key in kept[r - 1]:
                     self.decisions.note(doc.key, stage, True, "kept: same document" if r == 1 else
-                                        f"kept: no new or changed note among its top {TOP}")
+                                        f"kept: no new or changed note among its top {TOP}", top)
                     continue
                 where = ("relevance", doc.key, r)
                 if layer is not None and layer.replayed[where] and not layer.sent[where]:
-                    self.decisions.note(doc.key, stage, True, "same request")
+                    self.decisions.note(doc.key, stage, True, "same request", top)
                     continue
                 why = self._why_new(doc) if self.previous.found else "no earlier run"
                 if why is None and (doc.key, r) in self._reasons:
@@ -438,7 +444,7 @@ class Reuse:
                                else "notes shown changed")
                     else:
                         why = "request changed (placement or notes shown)"
-                self.decisions.note(doc.key, stage, False, why)
+                self.decisions.note(doc.key, stage, False, why, top)
 
     def decide_populate(self, tables: Mapping[str, Sequence[Mapping[str, Any]]], populated: Iterable[str],
                         kept: frozenset[str], final: Mapping[str, str]) -> None:
