@@ -71,10 +71,11 @@ class FilesSeen:
 class Document:
     """One document, or one part of a document that was split to fit the window.
 
-    `number` is the document's identity in the corpus, derived from its name (`document_numbers`): it
-    does not change when other documents are added, removed or renamed, and every run over the corpus
-    gives it the same; a split document keeps its number and its parts are numbered 1..`parts`; `offset` is where a part's text starts in the whole
-    document's text (so evidence spans found in a part point into the document). `source` is the file's
+    `number` is the document's identity in the corpus: a file's is derived from its name
+    (`document_numbers`), so it does not change when other files are added, removed or renamed, and
+    every run over the corpus gives it the same (texts in memory: `documents_from_texts`); a split
+    document keeps its number and its parts are numbered 1..`parts`; `offset` is where a part's text
+    starts in the whole document's text (so evidence spans found in a part point into the document). `source` is the file's
     name as shown (escaped, see `_names.shown`); `path` is the name it was read by, which may hold bytes
     that are not UTF-8 (empty when it is `source`, or the document came from no file).
     """
