@@ -75,9 +75,10 @@ class Document:
     (`document_numbers`), so it does not change when other files are added, removed or renamed, and
     every run over the corpus gives it the same (texts in memory: `documents_from_texts`); a split
     document keeps its number and its parts are numbered 1..`parts`; `offset` is where a part's text
-    starts in the whole document's text (so evidence spans found in a part point into the document). `source` is the file's
-    name as shown (escaped, see `_names.shown`); `path` is the name it was read by, which may hold bytes
-    that are not UTF-8 (empty when it is `source`, or the document came from no file).
+    starts in the whole document's text (so evidence spans found in a part point into the document).
+    `source` is the file's name as shown (escaped, see `_names.shown`); `path` is the name it was read
+    by, which may hold bytes that are not UTF-8 (empty when it is `source`, or the document came from no
+    file).
     """
 
     number: int
