@@ -12,9 +12,14 @@ full, and its records; and the schema. The next run of that question reads them:
   document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
   selection changed; with every note shown, that is whenever any note changed.
 - `approximate`: as `exact`, and further a later-round read is skipped (its earlier note kept) unless a
-  new or changed note enters the notes it is shown in full, or a note it was shown in full, or one its
-  note names, left the corpus; a document is populated again only when its final note changed (or it
-  is new); the schema is kept unless a new one is asked for. The answer is always rebuilt.
+  new or changed note ranks among the `TOP` notes that rank first for it (the notes selection's
+  ranking, whether or not every note fits), or a note that ranked there, or one its note names, left
+  the corpus; a document is populated again only when its final note changed (or it is new); the
+  schema is kept unless a new one is asked for. The answer is always rebuilt.
+
+Documents are known by content here (`content_key`); what requests call them, their numbers, comes
+from their names (`corpus.document_numbers`), so adding or deleting documents changes no other
+document's requests.
 - `off`: nothing is read; the run is still recorded.
 
 `Decisions` says per document part and stage what was reused or recomputed and why (reuse.json).
