@@ -338,3 +338,14 @@ def test_texts_in_memory_keep_their_numbers_when_asked_to_and_are_numbered_in_or
     after = {d.title: d.number for d in documents_from_texts([("Added", "new")] + texts[::-1][1:], stable=True)}
     assert all(after[title] == before[title] for title in after if title in before)
     assert [d.number for d in documents_from_texts(texts)] == list(range(1, 9))
+
+
+def test_a_document_re_split_for_a_smaller_window_leaves_the_other_documents_parts(tmp_path):
+    (tmp_path / "long.txt").write_text("\n\n".join(f"Paragraph {i} of the long letter, with words." for i in range(200)))
+    for name in ("a.txt", "z.txt"):
+        (tmp_path / name).write_text(f"A short note in {name}.")
+    docs = load_documents([tmp_path])
+    before, after = split_documents(docs, 2000), split_documents(docs, 500)
+    long = next(d.number for d in docs if d.source.endswith("long.txt"))
+    assert [p.key for p in before if p.number != long] == [p.key for p in after if p.number != long]
+    assert len([p for p in after if p.number == long]) > len([p for p in before if p.number == long])
