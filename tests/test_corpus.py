@@ -9,6 +9,7 @@ from pypdf import PdfReader, PdfWriter
 from r3con.corpus import (
     Document,
     collect_paths,
+    document_numbers,
     documents_from_texts,
     load_corpus,
     load_documents,
@@ -69,9 +70,8 @@ def test_loading_a_folder_reads_supported_files_in_order(tmp_path):
     (tmp_path / "skip.bin").write_bytes(b"\x00\x01")
     (tmp_path / "empty.txt").write_text("   ")
     docs = load_documents([tmp_path])
-    assert [(d.number, d.title) for d in docs] == [
-        (1, "Title line"), (2, "Beta heading"), (3, "e"), (4, "c"), (5, "Page D"),
-    ]
+    assert [d.title for d in docs] == ["Title line", "Beta heading", "e", "c", "Page D"]
+    assert len({d.number for d in docs}) == 5
     assert "Ann | 4" in docs[3].text
     assert "Hello" in docs[4].text and "World" in docs[4].text and "x=1" not in docs[4].text
 
@@ -136,7 +136,7 @@ def test_a_messy_folder_accounts_for_every_file_in_exactly_one_category(tmp_path
     assert_every_file_accounted(inputs, root, expected)
     assert [Path(d.source).name for d in corpus.documents] == [
         "events.jsonl", "latin.txt", "letter.md", "notes.txt", "people.csv"]
-    assert [r["doc"] for r in inputs["read"]] == [1, 2, 3, 4, 5]
+    assert [r["doc"] for r in inputs["read"]] == [d.number for d in corpus.documents]
     reasons = {Path(s["source"]).name: s["reason"] for s in inputs["skipped"] + inputs["unreadable"]}
     assert reasons["scan.pdf"] == "no text layer: OCR it first (e.g. ocrmypdf)"
     assert reasons["empty.txt"].startswith("empty") and reasons["blank.md"].startswith("empty")
@@ -299,3 +299,53 @@ def test_parts_know_where_they_start_in_their_document():
     for part in parts:
         assert text[part.offset:part.offset + len(part.text)] == part.text
     assert [p.offset for p in parts] == sorted({p.offset for p in parts})
+
+
+def test_a_document_keeps_its_number_when_files_are_added_removed_or_renamed_around_it(tmp_path):
+    first, later = tmp_path / "one" / "corpus", tmp_path / "two" / "corpus"
+    for folder in (first, later):
+        (folder / "sub").mkdir(parents=True)
+    for name in ("b.txt", "d.txt", "sub/f.txt"):
+        (first / name).write_text(f"text of {name}")
+        (later / name).write_text(f"text of {name}")
+    (first / "z.txt").write_text("deleted later")
+    (later / "a.txt").write_text("added before all")
+    (later / "c.txt").write_text("added between")
+    (later / "e.txt").write_text("text of z.txt, renamed")
+    before = {Path(d.source).relative_to(first).as_posix(): d.number for d in load_documents([first])}
+    after = {Path(d.source).relative_to(later).as_posix(): d.number for d in load_documents([later])}
+    assert {name: after[name] for name in ("b.txt", "d.txt", "sub/f.txt")} == {
+        name: before[name] for name in ("b.txt", "d.txt", "sub/f.txt")}
+    assert len(set(after.values())) == len(after)  # every document has its own
+
+
+def test_numbers_are_a_function_of_the_names_and_taken_numbers_go_to_the_next_candidate():
+    names = [f"report-{i}.txt" for i in range(3000)]
+    numbers = document_numbers(names)
+    assert len(set(numbers)) == len(names) and all(n >= 10_000 for n in numbers)
+    assert document_numbers(list(reversed(names))) == list(reversed(numbers))
+    base = document_numbers(names[:2000])
+    grown = document_numbers(names[:2000] + [f"new-{i}.txt" for i in range(200)])
+    moved = sum(a != b for a, b in zip(base, grown[:2000], strict=True))
+    assert moved <= 10  # a new name takes an existing number only when it hashes onto it first
+    same = documents_from_texts([("Same title", "one"), ("Same title", "two")], stable=True)
+    assert same[0].number != same[1].number
+
+
+def test_texts_in_memory_keep_their_numbers_when_asked_to_and_are_numbered_in_order_otherwise():
+    texts = [(f"Letter {i}", f"text {i}") for i in range(8)]
+    before = {d.title: d.number for d in documents_from_texts(texts, stable=True)}
+    after = {d.title: d.number for d in documents_from_texts([("Added", "new")] + texts[::-1][1:], stable=True)}
+    assert all(after[title] == before[title] for title in after if title in before)
+    assert [d.number for d in documents_from_texts(texts)] == list(range(1, 9))
+
+
+def test_a_document_re_split_for_a_smaller_window_leaves_the_other_documents_parts(tmp_path):
+    (tmp_path / "long.txt").write_text("\n\n".join(f"Paragraph {i} of the long letter, with words." for i in range(200)))
+    for name in ("a.txt", "z.txt"):
+        (tmp_path / name).write_text(f"A short note in {name}.")
+    docs = load_documents([tmp_path])
+    before, after = split_documents(docs, 2000), split_documents(docs, 500)
+    long = next(d.number for d in docs if d.source.endswith("long.txt"))
+    assert [p.key for p in before if p.number != long] == [p.key for p in after if p.number != long]
+    assert len([p for p in after if p.number == long]) > len([p for p in before if p.number == long])

@@ -373,3 +373,16 @@ def test_notes_and_their_index_are_formatted_as_the_templates_did():
         for chosen in (lines, []):
             for omitted in (0, 3):
                 assert format_index(chosen, omitted) == render_source(INDEX_TEMPLATE, lines=chosen, omitted=omitted)
+
+
+async def test_a_choice_names_the_notes_that_rank_first_whether_or_not_every_note_fits():
+    refs = [NoteRef("1", "Harbour", "The harbour master saw the Demeter run aground at Whitby."),
+            NoteRef("2", "Abbey", "The abbey ruins stand above the town."),
+            NoteRef("3", "Ship", "The Demeter carried fifty boxes of earth to Whitby."),
+            NoteRef("4", "Market", "Fish prices rose in spring.")]
+    query = "What happened to the Demeter at Whitby?"
+    for budget in (None, 40):  # every note shown, and a selection
+        choice = await NotesSelector(refs, budget).select(query, exclude="3", top=2)
+        assert choice.top == ("1",), "only notes sharing a term with the query, never the read's own"
+        assert (await NotesSelector(refs, budget).select(query, top=2)).top[:2] in {("1", "3"), ("3", "1")}
+        assert (await NotesSelector(refs, budget).select(query)).top == ()

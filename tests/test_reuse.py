@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.corpus import documents_from_texts
+from r3con.corpus import documents_from_texts, load_corpus
 from r3con.errors import ConfigError
 from r3con.pipeline import run
-from r3con.reuse import Previous, Read, Reuse, content_key, note_digest
+from r3con.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
 
 TASK = "Who travelled to Whitby, and what did they report there?"
 SUBJECTS = ["the harbour", "the abbey", "the churchyard", "the cliffs", "the ship", "the storm", "the pier",
@@ -33,56 +33,58 @@ def outputs(result) -> tuple[bytes, ...]:
 
 
 async def test_exact_reuse_over_a_grown_corpus_is_a_fresh_run_and_says_what_it_reused(fake_server, tmp_path):
-    await run(TASK, documents_from_texts(TEXTS[:10]), settings(fake_server, tmp_path, "chain.sqlite"))
-    grown = documents_from_texts(TEXTS)
+    await run(TASK, documents_from_texts(TEXTS[:10], stable=True), settings(fake_server, tmp_path, "chain.sqlite"))
+    grown = documents_from_texts(TEXTS, stable=True)
     reused = await run(TASK, grown, settings(fake_server, tmp_path, "chain.sqlite"))
     fresh = await run(TASK, grown, settings(fake_server, tmp_path, None))
     assert outputs(reused) == outputs(fresh)
     assert reused.usage.calls < fresh.usage.calls
     decisions = json.loads((reused.run_dir / "reuse.json").read_text())
     assert decisions["mode"] == "exact" and decisions["previous_run"]
-    assert decisions["documents"]["11"]["relevance-1"] == {"reused": False, "why": "new document"}
-    assert decisions["documents"]["1"]["relevance-1"] == {"reused": True, "why": "same request"}
+    new, old = grown[10].key, grown[0].key
+    assert decisions["documents"][new]["relevance-1"] == {"reused": False, "why": "new document"}
+    assert decisions["documents"][old]["relevance-1"] == {"reused": True, "why": "same request"}
     assert reused.reuse is not None and reused.reuse["calls_reused"] >= 10
     assert reused.summary()["reuse"]["counts"]["relevance-1"] == {"reused": 10, "recomputed": 2}
-    assert reused.summary()["reuse"]["recomputed"]["11"]["relevance-1"] == "new document"
-    assert "1" not in reused.summary()["reuse"]["recomputed"] or \
-        "relevance-1" not in reused.summary()["reuse"]["recomputed"]["1"]
+    assert reused.summary()["reuse"]["recomputed"][new]["relevance-1"] == "new document"
+    assert "relevance-1" not in reused.summary()["reuse"]["recomputed"].get(old, {})
     manifest = json.loads((reused.run_dir / "manifest.json").read_text())
     assert manifest["reuse"]["counts"]["relevance-1"]["reused"] == 10
 
 
 async def test_approximate_reuse_reads_a_changed_document_again_and_keeps_the_rest(fake_server, tmp_path):
-    first = await run(TASK, documents_from_texts(TEXTS), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
+    first = await run(TASK, documents_from_texts(TEXTS, stable=True), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
     changed = list(TEXTS)
     changed[5] = (changed[5][0], changed[5][1] + " A storm broke the mast of a Russian ship.")
-    again = await run(TASK, documents_from_texts(changed), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
+    again = await run(TASK, documents_from_texts(changed, stable=True), settings(fake_server, tmp_path, "c.sqlite", "approximate"))
     decisions = json.loads((again.run_dir / "reuse.json").read_text())["documents"]
-    assert decisions["6"]["relevance-1"] == {"reused": False, "why": "changed document"}
-    assert decisions["6"]["populate"]["reused"] is False
+    sixth = documents_from_texts(changed, stable=True)[5].number
+    assert decisions[str(sixth)]["relevance-1"] == {"reused": False, "why": "changed document"}
+    assert decisions[str(sixth)]["populate"]["reused"] is False
     kept = [k for k, stages in decisions.items() if stages["relevance-1"]["reused"]]
     assert len(kept) == 11
     assert "schema" not in again.by_stage, "the schema is kept"
     assert again.schema == first.schema
     assert again.usage.calls < first.usage.calls / 3
-    before = {r["_doc"] for rows in first.records.values() for r in rows} - {6}
+    before = {r["_doc"] for rows in first.records.values() for r in rows} - {sixth}
     assert before and before <= {r["_doc"] for rows in again.records.values() for r in rows}, "kept records stay"
 
 
 async def test_deleted_documents_leave_with_their_notes_and_records(fake_server, tmp_path):
-    await run(TASK, documents_from_texts(TEXTS), settings(fake_server, tmp_path, "d.sqlite", "approximate"))
-    fewer = documents_from_texts(TEXTS[:4] + TEXTS[6:])
+    await run(TASK, documents_from_texts(TEXTS, stable=True), settings(fake_server, tmp_path, "d.sqlite", "approximate"))
+    fewer = documents_from_texts(TEXTS[:4] + TEXTS[6:], stable=True)
     result = await run(TASK, fewer, settings(fake_server, tmp_path, "d.sqlite", "approximate"))
     titles = {r["_title"] for rows in result.records.values() for r in rows}
     assert not titles & {"Letter 4", "Letter 5"}
     assert len(result.notes[-1]) == 10
-    for rows in result.records.values():  # kept records carry their document's new number
+    numbers = {d.number: d.title for d in fewer}
+    for rows in result.records.values():  # kept records carry their document's number, unchanged
         for r in rows:
-            assert fewer[r["_doc"] - 1].title == r["_title"]
+            assert numbers[r["_doc"]] == r["_title"]
 
 
 async def test_reuse_off_reuses_nothing_and_without_a_cache_nothing_is_recorded(fake_server, tmp_path):
-    docs = documents_from_texts(TEXTS[:4])
+    docs = documents_from_texts(TEXTS[:4], stable=True)
     await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite", "off"))
     off = await run(TASK, docs, settings(fake_server, tmp_path, "o.sqlite", "off"))
     assert off.reuse is not None and off.reuse["calls_reused"] == 0 and off.reuse["previous_run"] is None
@@ -102,32 +104,99 @@ def _reuse(previous: Previous, docs) -> Reuse:
     return reuse
 
 
-def test_approximate_rereads_only_when_a_new_or_changed_note_enters_or_a_shown_note_left():
-    docs = documents_from_texts(TEXTS[:4])
+def test_approximate_rereads_only_when_a_new_or_changed_note_ranks_among_its_top_notes():
+    docs = documents_from_texts(TEXTS[:4], stable=True)
+    key = [d.key for d in docs]
     c = [content_key(d) for d in docs]
     earlier_notes = {c[1]: "note one", c[2]: "note two", c[3]: "note three"}
     reads = {(1, k): Read(v, frozenset(), frozenset()) for k, v in earlier_notes.items()}
-    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}), frozenset({(c[3], "4")}))
+    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}),
+                            frozenset({(c[3], key[3])}), frozenset({c[1]}))
     reuse = _reuse(Previous(run_dir="earlier", reads=reads), docs)
-    assert reuse.keep_note(docs[0], 2, {"2": "note one"}) == "kept note"
-    # an old, unchanged note entering the selection is no reason to read again
-    assert reuse.keep_note(docs[0], 2, {"2": "note one", "4": "note three"}) == "kept note"
-    assert reuse.keep_note(docs[0], 2, {"2": "note one", "3": "note two, now longer"}) is None  # a changed note
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one"}) == "kept note"
+    # an old, unchanged note that now ranks first is no reason to read again
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one", key[3]: "note three"}) == "kept note"
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one", key[2]: "note two, now longer"}) is None
+    assert reuse._reasons[(key[0], 2)] == f"a new or changed note ranks among its top {TOP}"
+    # a changed note that ranks below the first (not in `top`) does not matter, shown in full or not
+    assert reuse.keep_note(docs[0], 2, {key[1]: "note one"}) == "kept note"
     gone = _reuse(Previous(run_dir="earlier", reads=reads), [docs[0], docs[2], docs[3]])
-    assert gone.keep_note(docs[0], 2, {"3": "note two"}) is None  # the note it was shown (document 2) left
+    assert gone.keep_note(docs[0], 2, {key[2]: "note two"}) is None  # the note that ranked first (document 2) left
     named = _reuse(Previous(run_dir="earlier", reads=reads), docs[:3])
-    assert named.keep_note(docs[0], 2, {"2": "note one"}) is None  # its note names document 4, which left
-    moved = documents_from_texts([TEXTS[0], TEXTS[1], TEXTS[3]])  # the third letter left: the fourth is number 3
-    renumbered = _reuse(Previous(run_dir="earlier", reads=reads), moved)
-    assert renumbered.keep_note(moved[0], 2, {"2": "note one"}) is None  # the document its note names moved
+    assert named.keep_note(docs[0], 2, {key[1]: "note one"}) is None  # its note names the fourth, which left
     assert reuse.keep_note(docs[1], 1, None) == "note one"  # round 1: the same document, the same note
 
 
 async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_says_so(fake_server, tmp_path):
-    await run(TASK, documents_from_texts(TEXTS[:6]), settings(fake_server, tmp_path, "e.sqlite",
+    await run(TASK, documents_from_texts(TEXTS[:6], stable=True), settings(fake_server, tmp_path, "e.sqlite",
                                                               notes_budget_tokens=0))
-    grown = await run(TASK, documents_from_texts(TEXTS[:7]), settings(fake_server, tmp_path, "e.sqlite",
+    grown = await run(TASK, documents_from_texts(TEXTS[:7], stable=True), settings(fake_server, tmp_path, "e.sqlite",
                                                                       notes_budget_tokens=0))
     recomputed = grown.reuse["recomputed"]
-    assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in "123456")
-    assert all("relevance-1" not in recomputed.get(k, {}) for k in "123456"), "round 1 is the same request"
+    old = [d.key for d in documents_from_texts(TEXTS[:6], stable=True)]
+    assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in old)
+    assert all("relevance-1" not in recomputed.get(k, {}) for k in old), "round 1 is the same request"
+
+
+async def test_a_document_inserted_among_the_others_costs_what_one_appended_costs(fake_server, tmp_path):
+    base = TEXTS[:10]
+    costs = {}
+    for name, grown in (("appended", base + TEXTS[10:11]), ("interleaved", base[:5] + TEXTS[10:11] + base[5:])):
+        await run(TASK, documents_from_texts(base, stable=True), settings(fake_server, tmp_path, f"{name}.sqlite"))
+        docs = documents_from_texts(grown, stable=True)
+        reused = await run(TASK, docs, settings(fake_server, tmp_path, f"{name}.sqlite"))
+        fresh = await run(TASK, docs, settings(fake_server, tmp_path, None))
+        assert outputs(reused) == outputs(fresh)
+        assert reused.reuse["counts"]["relevance-1"] == {"reused": 10, "recomputed": 1}
+        costs[name] = reused.usage.calls
+    assert costs["interleaved"] <= costs["appended"]
+
+
+async def test_the_same_question_differently_typed_finds_the_earlier_run(fake_server, tmp_path):
+    docs = documents_from_texts(TEXTS[:4], stable=True)
+    first = await run(TASK, docs, settings(fake_server, tmp_path, "q.sqlite", "approximate"))
+    typed = "  " + TASK.upper().rstrip("?").replace(" ", "  ") + " "
+    again = await run(typed, docs, settings(fake_server, tmp_path, "q.sqlite", "approximate"))
+    assert again.reuse["previous_run"] == str(first.run_dir)
+    assert again.reuse["counts"]["relevance-1"] == {"reused": 4, "recomputed": 0}
+
+
+async def test_approximate_with_every_note_shown_rereads_only_where_a_new_note_ranks_first(fake_server, tmp_path):
+    every = {"notes_budget_tokens": 0}
+    await run(TASK, documents_from_texts(TEXTS[:10], stable=True), settings(fake_server, tmp_path, "a.sqlite", "approximate",
+                                                               **every))
+    docs = documents_from_texts(TEXTS[:5] + TEXTS[10:11] + TEXTS[5:10], stable=True)
+    approximate = await run(TASK, docs, settings(fake_server, tmp_path, "a.sqlite", "approximate", **every))
+    why = approximate.reuse["why"]["relevance-2"]
+    assert why.get(f"kept: no new or changed note among its top {TOP}", 0) >= 1
+    rereads = why.get(f"a new or changed note ranks among its top {TOP}", 0)
+    shown = [json.loads(line) for line in (approximate.run_dir / "notes" / "shown-2.jsonl").read_text().splitlines()]
+    new = docs[5].key
+    assert rereads == sum(1 for s in shown if new in s.get("top", ()))  # exactly the reads the new note ranks first for
+    assert all(len(s.get("top", ())) <= TOP for s in shown)
+    decisions = json.loads((approximate.run_dir / "reuse.json").read_text())["documents"]  # says which ranked first
+    assert all(decisions[s["doc"]]["relevance-2"].get("top", []) == s.get("top", []) for s in shown)
+
+
+async def test_a_file_added_in_the_middle_or_edited_by_one_character_leaves_the_other_files_reads(fake_server,
+                                                                                                     tmp_path):
+    folder = tmp_path / "letters"
+    folder.mkdir()
+    for i, (_, text) in enumerate(TEXTS[:8]):
+        (folder / f"letter-{2 * i:02d}.txt").write_text(text)
+    await run(TASK, load_corpus([folder]).documents, settings(fake_server, tmp_path, "f.sqlite", "approximate"))
+    (folder / "letter-07.txt").write_text(TEXTS[10][1])  # sorts among the others
+    grown = load_corpus([folder]).documents
+    added = await run(TASK, grown, settings(fake_server, tmp_path, "f.sqlite", "approximate"))
+    assert added.reuse["counts"]["relevance-1"] == {"reused": 8, "recomputed": 1}
+    edited = folder / "letter-04.txt"
+    edited.write_text(edited.read_text().replace("grey", "gray"))
+    docs = load_corpus([folder]).documents
+    again = await run(TASK, docs, settings(fake_server, tmp_path, "f.sqlite", "approximate"))
+    number = next(d.key for d in docs if d.source.endswith("letter-04.txt"))
+    assert again.reuse["recomputed"][number]["relevance-1"] == "changed document"
+    assert again.reuse["counts"]["relevance-1"] == {"reused": 8, "recomputed": 1}
+    shown = [json.loads(line) for line in (again.run_dir / "notes" / "shown-2.jsonl").read_text().splitlines()]
+    mattered = {s["doc"] for s in shown if number in s.get("top", ())} | {number}
+    reread = {k for k, stages in again.reuse["recomputed"].items() if "relevance-2" in stages}
+    assert number in reread and reread <= mattered  # the edited one, and reads its note ranks first for

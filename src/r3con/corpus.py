@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -70,11 +71,14 @@ class FilesSeen:
 class Document:
     """One document, or one part of a document that was split to fit the window.
 
-    `number` is the document's stable 1-based number in the corpus; a split document keeps its
-    number and its parts are numbered 1..`parts`; `offset` is where a part's text starts in the whole
-    document's text (so evidence spans found in a part point into the document). `source` is the file's
-    name as shown (escaped, see `_names.shown`); `path` is the name it was read by, which may hold bytes
-    that are not UTF-8 (empty when it is `source`, or the document came from no file).
+    `number` is the document's identity in the corpus: a file's is derived from its name
+    (`document_numbers`), so it does not change when other files are added, removed or renamed, and
+    every run over the corpus gives it the same (texts in memory: `documents_from_texts`); a split
+    document keeps its number and its parts are numbered 1..`parts`; `offset` is where a part's text
+    starts in the whole document's text (so evidence spans found in a part point into the document).
+    `source` is the file's name as shown (escaped, see `_names.shown`); `path` is the name it was read
+    by, which may hold bytes that are not UTF-8 (empty when it is `source`, or the document came from no
+    file).
     """
 
     number: int
@@ -145,6 +149,9 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     reader = store.reader(pdf_password) if store is not None else None
     if reader is not None:
         reader.preload(specs)
+    found: list[tuple[Document, ReadInput]] = []  # numbered once every name is known
+    names: list[str] = []
+    roots = _roots(specs)
     for path, real, plain in walk.found:
         source = shown(path)
         if not plain and (special := special_kind(path)):  # never opened: a pipe would hang the run, /dev/zero never end
@@ -178,18 +185,79 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         if digest in first_with:
             duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
             continue
-        first_with[digest] = source
-        doc = Document(number=len(docs) + 1, title=shown(got.title), text=got.text, source=source,
+        doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
                        path="" if source == str(path) else str(path))
+        found.append((doc, ReadInput(doc=0, source=source, encoding=got.encoding, warning=got.warning)))
+        names.append(_name(path, roots))
+        first_with[digest] = source
         doc.__dict__["sha256"] = digest  # what `cached_property` would store on first use
-        docs.append(doc)
-        read.append(ReadInput(doc=len(docs), source=source, encoding=got.encoding, warning=got.warning))
+    for number, (doc, entry) in zip(document_numbers(names, [d.sha256 for d, _ in found]), found, strict=True):
+        docs.append(_numbered(doc, number))
+        read.append(replace(entry, doc=number))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)
     stored = reader.finish(specs) if reader is not None else None
     if not docs:
         raise InputError(_nothing_read(specs, inputs))
     return Corpus(documents=tuple(docs), inputs=inputs, stored=stored)
+
+
+NUMBER_DIGITS = 5  # a document's number has 5 digits, more only when the corpus has taken its 5-digit ones
+_TRIES_PER_WIDTH = 2
+
+
+def document_numbers(names: Sequence[str], ties: Sequence[str] = ()) -> list[int]:
+    """Each document's number, from its name (a file's path below the folder named, else its file name; a
+    text's title): the first of the name's candidates (hashes of it, 5 digits, then wider) that no name
+    placed before it took, the names placed in the order of their hashes. A document keeps its number
+    when others are added, removed or renamed, unless a new name's candidate is its number and the new
+    name comes first (about one added document in 180 at 1,000 documents); equal names take successive
+    candidates in the order of their `ties` (their texts' hashes), then of the corpus. A function of the
+    names (and ties) alone: a fresh run and a reusing run agree."""
+    tie = list(ties) or [""] * len(names)
+    order = sorted(range(len(names)), key=lambda i: (_name_hash(names[i], -1), names[i], tie[i], i))
+    taken: set[int] = set()
+    out = [0] * len(names)
+    for i in order:
+        tries = 0
+        while (number := _candidate(names[i], tries)) in taken:
+            tries += 1
+        taken.add(number)
+        out[i] = number
+    return out
+
+
+def _candidate(name: str, tries: int) -> int:
+    width = NUMBER_DIGITS + tries // _TRIES_PER_WIDTH
+    low = 10 ** (width - 1)
+    return low + _name_hash(name, tries) % (9 * low)
+
+
+def _name_hash(name: str, salt: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{salt}\x00{name}".encode("utf-8", "surrogatepass")).digest()[:12], "big")
+
+
+def _roots(specs: Sequence[str | Path]) -> list[str]:
+    """The folders named, longest first: a file's name is its path below the one it was found under."""
+    roots = [os.path.join(str(Path(str(s)).expanduser()), "") for s in specs if Path(str(s)).expanduser().is_dir()]
+    return sorted(roots, key=len, reverse=True)
+
+
+def _name(path: Path, roots: Sequence[str]) -> str:
+    """A file's name for its number: its path below the folder named (the same wherever the folder is), else
+    its file name (a file or a glob's match)."""
+    text = str(path)
+    for root in roots:
+        if text.startswith(root):
+            return shown(text[len(root):])
+    return shown(path.name)
+
+
+def _numbered(doc: Document, number: int) -> Document:
+    """`doc` with `number`, keeping what was computed of it (its text's hash)."""
+    out = replace(doc, number=number)
+    out.__dict__.update({k: v for k, v in doc.__dict__.items() if k in ("sha256", "tokens")})
+    return out
 
 
 def text_sha256(text: str, chunk: int = 1 << 20) -> str:
@@ -222,12 +290,16 @@ def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:
     return f"no readable document in {where}{detail}; supported: {READABLE}"
 
 
-def documents_from_texts(items: Iterable[tuple[str, str]]) -> tuple[Document, ...]:
-    """Number (title, text) pairs as a corpus, for library callers that hold texts in memory."""
-    return tuple(
-        Document(number=i, title=title, text=text, source=f"<memory:{i}>")
-        for i, (title, text) in enumerate(items, start=1)
-    )
+def documents_from_texts(items: Iterable[tuple[str, str]], *, stable: bool = False) -> tuple[Document, ...]:
+    """Number (title, text) pairs as a corpus, for library callers that hold texts in memory: 1, 2, ... in
+    order; with `stable`, each by its title (`document_numbers`; texts of one title by their hashes), as
+    files are by their names, so that adding, removing or reordering texts leaves the others' numbers
+    (what a later run of the question over the changed texts reuses, `docs/reuse.md`)."""
+    pairs = list(items)
+    numbers = (document_numbers([title for title, _ in pairs], [text_sha256(text) for _, text in pairs]) if stable
+               else range(1, len(pairs) + 1))
+    return tuple(Document(number=n, title=title, text=text, source=f"<memory:{i}>")
+                 for i, (n, (title, text)) in enumerate(zip(numbers, pairs, strict=True), start=1))
 
 
 _PARAGRAPH = re.compile(r"\n\s*\n")

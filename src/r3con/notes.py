@@ -148,6 +148,7 @@ class NotesChoice:
     tokens: int = 0
     full: tuple[str, ...] = ()  # the keys of the notes shown in full, and of those shown as index lines
     listed: tuple[str, ...] = ()
+    top: tuple[str, ...] = ()  # the keys of the notes that rank first, when asked for (`NotesSelector.select(top=k)`)
     picks: _Picks | None = field(default=None, compare=False, repr=False)  # what `NotesSelector.text_of` renders
 
     @property
@@ -174,17 +175,22 @@ class Shown:
     omitted: int
     tokens: int
     digest: str  # a hash of the notes text the call was sent: their identities and texts, in order
+    top: tuple[str, ...] = ()  # the notes that rank first for the read (`NotesSelector.select(top=k)`), when asked for
 
     @classmethod
-    def of(cls, doc: str, round_no: int, choice: NotesChoice, text: str, *, refit: bool = False) -> Shown:
+    def of(cls, doc: str, round_no: int, choice: NotesChoice, text: str, *, refit: bool = False,
+           top: tuple[str, ...] = ()) -> Shown:
         """What `doc`'s read in `round_no` was shown: `choice`, sent as `text` (in prefix order, it may be
-        the same notes in another order); `refit` when it is a smaller choice after a refusal."""
+        the same notes in another order); `refit` when it is a smaller choice after a refusal; `top`: the
+        notes that rank first for it."""
         why = "refit" if refit else "selected" if choice.selected else "every note"
-        return cls(doc, round_no, why, choice.full, choice.listed, choice.omitted, choice.tokens, text_digest(text))
+        return cls(doc, round_no, why, choice.full, choice.listed, choice.omitted, choice.tokens, text_digest(text),
+                   top)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
-                "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}
+        out = {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
+               "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}
+        return {**out, "top": list(self.top)} if self.top else out
 
 
 @dataclass(frozen=True)
@@ -261,28 +267,32 @@ class NotesSelector:
         return self._total - (self._full_cost[pos] if pos is not None else 0)
 
     async def select(self, query: str, exclude: str | None = None, budget: int | None = None, *,
-                     compact: bool = False) -> NotesChoice:
+                     compact: bool = False, top: int = 0) -> NotesChoice:
         """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
 
         `budget` overrides the selector's budget for this call (after a request did not fit the window).
         `compact`: the choice without its text, as `compact` gives it (a plan of many calls; `text_of`).
+        `top`: the choice names the `top` notes that rank first (`NotesChoice.top`), from the same scores.
         """
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
-        choice = await self._choose(query, exclude, budget, render=not compact)
+        choice = await self._choose(query, exclude, budget, render=not compact, top=top)
         return self.compact(choice) if compact else choice
 
     async def _choose(self, query: str, exclude: str | None, budget: int | None, *,
-                      render: bool = True) -> NotesChoice:
+                      render: bool = True, top: int = 0) -> NotesChoice:
         # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
         # budget lasts; the choice is the same as ranking every note and scanning all of them.
         pos = self._positions.get(exclude) if exclude is not None else None
         count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
+        scores = await self._scores(query) if top > 0 and count else None
+        first = self._first(scores, pos, top) if scores is not None else ()
         if not count or budget is None or full <= budget:
             every = _Picks(_NONE, _NONE, 0, every_but=pos, every=True)
             return NotesChoice(self._render(every) if render else "", shown=count, indexed=0, tokens=full,
-                               full=tuple(r.label for i, r in enumerate(self.refs) if i != pos), picks=every)
-        scores = await self._scores(query)
+                               full=tuple(r.label for i, r in enumerate(self.refs) if i != pos), picks=every,
+                               top=first)
+        scores = await self._scores(query) if scores is None else scores
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
         remaining = budget - index_cost
@@ -303,7 +313,15 @@ class NotesSelector:
         picks = _Picks(np.array(in_order, dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
         return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed),
                            omitted=omitted, tokens=tokens, full=tuple(self.refs[i].label for i in in_order),
-                           listed=tuple(self.refs[i].label for i in indexed), picks=picks)
+                           listed=tuple(self.refs[i].label for i in indexed), picks=picks, top=first)
+
+    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> tuple[str, ...]:
+        """The keys of the `k` notes that rank first by `scores` (without position `pos`), by the ranking the
+        selection uses, whether or not every note fits: descending score, ties in corpus order; with BM25,
+        only notes that share a term with the query."""
+        best = _best(scores, None, min(len(scores), k + 1)).tolist()
+        picked = [i for i in best if i != pos and (self._embed is not None or scores[i] > 0)][:k]
+        return tuple(self.refs[i].label for i in picked)
 
     def compact(self, choice: NotesChoice) -> NotesChoice:
         """`choice` without its text (kept small while a round's other calls are planned); `text_of` renders it."""

@@ -296,7 +296,7 @@ async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts:
     while True:
         watch.begin("relevance", len(parts) * settings.rounds)
         relevance = await extract_relevance(watch.ask("relevance"), task, parts, replace(
-            options.relevance, keep=watch.note_keeper), after_round=functools.partial(
+            options.relevance, keep=watch.note_keeper, top=watch.reuse.top), after_round=functools.partial(
                 _after_round, docs=docs, parts=parts, window=window, settings=settings, learned=llm.view))
         if not relevance.stopped:
             break

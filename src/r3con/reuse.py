@@ -12,9 +12,14 @@ full, and its records; and the schema. The next run of that question reads them:
   document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
   selection changed; with every note shown, that is whenever any note changed.
 - `approximate`: as `exact`, and further a later-round read is skipped (its earlier note kept) unless a
-  new or changed note enters the notes it is shown in full, or a note it was shown in full, or one its
-  note names, left the corpus; a document is populated again only when its final note changed (or it
-  is new); the schema is kept unless a new one is asked for. The answer is always rebuilt.
+  new or changed note ranks among the `TOP` notes that rank first for it (the notes selection's
+  ranking, whether or not every note fits), or a note that ranked there, or one its note names, left
+  the corpus; a document is populated again only when its final note changed (or it is new); the
+  schema is kept unless a new one is asked for. The answer is always rebuilt.
+
+Documents are known by content here (`content_key`); what requests call them, their numbers, comes
+from their names (`corpus.document_numbers`), so adding or deleting documents changes no other
+document's requests.
 - `off`: nothing is read; the run is still recorded.
 
 `Decisions` says per document part and stage what was reused or recomputed and why (reuse.json).
@@ -50,7 +55,7 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE INDEX IF NOT EXISTS calls_digest ON calls (digest);
 CREATE TABLE IF NOT EXISTS reads (
     run INTEGER NOT NULL, round INTEGER NOT NULL, content TEXT NOT NULL, source TEXT NOT NULL, note TEXT NOT NULL,
-    full TEXT NOT NULL, refs TEXT NOT NULL);
+    full TEXT NOT NULL, refs TEXT NOT NULL, top TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS reads_run ON reads (run);
 CREATE TABLE IF NOT EXISTS records (
     run INTEGER NOT NULL, content TEXT NOT NULL, final_note TEXT NOT NULL, records TEXT NOT NULL);
@@ -70,24 +75,42 @@ def content_key(doc: Document) -> str:
 
 
 def question_key(task: str, settings: Settings) -> str:
-    """The question and the settings that shape its requests and results (`Settings.question_settings`: the
-    roles "request" and "question"), as one key."""
+    """The question (`task_key`) and the settings that shape its requests and results
+    (`Settings.question_settings`: the roles "request" and "question"), as one key."""
     shaping = settings.question_settings()
-    return hashlib.sha256(json.dumps([task, shaping], sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return hashlib.sha256(json.dumps([task_key(task), shaping], sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def task_key(task: str) -> str:
+    """The task as a question: case, runs of white space and trailing punctuation do not make another one
+    (its requests still hold the task as typed: `exact` finds the earlier run and repeats the calls whose
+    text differs, `approximate` keeps its notes)."""
+    return " ".join(task.casefold().split()).rstrip(_TRAILING).rstrip()
+
+
+_TRAILING = "?!.,;: \u3002\uff1f\uff01"
 
 
 def note_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+TOP = 3
+"""`approximate` reads a later-round read again when a new or changed note ranks among the `TOP` notes
+that rank first for it (`NotesChoice.top`: the notes selection's ranking, BM25 or embeddings, with the
+task and the part's own last note as the query), whether or not every note fits."""
+
+
 @dataclass(frozen=True)
 class Read:
     """One document part's read in one round of an earlier run: its note, the notes it was shown in full
-    (as (content, note digest) pairs), and the documents its note names (as (content, key) pairs)."""
+    (as (content, note digest) pairs), the documents its note names (as (content, key) pairs), and the
+    notes that ranked first for it (their contents)."""
 
     note: str
     full: frozenset[tuple[str, str]]
     refs: frozenset[tuple[str, str]]
+    top: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -99,7 +122,7 @@ class Previous:
     run_dir: str | None = None
     reply: Callable[[str], Completion | None] = lambda digest: None  # an earlier reply by request digest
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)  # content -> the source it was read from
+    sources: dict[str, str] = field(default_factory=dict)  # content -> the number of the document it was in
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
     schema: Mapping[str, Any] | None = None
 
@@ -119,6 +142,8 @@ class ReuseStore:
         try:
             self._db = open_private(self.path)
             self._db.executescript(_SCHEMA)
+            if "top" not in {row[1] for row in self._db.execute("PRAGMA table_info(reads)")}:  # a record from before
+                self._db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 
@@ -136,10 +161,11 @@ class ReuseStore:
             return Previous()
         found = Previous(reply=lambda digest: self.reply(question, digest))
         run, found.run_dir = row
-        for round_no, content, source, note, full, refs in db.execute(
-                "SELECT round, content, source, note, full, refs FROM reads WHERE run = ?", (run,)):
+        for round_no, content, source, note, full, refs, top in db.execute(
+                "SELECT round, content, source, note, full, refs, top FROM reads WHERE run = ?", (run,)):
             found.reads[(round_no, content)] = Read(note, frozenset(tuple(p) for p in json.loads(full)),
-                                                    frozenset(tuple(p) for p in json.loads(refs)))
+                                                    frozenset(tuple(p) for p in json.loads(refs)),
+                                                    frozenset(json.loads(top)))
             found.sources[content] = source
         for content, final_note, records in db.execute(
                 "SELECT content, final_note, records FROM records WHERE run = ?", (run,)):
@@ -190,16 +216,17 @@ class ReuseStore:
         db.execute("COMMIT")
 
     def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
-                                                  Sequence[tuple[str, str]]]],
+                                                  Sequence[tuple[str, str]], Sequence[str]]],
                records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]]]],
                schema: Mapping[str, Any] | None) -> None:
-        """The run's reads (round, content, source, note, shown in full, refs), records (content, final note,
-        records) and schema, in one transaction; then the run counts as finished."""
+        """The run's reads (round, content, source, note, shown in full, refs, top), records (content, final
+        note, records) and schema, in one transaction; then the run counts as finished."""
         with self._transaction() as db:
             self._write_calls(db)
-            db.executemany("INSERT INTO reads VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)))
-                            for r, c, s, n, full, refs in reads))
+            db.executemany("INSERT INTO reads (run, round, content, source, note, full, refs, top) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)), json.dumps(sorted(top)))
+                            for r, c, s, n, full, refs, top in reads))
             db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)",
                            ((run, c, n, json.dumps(list(rows), ensure_ascii=False)) for c, n, rows in records))
             if schema is not None:
@@ -215,8 +242,12 @@ class Decisions:
     previous: str | None
     by_doc: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def note(self, doc: str, stage: str, reused: bool, why: str) -> None:
-        self.by_doc.setdefault(doc, {})[stage] = {"reused": reused, "why": why}
+    def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
+        """`doc`'s `stage` was reused or not, and `why`; `top`: the notes that ranked first for a later-round read."""
+        entry: dict[str, Any] = {"reused": reused, "why": why}
+        if top:
+            entry["top"] = list(top)
+        self.by_doc.setdefault(doc, {})[stage] = entry
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
@@ -261,6 +292,7 @@ class Reuse:
         self.replanned(parts)
         self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
         self._earlier = {content for _, content in self.previous.reads}
+        self._numbers = set(self.previous.sources.values())
         self.decisions = Decisions(mode, self.previous.run_dir)
         self._layer: Answered | None = None
         self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
@@ -288,6 +320,12 @@ class Reuse:
         return self.mode == "approximate" and self.previous.found
 
     @property
+    def top(self) -> int:
+        """How many first-ranked notes each later-round read records and `keep_note` weighs (`TOP`; none
+        when nothing is recorded or read)."""
+        return TOP if self.store is not None or self.approximate else 0
+
+    @property
     def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
         """`keep_note` under `approximate` (for `RelevanceOptions.keep`), else None."""
         return self.keep_note if self.approximate else None
@@ -313,20 +351,22 @@ class Reuse:
         """Notes (document key -> text) as reads see them: each document's content and its note's digest."""
         return {(self.content[k], note_digest(text)) for k, text in shown.items()}
 
-    def keep_note(self, doc: Document, round_no: int, shown: Mapping[str, str] | None) -> str | None:
-        """`--reuse approximate`: the earlier note of `doc` in `round_no`, unless a new or changed note
-        enters the notes it is shown in full, or a note it was shown in full or its note names left."""
+    def keep_note(self, doc: Document, round_no: int, top: Mapping[str, str] | None) -> str | None:
+        """`--reuse approximate`: the earlier note of `doc` in `round_no`, unless a new or changed note ranks
+        among the `TOP` notes that rank first for it (`top`, key -> text; None in round 1), or a note that
+        ranked there in the earlier run left the corpus, or a document its note names left or was
+        renumbered. Notes that rank lower do not matter to it, shown in full or not."""
         earlier = self.previous.reads.get((round_no, self.content[doc.key]))
         if earlier is None:
             return None
-        if shown is None:
+        if top is None:
             return earlier.note
-        for content, digest in self._identities(shown) - earlier.full:
+        for content, digest in self._identities(top):
             before = self.previous.reads.get((round_no - 1, content))
             if before is None or note_digest(before.note) != digest:
-                return self._reread(doc, round_no, "a new or changed note entered its selection")
-        if any(c not in self.present for c, _ in earlier.full):
-            return self._reread(doc, round_no, "a note it was shown left the corpus")
+                return self._reread(doc, round_no, f"a new or changed note ranks among its top {TOP}")
+        if any(c not in self.present for c in earlier.top):
+            return self._reread(doc, round_no, f"a note among its top {TOP} left the corpus")
         if any(self.key_of.get(c) != k for c, k in earlier.refs):
             return self._reread(doc, round_no, "a document its note names left or was renumbered")
         return earlier.note
@@ -354,10 +394,11 @@ class Reuse:
         return self.previous.schema if self.approximate and not self.new_schema else None
 
     def _why_new(self, doc: Document) -> str | None:
-        """Why `doc` has no earlier read at all: new, or changed (its source was read before)."""
+        """Why `doc` has no earlier read at all: new, or changed (a document of its number, that is of its
+        name, was read before, with other content)."""
         if self.content[doc.key] in self._earlier:
             return None
-        return "changed document" if doc.source and doc.source in self.previous.sources.values() else "new document"
+        return "changed document" if str(doc.number) in self._numbers else "new document"
 
     def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
                          kept: Sequence[frozenset[str]]) -> None:
@@ -366,18 +407,20 @@ class Reuse:
         layer = self._layer
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
         every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
+        top_of = [{s.doc: s.top for s in round_shown} for round_shown in shown]
         for r, notes in enumerate(rounds, start=1):
             stage = f"relevance-{r}"
             for doc in self.parts:
                 if doc.key not in notes:
                     continue
+                top = top_of[r - 2].get(doc.key, ()) if 2 <= r <= len(top_of) + 1 else ()
                 if r - 1 < len(kept) and doc.key in kept[r - 1]:
                     self.decisions.note(doc.key, stage, True, "kept: same document" if r == 1 else
-                                        "kept: no new or changed note entered its selection")
+                                        f"kept: no new or changed note among its top {TOP}", top)
                     continue
                 where = ("relevance", doc.key, r)
                 if layer is not None and layer.replayed[where] and not layer.sent[where]:
-                    self.decisions.note(doc.key, stage, True, "same request")
+                    self.decisions.note(doc.key, stage, True, "same request", top)
                     continue
                 why = self._why_new(doc) if self.previous.found else "no earlier run"
                 if why is None and (doc.key, r) in self._reasons:
@@ -391,8 +434,8 @@ class Reuse:
                         why = ("every note is shown, and the notes changed" if doc.key in every[r - 2]
                                else "notes shown changed")
                     else:
-                        why = "request changed (document number, placement or notes shown)"
-                self.decisions.note(doc.key, stage, False, why)
+                        why = "request changed (placement or notes shown)"
+                self.decisions.note(doc.key, stage, False, why, top)
 
     def decide_populate(self, tables: Mapping[str, Sequence[Mapping[str, Any]]], populated: Iterable[str],
                         kept: frozenset[str], final: Mapping[str, str]) -> None:
@@ -419,7 +462,7 @@ class Reuse:
                 elif earlier[0] != final.get(doc.key, ""):
                     why = "final note changed"
                 else:
-                    why = "request changed (schema, notes shown or document number)"
+                    why = "request changed (schema or notes shown)"
             self.decisions.note(doc.key, "populate", False, why)
 
     def summary(self) -> dict[str, Any]:
@@ -440,11 +483,12 @@ class Reuse:
         content = self.content
         by_key = {p.key: p for p in self.parts}
 
-        def reads() -> Iterator[tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]]]]:
+        def reads() -> Iterator[tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
             # one read at a time, as the store writes them: at D = 100,000 the notes each read was shown
             # in full are millions of pairs, too many to hold at once
             for r, notes in enumerate(rounds, start=1):
                 full_of = {s.doc: s.full for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
+                top_of = {s.doc: s.top for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
                 digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
                 for entry in round_entries(self.parts, notes):
                     key = entry["doc"]
@@ -454,7 +498,9 @@ class Reuse:
                             digests[k] = note_digest(rounds[r - 2].get(k, ""))
                         full.append((content[k], digests[k]))
                     named = [(content[k], k) for k in entry["refs"] if k in content]
-                    yield r, content[key], by_key[key].source, entry["note"], full, named
+                    top = [content[k] for k in top_of.get(key, ()) if k in content]
+                    # the `source` column holds the document's identity, its number (`corpus.document_numbers`)
+                    yield r, content[key], str(by_key[key].number), entry["note"], full, named, top
 
         per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         for name, rows in tables.items():

@@ -204,7 +204,8 @@ def test_a_hostile_document_and_model_reply_show_as_text_and_run_nothing(driver,
 
     assert "<script>" in hostile.documents[0].text and any("onerror" in n for n in hostile.notes[-1].values())
     _open(driver, hostile.report)
-    for target in ("#answer", "#doc/1", "#records", "#schema", "#agent", "#inputs", "#usage", "#settings"):
+    log = f"#doc/{hostile.documents[0].number}"
+    for target in ("#answer", log, "#records", "#schema", "#agent", "#inputs", "#usage", "#settings"):
         driver.execute_script("location.hash = arguments[0]", target)
         for i in range(min(40, len(driver.find_elements("css selector", "main a")))):
             links = driver.find_elements("css selector", "main a")  # a click may draw the view anew
@@ -214,7 +215,7 @@ def test_a_hostile_document_and_model_reply_show_as_text_and_run_nothing(driver,
         with pytest.raises(NoAlertPresentException):
             driver.switch_to.alert.text  # noqa: B018 - reading it is what raises when there is none
         assert _js(driver, "return typeof window.__pwned") == "undefined", target
-        if target == "#doc/1":
+        if target == log:
             driver.save_screenshot(str(shots / "hostile-document.png"))
     assert _js(driver, "return document.querySelectorAll('img, iframe, style:not(head style), script:not([id]):not(:last-of-type)').length") == 0
     assert _js(driver, "return document.querySelectorAll('[onerror], [onload], [onclick]').length") == 0
@@ -222,7 +223,7 @@ def test_a_hostile_document_and_model_reply_show_as_text_and_run_nothing(driver,
     tables = json.loads((hostile.run_dir / "manifest.json").read_text()).get("tables", {}).get("files", [])
     # links stay in the page, but for the run's own tables beside it (records/*.parquet, records.duckdb)
     assert hrefs and all(h.startswith("#") or (h in tables and h.startswith("records")) for h in hrefs), hrefs
-    _open(driver, hostile.report, "#doc/1")
+    _open(driver, hostile.report, log)
     text = _js(driver, "return document.querySelector('#doc-view pre.doc-text').textContent")
     assert text == hostile.documents[0].text, "the document shows as its own text"
     driver.execute_script("location.hash = '#answer'")

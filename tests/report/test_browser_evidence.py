@@ -27,7 +27,9 @@ RECORDS = {"events": [
     {"_passage": "On 9 July we finished taking in cargo, silver sand and boxes of earth.", "what": "cargo", "day": 9},
     {"_passage": "On 11 July at dawn entered Bosphorus.", "what": "Bosphorus", "day": 11, "captain": "Ivan Okonkwo"},
 ]}
-ANSWER = "The Demeter took in 1,250 boxes of earth on 9 July and entered the Bosphorus on 11 July.\nSources: R1.1.1, R1.1.2"
+DOC = r3con.load_documents([LOG])[0].number  # the log's number, from its file's name
+ANSWER = (f"The Demeter took in 1,250 boxes of earth on 9 July and entered the Bosphorus on 11 July.\n"
+          f"Sources: R{DOC}.1.1, R{DOC}.1.2")
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +88,14 @@ def test_the_run_found_the_mismatch_the_ungrounded_value_and_the_unsupported_num
     assert first["_match"] == "mismatch" and first["_mismatch"] == [{"kind": "number", "document": "6", "record": "9"}]
     assert first["_ungrounded"] == ["day"]  # the log has no 9 at all
     assert second["_match"] == "exact" and second["_ungrounded"] == ["captain"]
-    assert result.unsupported_numbers == ("1,250", "9")  # R1.1.1's 9 is ungrounded: it supports nothing
+    assert result.unsupported_numbers == ("1,250", "9")  # the first record's 9 is ungrounded: it supports nothing
     assert result.evidence_stats.mismatched == 1 and result.evidence_stats.ungrounded == 2
 
 
 def test_the_answer_shows_the_difference_the_ungrounded_value_and_the_unsupported_number(driver, result, shots):
     _open(driver, result.report)
     items = driver.find_elements("css selector", "ol.evidence > li")
-    assert [i.find_element("css selector", "a.cite").text for i in items] == ["[R1.1.1]", "[R1.1.2]"]
+    assert [i.find_element("css selector", "a.cite").text for i in items] == [f"[R{DOC}.1.1]", f"[R{DOC}.1.2]"]
     mismatch, grounded = items
     assert mismatch.find_element("css selector", ".badge").text == "differs from the document"
     assert "mismatch" in mismatch.find_element("css selector", ".badge").get_attribute("class")
@@ -110,20 +112,20 @@ def test_the_answer_shows_the_difference_the_ungrounded_value_and_the_unsupporte
 def test_the_records_table_marks_the_mismatch_and_the_ungrounded_cell(driver, result, shots):
     _open(driver, result.report, "#records")
     rows = driver.find_elements("css selector", "#record-table tbody tr")
-    assert [r.get_attribute("data-id") for r in rows] == ["R1.1.1", "R1.1.2"]
+    assert [r.get_attribute("data-id") for r in rows] == [f"R{DOC}.1.1", f"R{DOC}.1.2"]
     assert "document says" in rows[0].text and rows[0].find_element("css selector", ".badge.mismatch")
     assert [c.text.rstrip(" ⚠") for c in rows[1].find_elements("css selector", "td.ungrounded")] == ["Ivan Okonkwo"]
     assert [c.text.rstrip(" ⚠") for c in rows[0].find_elements("css selector", "td.ungrounded")] == ["9"]
     driver.save_screenshot(str(shots / "evidence-records.png"))
     driver.find_element("css selector", "#match-filter option[value='ungrounded']").click()
-    assert [r.get_attribute("data-id") for r in driver.find_elements("css selector", "#record-table tbody tr")] == ["R1.1.1", "R1.1.2"]
+    assert [r.get_attribute("data-id") for r in driver.find_elements("css selector", "#record-table tbody tr")] == [f"R{DOC}.1.1", f"R{DOC}.1.2"]
     driver.find_element("css selector", "#match-filter option[value='mismatch']").click()
-    assert [r.get_attribute("data-id") for r in driver.find_elements("css selector", "#record-table tbody tr")] == ["R1.1.1"]
+    assert [r.get_attribute("data-id") for r in driver.find_elements("css selector", "#record-table tbody tr")] == [f"R{DOC}.1.1"]
     assert _severe(driver) == []
 
 
 def test_a_mismatched_record_opens_on_the_documents_words_with_the_difference(driver, result, shots):
-    _open(driver, result.report, "#rec/R1.1.1")
+    _open(driver, result.report, f"#rec/R{DOC}.1.1")
     box = driver.find_element("css selector", "#doc-view .active-record")
     assert "error" in box.get_attribute("class") and "differs in a value" in box.text
     assert "number: document says “6”, record says “9”" in box.text

@@ -43,7 +43,7 @@ async def test_a_finished_run_writes_a_private_report_with_its_answer_evidence_a
     data = _payload(page)
     assert data["question"] == QUESTION and data["answer"] == result.answer
     assert [e["id"] for e in data["evidence"]] == [e.id for e in result.evidence] and data["evidence"]
-    assert set(data["texts"]) == {str(d.number) for d in docs} and data["texts"]["1"] == docs[0].text
+    assert set(data["texts"]) == {str(d.number) for d in docs} and data["texts"][str(docs[0].number)] == docs[0].text
     assert data["rounds"] == 2 and all(len(v) == 2 for v in data["notes"].values())
     assert sum(map(len, data["records"].values())) == sum(map(len, result.records.values()))
     assert "sk-secret" not in page

@@ -48,8 +48,9 @@ class RelevanceResult:
 
 
 Keep = Callable[[Document, int, Mapping[str, str] | None], str | None]
-"""`keep(doc, round, shown)`: the note an earlier run's read of `doc` wrote in `round`, to keep without a
-call, or None to read it; `shown`: the notes (key -> text) the read would be shown in full (None in round 1)."""
+"""`keep(doc, round, top)`: the note an earlier run's read of `doc` wrote in `round`, to keep without a
+call, or None to read it; `top`: the notes (key -> text) that rank first for the read (the
+`RelevanceOptions.top` best by the notes ranking, `NotesChoice.top`; None in round 1)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class RelevanceOptions:
     embed: Embed | None = field(default=None, compare=False)
     in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Keep | None = field(default=None, compare=False)  # an earlier run's note to keep instead of a read
+    top: int = 0  # per later-round read, the notes that rank first for it, recorded (`Shown.top`) and given to `keep`
 
 
 
@@ -162,9 +164,11 @@ class _Round:
         if self.selector is None:
             return plan_round(self.options.placement, self.round_no, self.readers)
         selector, readers = self.selector, self.readers
-        choices = [await selector.select(self._query(d), exclude=d.key, compact=True) for d in readers[:1]]  # ranks once
+        top = self.options.top
+        choices = [await selector.select(self._query(d), exclude=d.key, compact=True, top=top)
+                   for d in readers[:1]]  # ranks once
         for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept without their text: rendered when the call goes out
-            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True)
+            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True, top=top)
                                               for d in readers[at:at + _PLANNED_AT_ONCE]))
         shared = []
         for doc, choice in zip(readers, choices, strict=True):
@@ -203,12 +207,13 @@ class _Round:
         doc, selector = call.doc, self.selector
         planned = self.choices.pop(doc.key, None)  # kept without its text while the round was planned
         first = None if planned is None or selector is None else replace(planned, text=selector.text_of(planned))
+        top = first.top if first is not None else ()
         if self.options.keep is not None:
-            shown = None if first is None else {k: (self.previous or {})[k] for k in first.full}
-            earlier = self.options.keep(doc, self.round_no, shown)
+            ranked = None if first is None else {k: (self.previous or {})[k] for k in top}
+            earlier = self.options.keep(doc, self.round_no, ranked)
             if earlier is not None:
                 return _Read(earlier, Seen(0, 0, 0.0), Selections(), None if first is None else
-                             Shown.of(doc.key, self.round_no, first, first.text), kept=True)
+                             Shown.of(doc.key, self.round_no, first, first.text, top=top), kept=True)
         if selector is None or first is None:
             return _Read(*await self._ask(call, None), Selections())
         tries: list[NotesChoice] = []
@@ -220,7 +225,7 @@ class _Round:
             note, seen = await self._ask(placed, notes)
             return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
                                                 shared_first=int(placed.shared_first)),
-                         Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries)))
+                         Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries), top=top))
 
         async def fewer(budget: int) -> NotesChoice:
             tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))

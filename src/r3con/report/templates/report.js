@@ -141,7 +141,8 @@
       var stages = (data.reuse || {})[key];
       if (!stages) { return; }
       var line = Object.keys(stages).map(function (stage) {
-        return stage + ": " + (stages[stage].reused ? "reused" : "recomputed") + " (" + stages[stage].why + ")";
+        var top = stages[stage].top ? "; its top notes: " + stages[stage].top.map(function (k) { return "Document " + k; }).join(", ") : "";
+        return stage + ": " + (stages[stage].reused ? "reused" : "recomputed") + " (" + stages[stage].why + top + ")";
       }).join("; ");
       view.appendChild(text("p", "muted", (keys.length > 1 ? "Part " + (key.split(".")[1] || "1") + ", " : "") +
                             "from the earlier run: " + line));
