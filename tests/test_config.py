@@ -66,10 +66,11 @@ def test_the_reuse_key_and_the_resume_check_follow_the_roles():
     assert {"reuse", "new_schema", "concurrency", "max_failed_share"}.isdisjoint(base.question_settings())
 
 
-def test_resolve_finds_the_local_server_as_r3con_run_does(monkeypatch, tmp_path):
+def test_a_library_run_finds_the_local_server_as_r3con_run_does(monkeypatch, tmp_path):
     import asyncio
     import json
 
+    import r3con
     from r3con.testing import OllamaServer
 
     from .conftest import cli_in_process, free_port
@@ -80,29 +81,27 @@ def test_resolve_finds_the_local_server_as_r3con_run_does(monkeypatch, tmp_path)
     with OllamaServer(models=("llama3.2:latest", "qwen3:8b"), running={"llama3.2:latest": 8192}) as server:
         ports = f"{free_port()}=vLLM,{server.port}=Ollama"
         monkeypatch.setenv("R3CON_LOCAL_PORTS", ports)
-        found = Settings.resolve()
-
-        async def in_a_loop():  # as an application's async code calls it
-            return Settings.resolve(rounds=1)
-
-        looped = asyncio.run(in_a_loop())
+        settings = Settings.resolve(out_dir=tmp_path / "library", rounds=1)
+        assert settings.base_url is None, "resolving reads configuration; the run looks for a server"
+        result = asyncio.run(r3con.run("How old is Ann Lee?", r3con.load_corpus([str(docs)]).documents, settings))
         proc = cli_in_process("run", "How old is Ann Lee?", str(docs), "--out", str(tmp_path / "runs"), "--quiet",
                               env={"R3CON_LOCAL_PORTS": ports})
-        assert Settings.resolve(env={"R3CON_LOCAL_PORTS": ports}).base_url is None  # an env given whole: no look
-        assert Settings.resolve(env={"R3CON_LOCAL_PORTS": ports}, discover=True).base_url == server.base_url
-        assert Settings.resolve(discover=False).base_url is None
-        assert Settings.resolve(base_url="http://elsewhere:1/v1").base_url == "http://elsewhere:1/v1"
     assert proc.returncode == 0, proc.stderr
     (manifest,) = (tmp_path / "runs").glob("*/manifest.json")
     chosen = json.loads(manifest.read_text())["settings"]
-    assert (found.base_url, found.model) == (looped.base_url, looped.model) == (chosen["base_url"], chosen["model"])
-    assert (found.base_url, found.model) == (server.base_url, "llama3.2:latest")
+    used = json.loads((result.run_dir / "manifest.json").read_text())["settings"]
+    assert (used["base_url"], used["model"]) == (chosen["base_url"], chosen["model"])
+    assert (used["base_url"], used["model"]) == (server.base_url, "llama3.2:latest")
 
 
-def test_resolve_with_two_local_servers_asks_which_one(monkeypatch):
+def test_a_library_run_with_two_local_servers_asks_which_one(monkeypatch, tmp_path):
+    import asyncio
+
+    import r3con
     from r3con.testing import LMStudioServer, OllamaServer
 
     with OllamaServer() as a, LMStudioServer() as b:
         monkeypatch.setenv("R3CON_LOCAL_PORTS", f"{a.port},{b.port}")
+        docs = r3con.documents_from_texts([("a", "Ann Lee is 34.")])
         with pytest.raises(ConfigError, match="2 local servers answer"):
-            Settings.resolve()
+            asyncio.run(r3con.run("How old is Ann Lee?", docs, Settings.resolve(out_dir=tmp_path)))

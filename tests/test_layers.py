@@ -17,7 +17,7 @@ LAYERS = [
     {"llm", "sandbox", "testing"},
     {"results", "progress", "display", "_fanout", "reuse"},
     {"stages"},
-    {"pipeline", "recording", "baselines", "estimate"},
+    {"pipeline", "recording", "baselines", "estimate", "watch", "budgets"},
     {"methods", "eval", "demo"},
     {"cli", "__main__", ""},
 ]

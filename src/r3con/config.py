@@ -135,17 +135,12 @@ class Settings:
         return out
 
     @classmethod
-    def resolve(cls, env: Mapping[str, str] | None = None, *, discover: bool | None = None,
-                **overrides: Any) -> Settings:
+    def resolve(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Combine flags (`overrides`, None meaning unset) with the environment and the defaults.
 
-        `discover`: with no endpoint set (no base URL, no pool file), use the local server that answers on
-        the usual ports (or those R3CON_LOCAL_PORTS names), as `r3con run` does (`llm.local.use_local_server`:
-        ConfigError when several answer or its model is ambiguous; none is no error here, the run says it).
-        By default it looks when resolving from the process's environment (`env` None), not from an `env`
-        given whole (tests, an application's own configuration).
+        With no endpoint set (no base URL, no pool file), `r3con.run` uses the local server that answers on
+        the usual ports, as `r3con run` does (`llm.local.use_local_server`).
         """
-        discover = env is None if discover is None else discover
         env = os.environ if env is None else env
         hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
@@ -195,12 +190,6 @@ class Settings:
                     named = f"{source}={env.get(source, values.get(name))}"
                     raise ConfigError(re.sub(rf"{re.escape(flag(name))}\b", named, message, count=1)) from None
             raise
-        if discover and not settings.base_url and settings.pool_file is None:
-            from .llm.local import local_ports, use_local_server  # the LLM package, only when it is needed
-
-            ports = local_ports(env)
-            if ports:
-                settings = use_local_server(settings, ports, required=False)[0]
         return settings
 
     def check(self) -> None:

@@ -20,6 +20,7 @@ from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in
 from .inputs import Inputs
 from .llm import CostCap, EndpointInfo, EndpointView, LLMStack, build_llm
 from .llm.answered import Answered
+from .llm.local import local_ports, use_local_server
 from .llm.overflow import is_overflow
 from .llm.types import LLM, Usage
 from .notes import Embed, FinalNotes
@@ -157,6 +158,8 @@ async def run(
         parts = await stored.split(docs, Budgets.of(settings, llm.planning_window).part_tokens)
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
                              on_end=on_end, stored=stored)
+    if llm is None:  # no endpoint named: the local server that answers on a usual port, as `r3con run` finds it
+        settings = use_local_server(settings, local_ports(), required=False)[0]
     async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap, model=llm) as stack:
         if resumed and stack.window is not None:  # the window the attempts before learned, not learned again
             stack.window.restore(run_dir.manifest().get("endpoint", {}).get("learned_window"))

@@ -192,7 +192,7 @@ def run(
         flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
     if not question or not paths:
         raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
-    settings = Settings.resolve(discover=False, **flags)
+    settings = Settings.resolve(**flags)
     settings = with_local_server(settings, quiet=quiet)  # unless an endpoint or a pool file is set
     warn_many_rounds(settings.rounds)
     with ExitStack() as closing:
@@ -415,7 +415,6 @@ def estimate(
 
     warn_unknown_variables()
     settings = Settings.resolve(
-        discover=False,
         base_url=base_url[0] if base_url else None, api_key=api_key, model=model,
         stage_models=parse_stage_models(stage_model),
         rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,

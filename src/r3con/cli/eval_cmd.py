@@ -139,7 +139,6 @@ def run(
     if chosen_judge.base_url is None and judge_model:
         stages["judge"] = judge_model
     settings = Settings.resolve(
-        discover=False,
         **endpoint_flags(base_url, pool), api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
         embedding_model=embedding_model, cache_path=cache, cache=False if no_cache else None,
         max_cost_usd=max_cost, batch=batch,
