@@ -1,12 +1,12 @@
 """The same question over a changed corpus: what a run may take from the earlier runs of that question.
 
 Every run records, in a SQLite file beside the LLM cache (`llm.reuse.sqlite`: both say what earlier
-calls gave, and `--no-cache` turns both off), per question (the task and the settings whose role is "request" or "question", `config.ROLES`): each call's request digest and reply, and
+calls gave, and `--no-cache` turns both off), per question (the task and the settings whose role is "request" or "question", `config.ROLES`): each answered call's request digest and where the LLM cache holds its reply (a reply is stored once, in the cache), and
 per document part (by content: title and text) each round's note, the notes its read was shown in
 full, and its records; and the schema. The next run of that question reads them:
 
 - `exact`: a call whose request is byte for byte one the earlier runs sent gets the reply they got,
-  without a call (`llm.layers.Replayed`, just above the LLM cache: it counts as a cache hit); every
+  without a call (`llm.answered.Answered`, from the LLM cache: it counts as a cache hit); every
   other call is made. With a deterministic endpoint (what the LLM
   cache assumes too) the run's notes, records and answer are a fresh run's. A read's request is the
   document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
@@ -27,6 +27,7 @@ document's requests.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -42,6 +43,7 @@ from .config import Settings
 from .corpus import Document
 from .errors import ConfigError
 from .llm.answered import Answered
+from .llm.cache import CallCache
 from .llm.types import LLM, Completion
 from .notes import round_entries
 
@@ -50,9 +52,9 @@ Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, question TEXT NOT NULL, run_dir TEXT NOT NULL, finished INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS calls (
-    run INTEGER NOT NULL, digest TEXT NOT NULL, stage TEXT NOT NULL, reply TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS calls_digest ON calls (digest);
+CREATE TABLE IF NOT EXISTS answered (
+    run INTEGER NOT NULL, digest TEXT NOT NULL, stage TEXT NOT NULL, key TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS answered_digest ON answered (digest);
 CREATE TABLE IF NOT EXISTS reads (
     run INTEGER NOT NULL, round INTEGER NOT NULL, content TEXT NOT NULL, source TEXT NOT NULL, note TEXT NOT NULL,
     full TEXT NOT NULL, refs TEXT NOT NULL, top TEXT NOT NULL DEFAULT '[]');
@@ -115,12 +117,12 @@ class Read:
 
 @dataclass
 class Previous:
-    """What the earlier runs of a question left: their replies by request digest (`reply`), and from the
-    last finished run its reads per (round, content), its sources, its records and final notes per
-    content, its schema."""
+    """What the earlier runs of a question left: where the LLM cache holds their replies, by request digest
+    (`reply`), and from the last finished run its reads per (round, content), its sources, its records and
+    final notes per content, its schema."""
 
     run_dir: str | None = None
-    reply: Callable[[str], Completion | None] = lambda digest: None  # an earlier reply by request digest
+    reply: Callable[[str], str | None] = lambda digest: None  # an earlier reply's cache key, by request digest
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # content -> the number of the document it was in
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
@@ -138,7 +140,7 @@ class ReuseStore:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._calls: list[tuple[int, str, str, str]] = []
+        self._calls: list[tuple[int, str, str, str]] = []  # run, digest, stage, cache key
         try:
             self._db = open_private(self.path)
             self._db.executescript(_SCHEMA)
@@ -174,23 +176,23 @@ class ReuseStore:
         found.schema = json.loads(schema[0]) if schema else None
         return found
 
-    def reply(self, question: str, digest: str) -> Completion | None:
-        """The last reply a finished run of `question` got to the request with `digest` (looked up, not
-        held: a record of 100,000 documents' calls stays on disk)."""
-        row = self._db.execute("SELECT c.reply FROM calls c JOIN runs r ON r.id = c.run WHERE c.digest = ? "
-                               "AND r.question = ? AND r.finished = 1 ORDER BY c.rowid DESC LIMIT 1",
+    def reply(self, question: str, digest: str) -> str | None:
+        """Where the LLM cache holds the last reply a finished run of `question` got to the request with
+        `digest` (looked up, not held: a record of 100,000 documents' calls stays on disk)."""
+        row = self._db.execute("SELECT a.key FROM answered a JOIN runs r ON r.id = a.run WHERE a.digest = ? "
+                               "AND r.question = ? AND r.finished = 1 ORDER BY a.rowid DESC LIMIT 1",
                                (digest, question)).fetchone()
-        return Completion.from_record(json.loads(row[0])) if row else None
+        return str(row[0]) if row else None
 
     def begin(self, question: str, run_dir: Path) -> int:
         """A new run of `question`, unfinished until `finish`."""
         cursor = self._db.execute("INSERT INTO runs (question, run_dir) VALUES (?, ?)", (question, str(run_dir)))
         return int(cursor.lastrowid or 0)
 
-    def call(self, run: int, digest: str, stage: str, completion: Completion) -> None:
-        """Record an answered call of `run`; written in batches (a run is only read once finished, and a
-        resumed run records again every call it makes, from the LLM cache or not)."""
-        self._calls.append((run, digest, stage, json.dumps(completion.to_record(), ensure_ascii=False)))
+    def call(self, run: int, digest: str, stage: str, key: str) -> None:
+        """Record an answered call of `run` and its reply's cache key; written in batches (a run is only read
+        once finished, and a resumed run records again every call it makes, from the LLM cache or not)."""
+        self._calls.append((run, digest, stage, key))
         if len(self._calls) >= self._FLUSH:
             self._flush()
 
@@ -200,7 +202,7 @@ class ReuseStore:
                 self._write_calls(db)
 
     def _write_calls(self, db: sqlite3.Connection) -> None:
-        db.executemany("INSERT INTO calls (run, digest, stage, reply) VALUES (?, ?, ?, ?)", self._calls)
+        db.executemany("INSERT INTO answered (run, digest, stage, key) VALUES (?, ?, ?, ?)", self._calls)
         self._calls.clear()
 
     @contextmanager
@@ -232,6 +234,15 @@ class ReuseStore:
             if schema is not None:
                 db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
             db.execute("UPDATE runs SET finished = 1 WHERE id = ?", (run,))
+
+
+def _kept(cache: CallCache, where: Callable[[str], str | None], digest: str) -> tuple[Completion, str] | None:
+    """An earlier run's reply to the request with `digest`, from the LLM cache, and its key there."""
+    key = where(digest)
+    if key is None:
+        return None
+    reply = cache.get(key)
+    return (reply, key) if reply is not None else None
 
 
 @dataclass
@@ -339,11 +350,12 @@ class Reuse:
         earlier runs' identical requests and records every call; without one, `llm` behind a new layer
         (whose replies then do not count as cache hits)."""
         outer = layer is None
+        cache = getattr(llm, "cache", None) if layer is None else layer.cache
         layer = Answered(llm) if layer is None else layer
-        if self.mode != "off":
-            layer.earlier = self.previous.reply
-        store, run = self.store, self.run
-        layer.record = None if store is None else (lambda digest, stage, reply: store.call(run, digest, stage, reply))
+        where, store, run = self.previous.reply, self.store, self.run
+        if self.mode != "off" and cache is not None:  # the earlier replies are kept in the LLM cache alone
+            layer.earlier = functools.partial(_kept, cache, where)
+        layer.record = None if store is None else functools.partial(store.call, run)
         self._layer = layer
         return layer if outer else llm
 

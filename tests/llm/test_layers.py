@@ -9,6 +9,7 @@ import pytest
 
 from r3con.errors import BudgetExceeded, ProviderError
 from r3con.llm.answered import Answered
+from r3con.llm.cache import CallCache, cache_key
 from r3con.llm.layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Shaped
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
@@ -144,19 +145,23 @@ def test_usage_adds_up_with_its_events():
     assert total.calls == 2 and total.events == {"length": 3, "refusals": 1}
 
 
-async def test_an_earlier_runs_reply_answers_an_identical_request_as_a_cache_hit_and_the_rest_pass_on():
+async def test_an_earlier_runs_reply_answers_an_identical_request_as_a_cache_hit_and_the_rest_pass_on(tmp_path):
     inner = ScriptedLLM(default="fresh")
-    layer = Answered(inner)
-    seen: list[str] = []
-    layer.earlier = {request(text="asked before").fingerprint(): answer("earlier reply")}.get
-    layer.record = lambda digest, stage, completion: seen.append(completion.content)
+    cache = CallCache(tmp_path / "llm.sqlite")
+    layer = Answered(inner, cache=cache, endpoint="http://a/v1")
+    kept: list[tuple[str, str]] = []
+    layer.earlier = {request(text="asked before").fingerprint(): (answer("earlier reply"), "k-earlier")}.get
+    layer.record = lambda digest, stage, key: kept.append((digest, key))
     ledger = Ledger()
     top = Accounted(layer, ledger, PRICES)
     again = await top.complete(request(text="asked before"))
     new = await top.complete(request(text="never asked", round=2))
     assert again.content == "earlier reply" and again.from_cache and new.content == "fresh"
-    assert len(inner.history) == 1 and seen == ["earlier reply", "fresh"]
-    assert ledger.total().calls == 1 and ledger.total().cache_hits == 1
+    assert len(inner.history) == 1 and ledger.total().calls == 1 and ledger.total().cache_hits == 1
+    new_key = cache_key("http://a/v1", request(text="never asked", round=2))
+    assert kept == [(request(text="asked before").fingerprint(), "k-earlier"),
+                    (request(text="never asked", round=2).fingerprint(), new_key)], "each reply where the cache keeps it"
+    assert cache.get(new_key).content == "fresh" and len(cache) == 1, "a reply is stored once, in the cache"
     assert sum(layer.replayed.values()) == 1 and layer.sent[("relevance", "1", 2)] == 1
 
 

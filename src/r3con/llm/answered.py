@@ -40,9 +40,15 @@ class Answered:
     """Serves a request that was answered before (an earlier run's, the cache's, the resumed folder's) as a
     cache hit; sends the rest on and keeps each usable new reply in the cache.
 
-    `earlier(digest)`: an earlier finished run's reply to the request with that fingerprint, or None
-    (set by `reuse.Reuse.bind`); `record(digest, stage, completion)` sees every answered call, served or
-    sent, but for replies cut at max_tokens or filtered."""
+    `earlier(digest)`: an earlier finished run's reply to the request with that fingerprint and the cache
+    key it is kept under, or None (set by `reuse.Reuse.bind`); `record(digest, stage, key)` hears every
+    answered call whose reply the cache keeps (`key`), served or sent, so the next run finds it there: a
+    reply is stored once, in the cache.
+
+    A new reply is committed on the event loop, before this coroutine yields: the concurrency slot below
+    was freed when it arrived, so committing in a thread would let the loop send the next request first,
+    and a killed run could then lose more than one reply per slot (a local SQLite commit takes tens of
+    microseconds)."""
 
     def __init__(self, inner: LLM, *, cache: CallCache | None = None, endpoint: str = "",
                  folder: Callable[[str], Completion | None] | None = None):
@@ -50,46 +56,50 @@ class Answered:
         self.cache = cache
         self.endpoint = endpoint
         self.folder = folder
-        self.earlier: Callable[[str], Completion | None] | None = None
-        self.record: Callable[[str, str, Completion], None] | None = None
+        self.earlier: Callable[[str], tuple[Completion, str] | None] | None = None
+        self.record: Callable[[str, str, str], None] | None = None
         self.served: Counter[str] = Counter()  # calls answered per source
         self.replayed: Counter[Where] = Counter()  # calls answered from an earlier run of the question
         self.sent: Counter[Where] = Counter()  # calls not answered from an earlier run (the cache's included)
         self.replayed_usage = Usage()
 
-    def lookup(self, request: ChatRequest) -> tuple[Completion, str] | None:
-        """The earlier reply to `request` and its source, or None."""
+    def lookup(self, request: ChatRequest) -> tuple[Completion, str, str | None] | None:
+        """The earlier reply to `request`, its source, and the cache key it is kept under (None: not in the
+        cache); None when none was given before."""
         digest = request.fingerprint()
         if self.earlier is not None:
-            reply = self.earlier(digest)
-            if reply is not None:
-                return reply, SOURCES[0]
+            found = self.earlier(digest)
+            if found is not None:
+                return found[0], SOURCES[0], found[1]
         if self.cache is not None:
-            reply = self.cache.get(cache_key(self.endpoint, request))
+            key = cache_key(self.endpoint, request)
+            reply = self.cache.get(key)
             if reply is not None:
-                return reply, SOURCES[1]
+                return reply, SOURCES[1], key
         if self.folder is not None:
             reply = self.folder(digest)
             if reply is not None and usable(request, reply):
-                return reply, SOURCES[2]
+                return reply, SOURCES[2], None
         return None
 
     async def complete(self, request: ChatRequest) -> Completion:
         at = where(request)
         found = self.lookup(request)
+        key: str | None = None
         if found is not None:
-            completion, source = replace(found[0], from_cache=True), found[1]
+            completion, source, key = replace(found[0], from_cache=True), found[1], found[2]
             self.served[source] += 1
         else:
             completion, source = await self.inner.complete(request), ""
             if self.cache is not None and usable(request, completion):
-                self.cache.put(cache_key(self.endpoint, request), self.endpoint, request.stage, completion)
+                key = cache_key(self.endpoint, request)
+                self.cache.put(key, self.endpoint, request.stage, completion)
         if source == SOURCES[0]:
             self.replayed[at] += 1
             self.replayed_usage += Usage(calls=1, prompt_tokens=completion.usage.prompt_tokens,
                                          completion_tokens=completion.usage.completion_tokens)
         else:
             self.sent[at] += 1
-        if self.record is not None and completion.finish_reason not in ("length", "content_filter"):
-            self.record(request.fingerprint(), request.stage, completion)
+        if self.record is not None and key is not None and completion.finish_reason not in ("length", "content_filter"):
+            self.record(request.fingerprint(), request.stage, key)
         return completion
