@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import types
@@ -74,6 +75,12 @@ class Settings:
     tpm: int | None = None  # estimated tokens per minute to the endpoint (None: unlimited)
     max_tokens_cap: int = 4096  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
     max_call_s: float = 300.0  # the longest one call may take, retries and their waits included
+    # operational (docs/resilience.md): the most bytes one chat reply is read to; None: 1 MiB + 64 bytes per max_tokens
+    max_reply_bytes: int | None = None
+    # operational: seconds a pool endpoint may keep a call without a word before it is asked whether it is alive
+    # (GET /models, `probe_timeout_s`); one that does not answer the probe is out, its calls move at once
+    first_byte_s: float = 15.0
+    probe_timeout_s: float = 5.0  # operational: how long a liveness probe of a pool endpoint may take
     out_dir: Path = Path("r3con-runs")
     log_calls: Literal["full", "compact", "meta"] = "compact"  # what calls.jsonl keeps of each request and reply
     prices_file: Path | None = None
@@ -173,6 +180,12 @@ class Settings:
                               "take, more than 0 (default 600)")
         if not self.max_call_s > 0:
             raise ConfigError("R3CON_MAX_CALL_S must be more than 0 seconds (default 300)")
+        if self.max_reply_bytes is not None and self.max_reply_bytes < 4096:
+            raise ConfigError(f"R3CON_MAX_REPLY_BYTES={self.max_reply_bytes} is too small for any reply; give at least "
+                              "4096, or leave it unset (1 MiB + 64 bytes per reply token)")
+        for name, value in (("R3CON_FIRST_BYTE_S", self.first_byte_s), ("R3CON_PROBE_TIMEOUT_S", self.probe_timeout_s)):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name}={value} cannot work: give a number of seconds above 0 (docs/resilience.md)")
         if self.max_tokens_cap < 16:
             raise ConfigError("R3CON_MAX_TOKENS_CAP must be at least 16 reply tokens (default 4096)")
         if self.base_url:
