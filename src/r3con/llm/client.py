@@ -88,6 +88,11 @@ class OpenAIChat:
     async def aclose(self) -> None:
         await self.endpoint.aclose()
 
+    async def probe(self, timeout_s: float) -> None:
+        """Whether the server is alive: GET /models within `timeout_s` (a busy server answers it between
+        generations); raises ProviderError or HTTPFailure when it does not answer."""
+        await self.endpoint.get("/models", timeout_s=timeout_s)
+
     async def describe(self, settings: Settings) -> EndpointInfo:
         """Find the model (first served model when none is configured) and the per-request window."""
         return await discover(self.endpoint, settings)
