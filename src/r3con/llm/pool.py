@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings, check_base_url
+from ..config import Settings, check_base_url, same_endpoint
 from ..errors import ConfigError, ProviderError
 from .client import OpenAIChat
 from .endpoint import Account, Endpoint, HTTPFailure
@@ -106,15 +106,20 @@ def read_pool_file(path: Path, env: dict[str, str] | None = None) -> tuple[PoolE
             if not key:
                 raise ConfigError(f"{where}: the variable {row['key_env']} named by key_env is not set")
         weight, concurrency = row.get("weight", 1.0), row.get("concurrency")
-        if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
-            raise ConfigError(f"{where}: weight must be a number above 0 (it was {weight!r})")
-        if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not (math.isfinite(weight) and weight > 0):
+            raise ConfigError(f"{where}: weight = {weight!r} cannot work; give a finite number above 0, such as 1 "
+                              "(twice another's weight: twice its documents)")
+        if concurrency is not None and (not isinstance(concurrency, int) or isinstance(concurrency, bool)
+                                        or concurrency < 1):
             raise ConfigError(f"{where}: concurrency must be a whole number of at least 1 (it was {concurrency!r})")
         entries.append(PoolEntry(check_base_url(row["url"]), api_key=key, model=row.get("model"), weight=float(weight),
                                  concurrency=concurrency))
-    urls = [e.url for e in entries]
-    if len(set(urls)) < len(urls):
-        raise ConfigError(f"--pool {path} names an endpoint twice; list each URL once")
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries, start=1):
+        first = seen.setdefault(same_endpoint(entry.url), i)
+        if first != i:
+            raise ConfigError(f"--pool {path}: endpoint {i} ({entry.url}) is endpoint {first} again (the same server "
+                              "however written); list each URL once")
     return tuple(entries)
 
 
