@@ -138,7 +138,8 @@ def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         if not database.is_file():
             parquet = sorted(folder.glob("*.parquet")) + sorted(folder.glob("records/*.parquet"))
             for path in parquet:
-                con.execute(f"CREATE VIEW \"{table_name(path.stem)}\" AS SELECT * FROM read_parquet('{_quoted(path)}')")
+                # a table, not a view: the query runs with file access off, so the files are read now
+                con.execute(f"CREATE TABLE \"{table_name(path.stem)}\" AS SELECT * FROM read_parquet('{_quoted(path)}')")
             if not parquet and (folder / "records.json").is_file():
                 for name, frame in load_records(folder).items():
                     if not frame.empty:
@@ -146,6 +147,10 @@ def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
             if not parquet and not (folder / "records.json").is_file():
                 raise InputError(f"{folder} holds no records or results to query: pass a run folder or an "
                                  "evaluation's report folder")
+        # the query reads nothing but these tables: no file (COPY ... TO, read_text, ATTACH), no extension, no
+        # setting changed back (docs/records.md)
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
         try:
             cursor = con.execute(sql)
             columns = [d[0] for d in cursor.description or []]
