@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,11 +68,17 @@ def frames(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, pd.Da
             kinds = {type(v) for v in values}
             if kinds and not kinds <= {int, float} and not kinds <= {bool} and kinds != {str}:
                 frame[column] = frame[column].map(lambda v: None if v is None or v != v else str(v))
-        key, n = table_name(name), 2
-        while key in out:  # "People" and "people" both become people: the second is people_2
-            key, n = f"{table_name(name)}_{n}", n + 1
-        out[key] = frame
+        out[unique_name(table_name(name), out)] = frame
     return out
+
+
+def unique_name(name: str, taken: Collection[str]) -> str:
+    """`name`, or `name_2`, `name_3`... the first not in `taken` ("People" and "people" both become people: the
+    second is people_2)."""
+    key, n = name, 2
+    while key in taken:
+        key, n = f"{name}_{n}", n + 1
+    return key
 
 
 def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Path]:
