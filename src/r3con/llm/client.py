@@ -187,17 +187,19 @@ def to_completion(data: dict[str, Any], model: str, latency: float, request: Cha
     The reply is untrusted: a field of the wrong type reads as absent, and its `usage` is checked
     (`checked_usage`) against `request`, what was sent."""
     choices = data.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    content = message.get("content") if isinstance(message.get("content"), str) else ""
-    reasoning = reasoning if isinstance(reasoning, str) else None
+    choice: dict[str, Any] = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+        else {}
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+    thought = message.get("reasoning_content") or message.get("reasoning")
+    content = message["content"] if isinstance(message.get("content"), str) else ""
+    reasoning = thought if isinstance(thought, str) else None
     finish = choice.get("finish_reason")
+    model_named = data.get("model")
     return Completion(
         content=content,
         finish_reason=finish if isinstance(finish, str) else None,
         usage=checked_usage(data, request, content + (reasoning or "")),
-        model=data.get("model") if isinstance(data.get("model"), str) and data.get("model") else model,
+        model=model_named if isinstance(model_named, str) and model_named else model,
         reasoning=reasoning,
         refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else None,
         latency_s=latency,
@@ -211,10 +213,10 @@ def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: st
     bytes sent (plus a chat template's share), a reply no longer than `max_tokens`. Otherwise (or when the
     reply has no usage) r3con's own estimate of both, with the event `usage_estimated`: a reply can never
     lower what a run spent, nor claim more than the request could cost."""
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    sent = sum(len(m.content.encode()) for m in request.messages) if request is not None else None
-    if prompt is not None and sent is not None and prompt > sent + TEMPLATE_TOKENS * (len(request.messages) + 1):
+    if prompt is not None and request is not None \
+            and prompt > sum(len(m.content.encode()) for m in request.messages) + TEMPLATE_TOKENS * (len(request.messages) + 1):
         prompt = None
     if completion is not None and request is not None and request.max_tokens is not None \
             and completion > request.max_tokens + TEMPLATE_TOKENS:

@@ -86,7 +86,7 @@ class OpenAIEmbeddings:
         actual = 0.0
         try:
             response, retries, waits = await self._retrier.run(lambda: self._request(texts))
-            sent = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+            sent: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
             usage = Usage(calls=1, prompt_tokens=_count(sent.get("prompt_tokens")) or 0)
             usage = replace(usage.with_event("retries", retries).with_event("waits", waits), cost_usd=self._prices.cost(self.model, usage))
             actual = usage.cost_usd
