@@ -309,6 +309,8 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     note = getattr(progress, "note", None)  # a Progress written before notes has none
     if llm.retrier is not None and note is not None:
         llm.retrier.subscribe(note)
+    if llm.pool is not None and note is not None:
+        llm.pool.subscribe(note)
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:

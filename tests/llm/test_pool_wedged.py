@@ -60,6 +60,8 @@ async def test_calls_held_or_queued_by_a_wedged_member_move_within_seconds_and_p
     async with stub(a) as url_a, stub(b) as url_b:
         clock = Clock()
         pool = pool_of([url_a, url_b], clock)
+        heard: list[str] = []
+        pool.subscribe(heard.append)
         try:
             on_a = [d for d in range(1, 60) if pool.endpoint_for(routing_key(ask(d))).entry.url == url_a][:6]  # type: ignore[union-attr]
             assert len(on_a) == 6
@@ -73,6 +75,10 @@ async def test_calls_held_or_queued_by_a_wedged_member_move_within_seconds_and_p
             assert sum(c.usage.events.get("failovers", 0) for c in done) == 6
             stats = {s.base_url: s for s in pool.stats()}
             assert stats[url_a].out and stats[url_a].taken_out == 1
+            (line,) = heard  # said once, on stderr through the run's progress
+            assert line.startswith(f"pool: {url_a} is out: it answered no liveness probe (GET /models) within 0.5 s "
+                                   "(stopped or hung?); its calls move to the other endpoints; a probe asks whether "
+                                   "it is back from "), line
 
             clock.skew += OUT_S + 1  # a's time out is over: it is asked by a probe, not with a real call
             probes = a.probes

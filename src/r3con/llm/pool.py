@@ -179,12 +179,17 @@ class Pooled:
                  clock: Callable[[], float] = time.monotonic, first_byte_s: float = 15.0, probe_timeout_s: float = 5.0):
         self._members = list(members)
         self.first_byte_s, self.probe_timeout_s = first_byte_s, probe_timeout_s
+        self._listeners: list[Callable[[str], None]] = []
         self.unreachable = tuple(unreachable)  # endpoints that did not answer when the pool opened, and why
         self._home: dict[str, _Member] = {}
         self._clock = clock
         # the LLM cache's endpoint identity: the models served, so a run resumed over other replicas of them
         # finds the answers it had
         self.base_url = "pool:" + ",".join(sorted({m.entry.model or m.info.model for m in self._members}))
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        """`listener(line)` hears each time an endpoint is taken out: why, and when it is asked again."""
+        self._listeners.append(listener)
 
     async def aclose(self) -> None:
         for member in self._members:
@@ -320,10 +325,11 @@ class Pooled:
                     await asyncio.wait_for(probe(self.probe_timeout_s), self.probe_timeout_s)
             except HTTPFailure as failure:
                 if failure.status >= 500:  # loading (503) or failing: not back
-                    self._take_out(member)
+                    self._take_out(member, f"its liveness probe answered HTTP {failure.status}")
                     return False
             except (ProviderError, ConfigError, TimeoutError, OSError):
-                self._take_out(member)
+                self._take_out(member, f"it answered no liveness probe (GET /models) within {self.probe_timeout_s:g} s "
+                                       "(stopped or hung?)")
                 return False
             member.alive_at = self._clock()
             member.doubted = False
@@ -358,9 +364,9 @@ class Pooled:
             member.streak += 1
             if member.streak < FIVE_XX_STREAK:
                 return
-        self._take_out(member)
+        self._take_out(member, f"no reply ({str(exc)[:160]})" if exc.status is None else f"{FIVE_XX_STREAK} HTTP 5xx in a row")
 
-    def _take_out(self, member: _Member) -> None:
+    def _take_out(self, member: _Member, why: str = "") -> None:
         """Out for its time out (doubling each time), its keys free to move, the calls waiting on it woken."""
         if member.out_until > self._clock():
             return  # already out (another call saw it first)
@@ -371,6 +377,11 @@ class Pooled:
         member.out_s = min(member.out_s * 2, OUT_MAX_S)
         member.streak = 0
         member.stats = replace(member.stats, taken_out=member.stats.taken_out + 1, out=True)
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + member.out_until - self._clock()))
+        line = (f"pool: {member.entry.url} is out: {why}; its calls move to the other endpoints; a probe asks "
+                f"whether it is back from {until}")
+        for listener in list(self._listeners):
+            listener(line)
         for key, home in list(self._home.items()):  # its keys move when their next call comes
             if home is member:
                 del self._home[key]
