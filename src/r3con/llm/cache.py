@@ -14,6 +14,7 @@ serialises the writes and `busy_timeout` makes them wait instead of failing.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import sqlite3
@@ -26,6 +27,7 @@ import jsonschema
 
 from .._json import NoJSON, extract_json  # the very extraction the stages apply
 from .._sqlite import open_private
+from ..artifacts import is_disk_full
 from ..errors import ConfigError
 from .replies import without_thinking
 from .types import LLM, ChatRequest, Completion, ToolCall, Usage
@@ -135,14 +137,25 @@ class Cached:
         self.inner = inner
         self.cache = cache
         self.endpoint = endpoint
+        self._full: str | None = None  # the disk filled up while a reply was stored
 
     async def complete(self, request: ChatRequest) -> Completion:
         key = cache_key(self.endpoint, request)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
+        if self._full is not None:  # no call is sent that could not be kept: the run ends (DiskFull) instead
+            raise OSError(errno.ENOSPC, f"No space left on device: the LLM cache could not store a reply "
+                                        f"({self._full})")
         completion = await self.inner.complete(request)
         if usable(request, completion):
-            self.cache.put(key, self.endpoint, request.stage, completion)
+            try:
+                self.cache.put(key, self.endpoint, request.stage, completion)
+            except (OSError, sqlite3.Error) as exc:
+                if not is_disk_full(exc):
+                    raise
+                # the reply still goes up to calls.jsonl, which keeps space reserved for it (layers.reserve):
+                # a resume serves it from there, and no further call is sent
+                self._full = str(exc)
         return completion
 
