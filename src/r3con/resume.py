@@ -30,7 +30,7 @@ OPERATIONAL = frozenset({
     "base_url", "base_urls", "pool_file", "routing_headers", "api_key", "concurrency", "request_timeout_s", "organization", "project", "max_call_s", "max_cost_usd", "batch_poll_s",
     "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
     "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
-    "corpus_store", "corpus_dir",
+    "corpus_store", "corpus_dir", "max_reply_bytes", "first_byte_s", "probe_timeout_s",
 })
 
 
