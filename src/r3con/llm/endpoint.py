@@ -35,6 +35,9 @@ class Account:
     project: str | None = None
 
 
+OTHER_REPLY_BYTES = 256 << 20  # what any other reply (models, props, embeddings, tokenize) is read to
+
+
 class HTTPFailure(Exception):
     """An HTTP error reply: the status, the error's message, the body (2,000 characters at most), the headers."""
 
@@ -117,11 +120,11 @@ class Endpoint:
 
     async def request(self, method: str, path: str, *, body: Any = None, data: Any = None,
                       headers: Mapping[str, str] | None = None, timeout_s: float | None = None,
-                      max_bytes: int | None = None) -> tuple[int, object, str, Mapping[str, str]]:
+                      max_bytes: int | None = OTHER_REPLY_BYTES) -> tuple[int, object, str, Mapping[str, str]]:
         """Send one request: (status, the reply's JSON or text, its text, its headers).
 
         Raises ProviderError (no status) when no reply came: refused, dropped or timed out; OutputError
-        when the reply passes `max_bytes` (read no further) or nests deeper than `_json.MAX_DEPTH`;
+        when the reply passes `max_bytes` (read no further; None: no limit, for a Batch API file) or nests deeper than `_json.MAX_DEPTH`;
         ConfigError for a redirect, which is never followed (a POST is not sent again, to another host
         or the same one).
         """
@@ -170,7 +173,7 @@ class Endpoint:
         return parsed
 
     async def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None, *,
-                   max_bytes: int | None = None) -> object:
+                   max_bytes: int | None = OTHER_REPLY_BYTES) -> object:
         return await self.call("POST", path, body=body, headers=headers, max_bytes=max_bytes)
 
     async def get(self, path: str, *, timeout_s: float | None = None) -> object:
@@ -186,7 +189,7 @@ class Endpoint:
 
     async def text(self, path: str) -> str:
         """The body of a GET as text (a Files API download)."""
-        status, parsed, text, headers = await self.request("GET", path)
+        status, parsed, text, headers = await self.request("GET", path, max_bytes=None)  # a batch's results: large
         _check(status, parsed, text, headers)
         return text
 
