@@ -277,6 +277,10 @@ class Pooled:
         left = asyncio.ensure_future(gone.wait())
         try:
             await asyncio.wait({slot, left}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled while waiting: a slot it got is given back
+            if slot.done() and not slot.cancelled():
+                member.semaphore.release()
+            raise
         finally:
             left.cancel()
             if not slot.done():
@@ -317,8 +321,8 @@ class Pooled:
         async with member.probing:
             if member.out_until > self._clock():
                 return False  # another call's probe found it out already
-            if self._clock() - member.alive_at < self.first_byte_s:
-                return True
+            if self._clock() - member.alive_at < min(self.first_byte_s, self.probe_timeout_s):
+                return True  # it answered a call or a probe a moment ago
             probe = getattr(member.chat, "probe", None)
             try:
                 if probe is not None:
@@ -371,6 +375,7 @@ class Pooled:
         if member.out_until > self._clock():
             return  # already out (another call saw it first)
         member.doubted = True
+        member.alive_at = -math.inf  # what it answered before it went out says nothing about its return
         member.gone.set()
         member.gone = asyncio.Event()
         member.out_until = self._clock() + member.out_s
