@@ -95,6 +95,7 @@ class Retrier:
         self._sleep = sleep
         self._rng = random.Random(seed)
         self._listeners: list[Callable[[str], None]] = []
+        self._told_until = 0.0  # the end of the last wait said: the calls waiting together are said once
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
         """`listener(line)` hears of every wait of a second or more (a progress line shows it)."""
@@ -156,6 +157,9 @@ class Retrier:
             why = (f"{'HTTP 503' if exc.status == 503 else 'connection refused'}: down or loading for {down:.0f} s "
                    f"of the {self.policy.outage_s:g} s waited out, R3CON_OUTAGE_S")
         told = f"; it asked for {exc.retry_after:g} s" if exc.retry_after is not None else ""
+        if time.time() + delay <= self._told_until + 1.0:
+            return  # another call's wait, ending with this one, was said
+        self._told_until = time.time() + delay
         until = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
         line = (f"waiting {delay:.0f} s for {self.endpoint or exc.endpoint} ({why}{told}) until {until}; "
                 "Ctrl-C stops, --resume continues")
