@@ -8,6 +8,7 @@ Chat calls are plain JSON POSTs to `{base_url}/chat/completions` through the one
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import re
 import time
@@ -215,8 +216,7 @@ def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: st
     lower what a run spent, nor claim more than the request could cost."""
     usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    if prompt is not None and request is not None \
-            and prompt > sum(len(m.content.encode()) for m in request.messages) + TEMPLATE_TOKENS * (len(request.messages) + 1):
+    if prompt is not None and request is not None and prompt > _sent_bytes(request):
         prompt = None
     if completion is not None and request is not None and request.max_tokens is not None \
             and completion > request.max_tokens + TEMPLATE_TOKENS:
@@ -230,6 +230,16 @@ def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: st
     return Usage(calls=1, prompt_tokens=estimated_prompt if prompt is None else prompt,
                  completion_tokens=estimate_tokens(written) if completion is None else completion,
                  events={"usage_estimated": 1})
+
+
+def _sent_bytes(request: ChatRequest) -> int:
+    """A bound on the prompt tokens of `request`: a token is at least a byte of what was sent (the messages,
+    the tools and the response schema a template may write into the prompt), plus the template's own."""
+    sent = sum(len(m.content.encode()) for m in request.messages)
+    extra = [list(request.tools), request.response_schema] if request.tools or request.response_schema else []
+    if extra:
+        sent += len(json.dumps(extra, default=str).encode())
+    return sent + TEMPLATE_TOKENS * (len(request.messages) + 1)
 
 
 TEMPLATE_TOKENS = 64  # tokens a chat template may add per message (role markers), or a server past max_tokens
