@@ -75,7 +75,7 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall, observation_chars:
     try:
         arguments = loads(call.arguments or "{}")
     except NoJSON as exc:
-        return f"error: the arguments of {call.name} are not usable JSON ({exc}); send a JSON object", False
+        return f"error: the arguments of {call.name} are not valid JSON ({exc}); send a JSON object", False
     if not isinstance(arguments, dict):
         return f"error: the arguments of {call.name} must be a JSON object, not {type(arguments).__name__}", False
     problem = next(iter(jsonschema.Draft202012Validator(dict(tool.parameters)).iter_errors(arguments)), None)
