@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from r3con.artifacts import NotRows, RunDir, disk_full, is_disk_full, json_rows
-from r3con.errors import DiskFull, InputError, ProviderError
+from r3con.errors import ConfigError, DiskFull, InputError, ProviderError
 
 
 def mode(path) -> int:
@@ -33,6 +33,9 @@ def test_a_folder_that_exists_is_not_taken_over_unless_resumed(tmp_path):
     run = RunDir.create(tmp_path, "task")
     with pytest.raises(InputError):
         RunDir(run.path).open()
+    with pytest.raises(ConfigError, match=f"is in use by process {os.getpid()} "):
+        RunDir(run.path).open(new=False)  # the folder's lock is held while `run` writes it
+    run.unlock()
     assert RunDir(run.path).open(new=False).path == run.path
 
 

@@ -220,3 +220,17 @@ async def test_a_window_the_server_states_is_learned_and_the_parts_planned_again
     assert manifest["part_tokens"] == 1280 and all(d["parts"] > 1 for d in manifest["documents"])
     assert result.degraded == () and len(result.parts) > 3
     assert {p.number for p in result.parts} == {1, 2, 3}
+
+
+async def test_a_too_long_reply_without_a_number_halves_the_parts_until_they_fit(tmp_path):
+    # Ollama's words: no window, no size. The parts are halved and planned again until they fit; none is lost
+    with FakeLLMServer(max_model_len=4096, overflow_message="input length exceeds the context length") as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path, concurrency=2,
+                                          reasoning="direct", context_window=16_384, cache=False)
+        docs = r3con.documents_from_texts([(title, f"{text} {text}") for title, text in _long_documents(3)])
+        result = await run("Who recorded crates of tin, and how many?", docs, settings)
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    learned = manifest["endpoint"]["learned_window"]
+    assert 2048 <= learned["window"] < 4096 and all(step.get("halved") for step in learned["learned_from"])
+    assert result.degraded == () and all(d["parts"] > 1 for d in manifest["documents"])
+    assert {p.number for p in result.parts} == {1, 2, 3}

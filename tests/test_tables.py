@@ -109,3 +109,27 @@ def test_without_duckdb_sql_says_so_before_any_work_and_a_run_still_finishes(fak
     assert write_tables(tmp_path, TABLES) == []
     with pytest.raises(ConfigError, match=r"r3con\[sql\]"):
         query(tmp_path, "SELECT 1")
+
+
+@pytest.mark.parametrize("database", [True, False])
+@pytest.mark.parametrize("sql", [
+    "COPY people_2025 TO '{outside}/leak.csv'",
+    "SELECT * FROM read_text('{secret}')",
+    "SELECT * FROM read_csv('{secret}')",
+    "ATTACH '{outside}/other.duckdb' AS other",
+    "SET enable_external_access = true",
+    "SELECT * FROM glob('{outside}/*')",
+])
+def test_sql_reads_and_writes_nothing_outside_the_run(tmp_path, sql, database):
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    run.mkdir()
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("the API key")
+    write_tables(run, TABLES)
+    if not database:  # a folder with Parquet files only: they are loaded before the query runs
+        (run / "records.duckdb").unlink()
+    with pytest.raises(InputError, match="the query failed: .*(Permission Error|Cannot change configuration)"):
+        query(run, sql.format(outside=outside, secret=secret))
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert query(run, "SELECT count(*) FROM people_2025")[1] == [(3,)]

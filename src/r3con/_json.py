@@ -11,8 +11,42 @@ import json_repair
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", flags=re.DOTALL)
 
 
+MAX_DEPTH = 64  # nesting a reply's JSON may have: records are a few levels deep; more is a hostile or broken reply
+
+
 class NoJSON(ValueError):
     """The reply holds no JSON value we could recover."""
+
+
+def depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects (0 for a scalar), found without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def loads(text: str, *, repair: bool = False) -> Any:
+    """`text` as JSON (`repair`: through json-repair), nested at most MAX_DEPTH deep; NoJSON otherwise.
+
+    A value nested thousands deep makes Python's parsers (and everything that walks the value after
+    them) raise RecursionError, which is not a ValueError: it is turned into NoJSON here."""
+    try:
+        value = json_repair.loads(text) if repair else json.loads(text)
+    except RecursionError:
+        raise NoJSON(f"the JSON nests deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise NoJSON(f"not JSON ({exc.msg})") from None
+    if depth(value) > MAX_DEPTH:
+        raise NoJSON(f"the JSON nests deeper than {MAX_DEPTH} levels")
+    return value
 
 
 def extract_json(text: str) -> tuple[Any, bool]:
@@ -26,15 +60,18 @@ def extract_json(text: str) -> tuple[Any, bool]:
     candidates.append(text)
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
+            value = loads(candidate)
+        except NoJSON:
             continue
         if isinstance(value, dict):
             return value, False
     for candidate in candidates:
         if not candidate:
             continue
-        value = json_repair.loads(candidate)
+        try:
+            value = loads(candidate, repair=True)
+        except NoJSON:
+            continue
         if isinstance(value, dict) and value:
             return value, True
     raise NoJSON("the reply contains no JSON object")

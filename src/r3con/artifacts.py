@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import fcntl
 import io
 import json
 import os
@@ -29,13 +30,14 @@ import re
 import secrets
 import shutil
 import sqlite3
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ._files import PRIVATE_DIR, make_private, write_atomic
-from .errors import DiskFull, InputError, R3conError
+from .errors import ConfigError, DiskFull, InputError, R3conError
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -43,11 +45,26 @@ def _slug(text: str, limit: int = 40) -> str:
     return slug[:limit].rstrip("-") or "run"
 
 
+def lock_holder(st: os.stat_result) -> int | None:
+    """The process holding a flock on the file `st` describes, from Linux's /proc/locks; None where unknown."""
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if "->" not in fields and "FLOCK" in fields and wanted in fields:
+            return int(fields[fields.index(wanted) - 1])
+    return None
+
+
 class RunDir:
     """A run's folder; every write is atomic (temp file, then rename) and private."""
 
     def __init__(self, path: Path):
         self.path = path
+        self._lock: weakref.finalize | None = None  # closes the lock's descriptor, releasing it
 
     @classmethod
     def allocate(cls, out_dir: Path, task: str) -> RunDir:
@@ -69,7 +86,34 @@ class RunDir:
         except OSError as exc:
             raise InputError(f"cannot create run folder {self.path}: {exc.strerror or exc}; "
                              "pass a writable --out") from exc
+        self.lock()
         return self
+
+    def lock(self) -> None:
+        """Hold the folder's lock (flock on the folder itself: no file is added) until `unlock`, so that no other
+        run or resume writes it at the same time; ConfigError (exit 2) naming the process that holds it."""
+        if self._lock is not None and self._lock.alive:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return  # no folder yet: `open()` locks it when it makes it
+        except OSError as exc:
+            raise InputError(f"cannot lock run folder {self.path}: {exc.strerror or exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = lock_holder(os.fstat(fd))
+            os.close(fd)
+            raise ConfigError(f"the run folder {self.path} is in use by process {holder or '(unknown)'} (another "
+                              "r3con run or --resume of it); wait for it to end, or stop it, then --resume again") from None
+        self._lock = weakref.finalize(self, os.close, fd)
+
+    def unlock(self) -> None:
+        """Let go of the folder's lock (`lock`)."""
+        if self._lock is not None:
+            self._lock()
+            self._lock = None
 
     def discard_if_unused(self) -> bool:
         """Remove the folder if no LLM call was made in it (a start that failed); True if removed."""

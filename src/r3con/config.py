@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import types
@@ -93,6 +94,11 @@ class Settings:
     tpm: int | None = _role("operational", None)  # estimated tokens per minute to the endpoint (None: unlimited)
     max_tokens_cap: int = _role("request", 4096)  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
     max_call_s: float = _role("operational", 300.0)  # the longest one call may take, retries and their waits included
+    max_reply_bytes: int | None = _role("operational", None)  # the most bytes one chat reply is read to; None: 1 MiB + 64 bytes per max_tokens (docs/resilience.md)
+    # seconds a pool endpoint may keep a call without a word before it is asked whether it is alive
+    # (GET /models, `probe_timeout_s`); one that does not answer the probe is out, its calls move at once
+    first_byte_s: float = _role("operational", 15.0)
+    probe_timeout_s: float = _role("operational", 5.0)  # how long a liveness probe of a pool endpoint may take
     out_dir: Path = _role("operational", Path("r3con-runs"))
     log_calls: Literal["full", "compact", "meta"] = _role("operational", "compact")  # what calls.jsonl keeps of each request and reply
     prices_file: Path | None = _role("operational", None)
@@ -187,13 +193,19 @@ class Settings:
             message = str(exc)
             for name, source in given.items():
                 if not source.startswith("--") and re.search(rf"{re.escape(flag(name))}\b", message):
-                    named = f"{source}={env.get(source, values.get(name))}"
+                    raw = env.get(source, values.get(name))
+                    named = f"{source}={shown_url(raw) if isinstance(raw, str) else raw}"
                     raise ConfigError(re.sub(rf"{re.escape(flag(name))}\b", named, message, count=1)) from None
             raise
         return settings
 
     def check(self) -> None:
         """Raise ConfigError on values that cannot work."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{flag(f.name)} {value} is not a number r3con can use; give a finite number "
+                                  "(docs/configuration.md lists each setting's default)")
         if self.rounds < 0:
             raise ConfigError("--rounds must be 0 or more (0 skips relevance extraction)")
         if self.concurrency is not None and self.concurrency < 1:
@@ -207,12 +219,24 @@ class Settings:
                               "take, more than 0 (default 600)")
         if not self.max_call_s > 0:
             raise ConfigError("R3CON_MAX_CALL_S must be more than 0 seconds (default 300)")
+        if self.max_reply_bytes is not None and self.max_reply_bytes < 4096:
+            raise ConfigError(f"R3CON_MAX_REPLY_BYTES={self.max_reply_bytes} is too small for any reply; give at least "
+                              "4096, or leave it unset (1 MiB + 64 bytes per reply token)")
+        for name, value in (("R3CON_FIRST_BYTE_S", self.first_byte_s), ("R3CON_PROBE_TIMEOUT_S", self.probe_timeout_s)):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name}={value} cannot work: give a number of seconds above 0 (docs/resilience.md)")
         if self.max_tokens_cap < 16:
             raise ConfigError("R3CON_MAX_TOKENS_CAP must be at least 16 reply tokens (default 4096)")
         if self.base_url:
             check_base_url(self.base_url)
+        seen: dict[str, str] = {}
         for url in self.base_urls:
             check_base_url(url)
+            same = seen.get(same_endpoint(url))
+            seen.setdefault(same_endpoint(url), url)
+            if same is not None:
+                raise ConfigError(f"--base-url {shown_url(url)} is given twice ({shown_url(same)} is the same server); "
+                                  "list each endpoint of the pool once")
         if self.batch and (len(self.base_urls) > 1 or self.pool_file is not None):
             raise ConfigError("--batch sends to one endpoint's Batch API; pass one --base-url, not a pool")
         if self.unverified not in ("reask", "keep", "drop"):
@@ -290,10 +314,44 @@ _OTHER_VARIABLES = frozenset({"R3CON_PDF_PASSWORD", "R3CON_DEBUG", "R3CON_DATA",
                               "R3CON_ROUTER_BIN"})
 
 
+def shown_url(url: str) -> str:
+    """`url` as it may be shown (messages, logs, manifests): any user name and password in it replaced by ***."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.username is None and parts.password is None:
+        return url.strip()
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+def same_endpoint(url: str) -> str:
+    """`url` as one server has it however written: scheme and host in lower case, without the default port or a
+    trailing slash (two pool entries with the same value are one endpoint)."""
+    parts = urllib.parse.urlsplit(url.strip().rstrip("/"))
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = (parts.hostname or "").lower()
+    if port is not None and port != {"http": 80, "https": 443}.get(scheme):
+        netloc += f":{port}"
+    return urllib.parse.urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
 def check_base_url(base_url: str) -> str:
-    """The base URL without a trailing slash; ConfigError for one that cannot be an OpenAI-compatible endpoint."""
+    """The base URL without a trailing slash; ConfigError for one that cannot be an OpenAI-compatible endpoint,
+    or that carries a user name and password (never sent, never shown)."""
     url = base_url.strip().rstrip("/")
     parts = urllib.parse.urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(f"--base-url {shown_url(url)} carries a user name and password, which r3con neither sends "
+                          "nor stores; pass the URL without them and the key with --api-key or OPENAI_API_KEY "
+                          "(key_env in a --pool file)")
+    try:
+        _ = parts.port
+    except ValueError:
+        raise ConfigError(f"--base-url {url!r} has a port that is no number from 0 to 65535; pass a URL such as "
+                          "http://localhost:8000/v1") from None
     if parts.scheme not in ("http", "https"):
         shown = f"the scheme {parts.scheme}://" if parts.scheme else "no scheme"
         raise ConfigError(f"--base-url {base_url!r} has {shown}; pass an http:// or https:// URL such as "

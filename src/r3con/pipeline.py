@@ -152,6 +152,8 @@ async def run(
         raise InputError("no documents given; pass files, folders or globs")
     resumed = run_folder is not None
     run_dir = RunDir(Path(run_folder)) if run_folder is not None else RunDir.allocate(settings.out_dir, task)
+    if resumed:
+        run_dir.lock()  # before anything reads or writes the folder; a new run's is locked as it is made
     docs = tuple(documents)
     stored = _Stored(store, files)
     if isinstance(llm, LLMStack):
@@ -197,6 +199,7 @@ async def _run_in(run_dir: RunDir, resumed: bool, task: str, docs: tuple[Documen
         raise
     finally:
         run_dir.seal()
+        run_dir.unlock()
 
 
 def in_flight(settings: Settings) -> int | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,11 +68,17 @@ def frames(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, pd.Da
             kinds = {type(v) for v in values}
             if kinds and not kinds <= {int, float} and not kinds <= {bool} and kinds != {str}:
                 frame[column] = frame[column].map(lambda v: None if v is None or v != v else str(v))
-        key, n = table_name(name), 2
-        while key in out:  # "People" and "people" both become people: the second is people_2
-            key, n = f"{table_name(name)}_{n}", n + 1
-        out[key] = frame
+        out[unique_name(table_name(name), out)] = frame
     return out
+
+
+def unique_name(name: str, taken: Collection[str]) -> str:
+    """`name`, or `name_2`, `name_3`... the first not in `taken` ("People" and "people" both become people: the
+    second is people_2)."""
+    key, n = name, 2
+    while key in taken:
+        key, n = f"{name}_{n}", n + 1
+    return key
 
 
 def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Path]:
@@ -138,7 +144,8 @@ def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         if not database.is_file():
             parquet = sorted(folder.glob("*.parquet")) + sorted(folder.glob("records/*.parquet"))
             for path in parquet:
-                con.execute(f"CREATE VIEW \"{table_name(path.stem)}\" AS SELECT * FROM read_parquet('{_quoted(path)}')")
+                # a table, not a view: the query runs with file access off, so the files are read now
+                con.execute(f"CREATE TABLE \"{table_name(path.stem)}\" AS SELECT * FROM read_parquet('{_quoted(path)}')")
             if not parquet and (folder / "records.json").is_file():
                 for name, frame in load_records(folder).items():
                     if not frame.empty:
@@ -146,6 +153,10 @@ def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
             if not parquet and not (folder / "records.json").is_file():
                 raise InputError(f"{folder} holds no records or results to query: pass a run folder or an "
                                  "evaluation's report folder")
+        # the query reads nothing but these tables: no file (COPY ... TO, read_text, ATTACH), no extension, no
+        # setting changed back (docs/records.md)
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
         try:
             cursor = con.execute(sql)
             columns = [d[0] for d in cursor.description or []]

@@ -41,6 +41,8 @@ class ToolModel:
     ('{"text": "a", "extra": 1}', "error: echo arguments: Additional properties are not allowed ('extra' was unexpected)"),
     ('[1, 2]', "error: the arguments of echo must be a JSON object, not list"),
     ('{"text": ', "error: the arguments of echo are not valid JSON"),
+    ('{"text": ' + "[" * 10_000 + "]" * 10_000 + "}", "error: the arguments of echo are not valid JSON (the JSON nests "
+     "deeper than 64 levels)"),
     ('{"text": "boom"}', "error: no such thing"),
 ])
 async def test_dispatch_validates_arguments_and_returns_mistakes(arguments, expected):

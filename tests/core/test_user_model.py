@@ -35,7 +35,7 @@ async def test_a_function_model_is_retried_cached_and_capped_by_r3cons_layers(tm
             key = f"{request.stage}:{request.doc}:{request.round}"
             if request.doc is not None and key not in failures:
                 failures.append(key)
-                raise r3con.ProviderError("overloaded", status=503)
+                raise r3con.ProviderError("internal error", status=500)
             return await scripted.complete(request)
 
     docs = r3con.documents_from_texts(LETTERS[:4])

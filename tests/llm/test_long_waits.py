@@ -1,6 +1,7 @@
 """Long waits are said and bounded (Retry-After past the one-call limit ends the call at once), and a run
 folder's own record of answered calls serves them again."""
 
+import asyncio
 import json
 
 import pytest
@@ -117,3 +118,11 @@ async def test_a_recorded_reply_is_served_and_an_unusable_one_asked_again(tmp_pa
     assert served.content == "a note" and served.from_cache and inner.history == []
     assert (await layer.complete(cut)).content == "fresh" and len(inner.history) == 1
     replies.close()
+
+
+async def test_calls_that_wait_together_are_said_once():
+    layer, sleep = _layer(flaky(*[ProviderError("rate limited", status=429, retry_after=5)] * 4))
+    heard: list[str] = []
+    layer.retrier.subscribe(heard.append)
+    await asyncio.gather(*(layer.complete(REQUEST) for _ in range(4)))
+    assert sleep.waits == [5, 5, 5, 5] and len(heard) == 1, heard

@@ -4,7 +4,7 @@ import pytest
 
 from r3con.errors import ContextTooLong
 from r3con.llm.layers import Shaped
-from r3con.llm.overflow import LearnedWindow, Overflows, is_overflow, stated_limit
+from r3con.llm.overflow import FLOOR_WINDOW, LearnedWindow, Overflows, is_overflow, stated_limit
 from r3con.llm.types import ChatRequest, Message
 
 from ..fakes import ScriptedLLM
@@ -95,3 +95,14 @@ async def test_the_estimate_is_made_only_when_the_reply_might_not_fit_and_then_c
     cjk = ChatRequest(messages=(Message("user", "中" * 6000),), stage="relevance", max_tokens=4096)
     await layer.complete(cjk)
     assert made == [1] and inner.history[-1].max_tokens == 8192 - real(cjk)  # 6,600 estimated: capped as before
+
+
+def test_a_window_no_reply_states_is_halved_down_to_the_floor_and_never_grows():
+    window = LearnedWindow(32_768)
+    assert window.halve(20_000) and window.planning == 10_000
+    assert window.halve(10_000) and window.planning == 5_000
+    assert window.halve(5_000) and window.planning == 2_500
+    assert window.halve(2_500) and window.planning == FLOOR_WINDOW
+    assert not window.halve(2_000) and window.planning == FLOOR_WINDOW, "the floor holds"
+    small = LearnedWindow(1_500)  # a window stated below the floor is not raised to it
+    assert not small.halve(1_400) and small.planning == 1_500

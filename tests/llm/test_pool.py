@@ -44,8 +44,18 @@ def test_the_pool_comes_from_repeated_base_urls_the_environment_or_a_pool_file(t
 
 @pytest.mark.parametrize(("text", "said"), [
     ('[[endpoint]]\nurl = "http://a:1/v1"\nwieght = 2\n', "unknown field(s) wieght"),
-    ('[[endpoint]]\nurl = "http://a:1/v1"\nweight = 0\n', "weight must be a number above 0"),
-    ('[[endpoint]]\nurl = "http://a:1/v1"\n[[endpoint]]\nurl = "http://a:1/v1"\n', "names an endpoint twice"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\nweight = 0\n', "weight = 0 cannot work; give a finite number above 0"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\nweight = nan\n', "weight = nan cannot work; give a finite number above 0"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\nweight = inf\n', "weight = inf cannot work"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\nweight = -2\n', "weight = -2 cannot work"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\nconcurrency = 0\n', "concurrency must be a whole number of at least 1"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\nconcurrency = true\n', "concurrency must be a whole number of at least 1"),
+    ('[[endpoint]]\nurl = "http://a:1/v1"\n[[endpoint]]\nurl = "http://a:1/v1"\n', "endpoint 2 (http://a:1/v1) is "
+     "endpoint 1 again"),
+    ('[[endpoint]]\nurl = "http://HOST:80/v1/"\n[[endpoint]]\nurl = "http://host/v1"\n', "endpoint 2 (http://host/v1) "
+     "is endpoint 1 again (the same server however written)"),
+    ('[[endpoint]]\nurl = "http://user:hunter2@a:1/v1"\n', "carries a user name and password, which r3con "
+     "neither sends nor stores"),
     ('[[endpoint]]\nkey = "k"\n', "has no url"),
     ('[[endpoint]]\nurl = "http://a:1/v1"\nkey_env = "NOPE"\n', "NOPE named by key_env is not set"),
     ("[[endpoint]\n", "is not valid TOML"),
@@ -57,6 +67,34 @@ def test_a_bad_pool_file_is_one_line_that_says_what_to_fix(tmp_path, text, said)
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")) as caught:
         read_pool_file(path, env={})
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("given", [{"base_urls": ["http://user:hunter2@a:1/v1", "http://b:1/v1"]},
+                                   {"env": {"OPENAI_BASE_URL": "http://user:hunter2@a:1/v1"}},
+                                   {"env": {"R3CON_BASE_URLS": "http://b:1/v1,http://user:hunter2@a:1/v1"}}])
+def test_credentials_in_a_url_are_refused_and_never_shown(given):
+    env = given.get("env", {})
+    flags = endpoint_flags(given.get("base_urls"))
+    with pytest.raises(ConfigError, match="carries a user name and password") as caught:
+        Settings.resolve(env=env, **flags)
+    assert "hunter2" not in str(caught.value) and "***@a:1" in str(caught.value)
+
+
+@pytest.mark.parametrize("urls", [["http://a:1/v1", "http://a:1/v1/"], ["http://A:1/v1", "http://a:1/v1"],
+                                  ["https://a/v1", "https://a:443/v1"]])
+def test_the_same_base_url_twice_however_written_is_refused(urls):
+    with pytest.raises(ConfigError, match="is given twice") as caught:
+        Settings.resolve(env={}, **endpoint_flags(urls))
+    assert "list each endpoint of the pool once" in str(caught.value)
+
+
+@pytest.mark.parametrize(("name", "value"), [("max_cost_usd", "nan"), ("request_timeout_s", "inf"),
+                                             ("outage_s", "nan"), ("first_byte_s", "-1")])
+def test_numbers_that_cannot_work_are_refused_naming_the_setting(name, value):
+    variable = f"R3CON_{name.upper()}"
+    with pytest.raises(ConfigError) as caught:
+        Settings.resolve(env={variable: value})
+    assert variable in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_a_bad_routing_header_or_batch_with_a_pool_is_refused():

@@ -104,3 +104,14 @@ async def test_at_the_step_bound_and_in_direct_mode_a_sources_line_is_taken_off_
     direct = await answer_direct(llm, "Who?", "", "{}", CITED, OPTIONS)
     assert direct.answer == "Ann" and direct.citations == ("R1.1.1", "Document 1")
     assert "Sources:" in llm.history[-1].messages[0].content and "_span" not in llm.history[-1].messages[0].content
+
+
+async def test_type_names_no_python_name_can_carry_are_made_safe_and_the_mapping_is_shown(tmp_path):
+    tables = {"../../evil": TABLES["people"], "class": TABLES["people"][:1], "2025 data": TABLES["people"]}
+    replies = iter([code("final_answer([len(evil), len(class_), len(dfs['t_2025_data']), len(records['../../evil'])])")])
+    llm = ScriptedLLM({"reason": lambda r: next(replies)})
+    result = await answer_with_code(llm, "t", {}, "", "{}", tables, AnswerOptions(max_steps=2, scratch_root=tmp_path))
+    assert result.answer == "[2, 1, 2, 2]", result.steps
+    shown = llm.history[0].messages[-1].content
+    assert "record type '../../evil' is evil (records['evil'], dfs['evil'])" in shown
+    assert "record type 'class' is class_" in shown and "record type '2025 data' is t_2025_data" in shown

@@ -3,7 +3,7 @@ import json
 from r3con.corpus import Document, documents_from_texts
 from r3con.errors import ContextTooLong
 from r3con.stages.plan import Placement
-from r3con.stages.populate import PopulateOptions, populate
+from r3con.stages.populate import MAX_FIELDS, MAX_VALUE_CHARS, PopulateOptions, populate
 from r3con.stages.schema import validate_schema
 
 from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote
@@ -151,3 +151,23 @@ async def test_a_reask_that_fails_keeps_the_first_records_flagged():
     result = await populate(llm, "ages", SCHEMA, DOCS[:1], "")
     assert not result.failures and [r["_match"] for r in result.tables["people"]] == ["none"]
     assert result.evidence.reasked == 1
+
+
+async def test_a_record_over_the_limits_degrades_its_document_with_the_reason_and_is_not_reasked():
+    def reply(request):
+        if document_number(request) == 1:
+            return records(request)
+        wide = {"_passage": quote(request), "name": "Bob", "age": 7, **{f"f{i}": i for i in range(100_000)}}
+        return json.dumps({"people": [wide]})
+
+    llm = ScriptedLLM({"populate": reply})
+    result = await populate(llm, "ages", SCHEMA, DOCS, "", PopulateOptions(attempts=3))
+    assert [r["name"] for r in result.tables["people"]] == ["Ann"]
+    (failure,) = result.failures
+    assert failure.doc == "2" and f"record 1 of 'people' has 100,003 fields, more than the {MAX_FIELDS}" in failure.error
+    assert len(llm.history) == 2, "a reply over the limits is not asked again"
+
+    long_value = ScriptedLLM({"populate": lambda r: json.dumps({"people": [
+        {"_passage": quote(r), "name": "x" * (MAX_VALUE_CHARS + 1), "age": 1}]})})
+    result = await populate(long_value, "ages", SCHEMA, DOCS[:1], "")
+    assert "field 'name' of record 1 of 'people' holds 20,001 characters" in result.failures[0].error

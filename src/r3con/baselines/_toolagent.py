@@ -8,13 +8,13 @@ last call, with `tool_choice: "none"`, asks for the answer from what was found (
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
+from .._json import NoJSON, loads
 from .._prompts import render
 from ..llm import LLM
 from ..llm.replies import final_answer_line, reply_text
@@ -73,9 +73,9 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall, observation_chars:
     if tool is None:
         return f"error: there is no tool {call.name!r}; the tools are {', '.join(sorted(tools))}", False
     try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as exc:
-        return f"error: the arguments of {call.name} are not valid JSON ({exc.msg}); send a JSON object", False
+        arguments = loads(call.arguments or "{}")
+    except NoJSON as exc:
+        return f"error: the arguments of {call.name} are not valid JSON ({exc}); send a JSON object", False
     if not isinstance(arguments, dict):
         return f"error: the arguments of {call.name} must be a JSON object, not {type(arguments).__name__}", False
     problem = next(iter(jsonschema.Draft202012Validator(dict(tool.parameters)).iter_errors(arguments)), None)

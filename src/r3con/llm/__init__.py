@@ -148,6 +148,8 @@ class EndpointView:
         ledger.subscribe(lambda stage, usage: on_usage(ledger.total()))
         if on_wait is not None and self._stack.retrier is not None:
             self._stack.retrier.subscribe(on_wait)
+        if on_wait is not None and self._stack.pool is not None:  # an endpoint taken out, and when it is tried
+            self._stack.pool.subscribe(on_wait)
 
 
 @asynccontextmanager

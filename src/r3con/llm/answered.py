@@ -17,10 +17,13 @@ Everything else goes to the endpoint. A reply is written and read by `Completion
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+from ..artifacts import is_disk_full
 from .cache import CallCache, cache_key, usable
 from .types import LLM, ChatRequest, Completion, Usage
 
@@ -62,6 +65,7 @@ class Answered:
         self.replayed: Counter[Where] = Counter()  # calls answered from an earlier run of the question
         self.sent: Counter[Where] = Counter()  # calls not answered from an earlier run (the cache's included)
         self.replayed_usage = Usage()
+        self._full: str | None = None  # the disk filled up while a reply was stored
 
     def lookup(self, request: ChatRequest) -> tuple[Completion, str, str | None] | None:
         """The earlier reply to `request`, its source, and the cache key it is kept under (None: not in the
@@ -90,10 +94,12 @@ class Answered:
             completion, source, key = replace(found[0], from_cache=True), found[1], found[2]
             self.served[source] += 1
         else:
+            if self._full is not None:  # no call is sent that could not be kept: the run ends (DiskFull) instead
+                raise OSError(errno.ENOSPC, f"No space left on device: the LLM cache could not store a reply "
+                                            f"({self._full})")
             completion, source = await self.inner.complete(request), ""
             if self.cache is not None and usable(request, completion):
-                key = cache_key(self.endpoint, request)
-                self.cache.put(key, self.endpoint, request.stage, completion)
+                key = self._keep(request, completion)
         if source == SOURCES[0]:
             self.replayed[at] += 1
             self.replayed_usage += Usage(calls=1, prompt_tokens=completion.usage.prompt_tokens,
@@ -103,3 +109,18 @@ class Answered:
         if self.record is not None and key is not None and completion.finish_reason not in ("length", "content_filter"):
             self.record(request.fingerprint(), request.stage, key)
         return completion
+
+    def _keep(self, request: ChatRequest, completion: Completion) -> str | None:
+        """Store a new usable reply in the cache; its key, or None when the disk is full (the reply still goes
+        up to calls.jsonl, which keeps space reserved for it: a resume serves it from there, and no further
+        call is sent)."""
+        assert self.cache is not None
+        key = cache_key(self.endpoint, request)
+        try:
+            self.cache.put(key, self.endpoint, request.stage, completion)
+        except (OSError, sqlite3.Error) as exc:
+            if not is_disk_full(exc):
+                raise
+            self._full = str(exc)
+            return None
+        return key

@@ -16,6 +16,7 @@ inside `with sharing(cap):` when they are started through code that does not pas
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -85,7 +86,8 @@ class CostCap:
         with self._lock:
             self._reserved = max(0.0, self._reserved - worst_usd)
             self._in_flight = max(0, self._in_flight - 1)
-            self.spent_usd += actual_usd
+            # a reply's cost is never below zero nor unbounded (client.checked_usage); a NaN would disarm the cap
+            self.spent_usd += actual_usd if math.isfinite(actual_usd) and actual_usd > 0 else 0.0
             waiters, self._waiters = self._waiters, []
         for loop, waiter in waiters:
             loop.call_soon_threadsafe(_wake, waiter)
@@ -135,7 +137,9 @@ def spent_in(calls_log: Path | None) -> float:
     for record in logged_calls(calls_log):
         usage = record.get("usage")
         if isinstance(usage, dict) and not record.get("from_cache"):
-            total += float(usage.get("cost_usd") or 0.0)
+            cost = usage.get("cost_usd")
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
+                total += float(cost)
     return total
 
 

@@ -8,6 +8,8 @@ Chat calls are plain JSON POSTs to `{base_url}/chat/completions` through the one
 from __future__ import annotations
 
 import email.utils
+import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -16,6 +18,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import ConfigError, ContextTooLong, ProviderError
+from ..tokens import estimate_tokens
 from .endpoint import Account, Endpoint, HTTPFailure
 from .overflow import is_overflow
 from .routing import is_openai, routing_headers, routing_key
@@ -81,9 +84,15 @@ class OpenAIChat:
         self._routing = tuple(settings.routing_headers)
         self._cache_key = is_openai(self.base_url)
         self._constrained = True  # send response_format json_schema until the endpoint rejects it
+        self._max_reply_bytes = settings.max_reply_bytes
 
     async def aclose(self) -> None:
         await self.endpoint.aclose()
+
+    async def probe(self, timeout_s: float) -> None:
+        """Whether the server is alive: GET /models within `timeout_s` (a busy server answers it between
+        generations); raises ProviderError or HTTPFailure when it does not answer."""
+        await self.endpoint.get("/models", timeout_s=timeout_s)
 
     async def describe(self, settings: Settings) -> EndpointInfo:
         """Find the model (first served model when none is configured) and the per-request window."""
@@ -99,7 +108,8 @@ class OpenAIChat:
         started = time.perf_counter()
         try:
             data = await self.endpoint.post("/chat/completions", body,
-                                            {**request_headers(request), **routing_headers(request, self._routing)})
+                                            {**request_headers(request), **routing_headers(request, self._routing)},
+                                            max_bytes=reply_limit(request.max_tokens, self._max_reply_bytes))
         except HTTPFailure as failure:
             if failure.status == 400 and "response_format" in body and _NO_SCHEMA.search(failure.message) \
                     and not is_overflow(failure.message + " " + failure.body):
@@ -112,7 +122,20 @@ class OpenAIChat:
         if not isinstance(data, dict):
             raise ConfigError(f"{self.base_url}/chat/completions answered with something that is not a JSON object "
                               f"({str(data)[:80]!r}); pass the --base-url of an OpenAI-compatible API (ending in /v1)")
-        return to_completion(data, model, latency)
+        return to_completion(data, model, latency, request)
+
+
+REPLY_BYTES_BASE = 1 << 20  # what a reply may hold besides its tokens (JSON, usage, timings)
+REPLY_BYTES_PER_TOKEN = 64  # a token is a few bytes of UTF-8; escaped in JSON (\uXXXX) at most 6 bytes a character
+UNASKED_MAX_TOKENS = 32_768  # the reply bound assumed for a request that sets no max_tokens
+
+
+def reply_limit(max_tokens: int | None, configured: int | None = None) -> int:
+    """The most bytes a chat reply is read to: `configured` (R3CON_MAX_REPLY_BYTES), else 1 MiB plus 64 bytes
+    per token the request lets the model write."""
+    if configured:
+        return configured
+    return REPLY_BYTES_BASE + REPLY_BYTES_PER_TOKEN * (max_tokens or UNASKED_MAX_TOKENS)
 
 
 def status_error(base_url: str, failure: HTTPFailure, model: str, path: str) -> ProviderError | ConfigError:
@@ -159,24 +182,26 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-def to_completion(data: dict[str, Any], model: str, latency: float) -> Completion:
-    """The Completion of a Chat Completions reply, with its `message.tool_calls`."""
-    choices = data.get("choices") or [{}]
-    choice = choices[0] or {}
-    message = choice.get("message") or {}
-    usage = data.get("usage") or {}
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
+def to_completion(data: dict[str, Any], model: str, latency: float, request: ChatRequest | None = None) -> Completion:
+    """The Completion of a Chat Completions reply, with its `message.tool_calls`.
+
+    The reply is untrusted: a field of the wrong type reads as absent, and its `usage` is checked
+    (`checked_usage`) against `request`, what was sent."""
+    choices = data.get("choices")
+    choice: dict[str, Any] = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+        else {}
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+    thought = message.get("reasoning_content") or message.get("reasoning")
+    content = message["content"] if isinstance(message.get("content"), str) else ""
+    reasoning = thought if isinstance(thought, str) else None
+    finish = choice.get("finish_reason")
+    model_named = data.get("model")
     return Completion(
-        content=message.get("content") or "",
-        finish_reason=choice.get("finish_reason"),
-        usage=Usage(
-            calls=1,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=_cached_tokens(data, usage),
-        ),
-        model=data.get("model") or model,
-        reasoning=reasoning if isinstance(reasoning, str) else None,
+        content=content,
+        finish_reason=finish if isinstance(finish, str) else None,
+        usage=checked_usage(data, request, content + (reasoning or "")),
+        model=model_named if isinstance(model_named, str) and model_named else model,
+        reasoning=reasoning,
         refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else None,
         latency_s=latency,
         raw=data,
@@ -184,17 +209,63 @@ def to_completion(data: dict[str, Any], model: str, latency: float) -> Completio
     )
 
 
+def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: str) -> Usage:
+    """The reply's token counts if they can be true: whole numbers, 0 or more, a prompt no longer than the
+    bytes sent (plus a chat template's share), a reply no longer than `max_tokens`. Otherwise (or when the
+    reply has no usage) r3con's own estimate of both, with the event `usage_estimated`: a reply can never
+    lower what a run spent, nor claim more than the request could cost."""
+    usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is not None and request is not None and prompt > _sent_bytes(request):
+        prompt = None
+    if completion is not None and request is not None and request.max_tokens is not None \
+            and completion > request.max_tokens + TEMPLATE_TOKENS:
+        completion = None
+    if prompt is not None and completion is not None:
+        cached = min(_cached_tokens(data, usage), prompt)
+        return Usage(calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
+    if request is None and not usage:  # a Batch API line without usage: nothing to check it against
+        return Usage(calls=1)
+    estimated_prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages) if request is not None else 0
+    return Usage(calls=1, prompt_tokens=estimated_prompt if prompt is None else prompt,
+                 completion_tokens=estimate_tokens(written) if completion is None else completion,
+                 events={"usage_estimated": 1})
+
+
+def _sent_bytes(request: ChatRequest) -> int:
+    """A bound on the prompt tokens of `request`: a token is at least a byte of what was sent (the messages,
+    the tools and the response schema a template may write into the prompt), plus the template's own."""
+    sent = sum(len(m.content.encode()) for m in request.messages)
+    extra = [list(request.tools), request.response_schema] if request.tools or request.response_schema else []
+    if extra:
+        sent += len(json.dumps(extra, default=str).encode())
+    return sent + TEMPLATE_TOKENS * (len(request.messages) + 1)
+
+
+TEMPLATE_TOKENS = 64  # tokens a chat template may add per message (role markers), or a server past max_tokens
+
+
+def _count(value: object) -> int | None:
+    """A token count as sent, if it is one: a whole number from 0 to 10^12 (not a bool, text or 1e400)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if 0 <= value <= 10**12 else None
+
+
 def _cached_tokens(data: dict[str, Any], usage: dict[str, Any]) -> int:
     """Prompt tokens the endpoint served from its prefix cache, wherever it reports them."""
-    details = usage.get("prompt_tokens_details") or {}
+    details = usage.get("prompt_tokens_details")
     timings = data.get("timings") or {}
     for value in (
-        details.get("cached_tokens"),  # OpenAI, vLLM, SGLang, OpenRouter, llama.cpp since 2026-02
+        details.get("cached_tokens") if isinstance(details, dict) else None,  # OpenAI, vLLM, SGLang, OpenRouter, llama.cpp since 2026-02
         usage.get("cached_tokens"),
         usage.get("cache_read_input_tokens"),  # Anthropic-style usage passed through (LiteLLM and others)
         usage.get("prompt_cache_hit_tokens"),  # DeepSeek
         timings.get("cache_n") if isinstance(timings, dict) else None,  # llama.cpp's llama-server before that
     ):
-        if isinstance(value, int | float) and value > 0:
-            return int(value)
+        count = _count(value)
+        if count:
+            return count
     return 0

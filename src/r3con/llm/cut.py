@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-import json_repair
+from .._json import NoJSON, loads
 
 CUT_MARK = " (cut)"
 _SENTENCE_END = re.compile(r"[.!?](?:[\"'”’)\]]*)(?=\s|$)|[。！？][」』”’）]*|\n")  # CJK ends need no space
@@ -80,5 +80,8 @@ def keep_json(text: str) -> str | None:
                 safe = i + 1
     if safe < 0:
         return None
-    value = json_repair.loads(text[start:safe])
+    try:
+        value = loads(text[start:safe], repair=True)
+    except NoJSON:
+        return None
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None

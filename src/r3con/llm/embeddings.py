@@ -21,7 +21,7 @@ from ..errors import ConfigError, ProviderError, R3conError
 from ..tokens import estimate_tokens
 from .budget import CostCap, priced
 from .cache import CallCache
-from .client import endpoint_for, status_error
+from .client import _count, endpoint_for, status_error
 from .endpoint import HTTPFailure
 from .layers import CallLog, Ledger
 from .pricing import PriceTable
@@ -85,9 +85,10 @@ class OpenAIEmbeddings:
             await self._cap.acquire(worst)
         actual = 0.0
         try:
-            response, retries = await self._retrier.run(lambda: self._request(texts))
-            usage = Usage(calls=1, prompt_tokens=int((response.get("usage") or {}).get("prompt_tokens") or 0))
-            usage = replace(usage.with_event("retries", retries), cost_usd=self._prices.cost(self.model, usage))
+            response, retries, waits = await self._retrier.run(lambda: self._request(texts))
+            sent: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
+            usage = Usage(calls=1, prompt_tokens=_count(sent.get("prompt_tokens")) or 0)
+            usage = replace(usage.with_event("retries", retries).with_event("waits", waits), cost_usd=self._prices.cost(self.model, usage))
             actual = usage.cost_usd
         except R3conError as exc:
             self._log.write({**record, "error": f"{type(exc).__name__}: {exc}"})

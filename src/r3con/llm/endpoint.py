@@ -21,8 +21,9 @@ from typing import Any
 
 import aiohttp
 
+from .._json import MAX_DEPTH, NoJSON, loads
 from ..config import check_base_url
-from ..errors import ProviderError
+from ..errors import ConfigError, OutputError, ProviderError
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class Account:
     api_key: str | None = None
     organization: str | None = None
     project: str | None = None
+
+
+OTHER_REPLY_BYTES = 256 << 20  # what any other reply (models, props, embeddings, tokenize) is read to
 
 
 class HTTPFailure(Exception):
@@ -116,10 +120,13 @@ class Endpoint:
 
     async def request(self, method: str, path: str, *, body: Any = None, data: Any = None,
                       headers: Mapping[str, str] | None = None, timeout_s: float | None = None,
-                      ) -> tuple[int, object, str, Mapping[str, str]]:
+                      max_bytes: int | None = OTHER_REPLY_BYTES) -> tuple[int, object, str, Mapping[str, str]]:
         """Send one request: (status, the reply's JSON or text, its text, its headers).
 
-        Raises ProviderError (no status) when no reply came: refused, dropped or timed out.
+        Raises ProviderError (no status) when no reply came: refused, dropped or timed out; OutputError
+        when the reply passes `max_bytes` (read no further; None: no limit, for a Batch API file) or nests deeper than `_json.MAX_DEPTH`;
+        ConfigError for a redirect, which is never followed (a POST is not sent again, to another host
+        or the same one).
         """
         session = self._open()
         url = self.url(path)
@@ -131,9 +138,11 @@ class Endpoint:
         timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else self._timeout
         try:
             async with session.request(method, url, data=payload, headers=send_headers, proxy=self._proxy,
-                                       timeout=timeout) as response:
-                raw = await response.read()
+                                       timeout=timeout, allow_redirects=False) as response:
                 status, reply_headers = response.status, dict(response.headers)
+                if 300 <= status < 400:
+                    raise ConfigError(_redirected(self.base_url, url, status, reply_headers))
+                raw = await _read(response, max_bytes, self.base_url)
         except TimeoutError as exc:
             waited = timeout_s if timeout_s is not None else self.timeout_s
             raise ProviderError(f"{self.base_url}: request timed out (after {waited:g} s)",
@@ -149,8 +158,11 @@ class Endpoint:
             raise ProviderError(f"{self.base_url}: request connection failed ({exc})", endpoint=self.base_url) from exc
         text = raw.decode("utf-8", errors="replace")
         try:
-            parsed: object = json.loads(text)
-        except ValueError:
+            parsed: object = loads(text)
+        except NoJSON as exc:
+            if "nests deeper" in str(exc):
+                raise OutputError(f"{self.base_url}{path} answered JSON nested deeper than {MAX_DEPTH} levels; "
+                                  "no reply of an OpenAI-compatible API does that: check the endpoint") from None
             parsed = text
         return status, parsed, text, reply_headers
 
@@ -160,8 +172,9 @@ class Endpoint:
         _check(status, parsed, text, headers)
         return parsed
 
-    async def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None) -> object:
-        return await self.call("POST", path, body=body, headers=headers)
+    async def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None, *,
+                   max_bytes: int | None = OTHER_REPLY_BYTES) -> object:
+        return await self.call("POST", path, body=body, headers=headers, max_bytes=max_bytes)
 
     async def get(self, path: str, *, timeout_s: float | None = None) -> object:
         return await self.call("GET", path, timeout_s=timeout_s)
@@ -176,9 +189,35 @@ class Endpoint:
 
     async def text(self, path: str) -> str:
         """The body of a GET as text (a Files API download)."""
-        status, parsed, text, headers = await self.request("GET", path)
+        status, parsed, text, headers = await self.request("GET", path, max_bytes=None)  # a batch's results: large
         _check(status, parsed, text, headers)
         return text
+
+
+async def _read(response: aiohttp.ClientResponse, max_bytes: int | None, base_url: str) -> bytes:
+    """The reply's body, read no further than `max_bytes` (None: whole)."""
+    if max_bytes is None:
+        return await response.read()
+    over = OutputError(f"{base_url}: the reply passed {max_bytes:,} bytes and was not read further "
+                       "(R3CON_MAX_REPLY_BYTES raises the limit; docs/resilience.md)")
+    if response.content_length is not None and response.content_length > max_bytes:
+        raise over
+    chunks, total = [], 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        total += len(chunk)
+        if total > max_bytes:
+            raise over
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _redirected(base_url: str, url: str, status: int, headers: Mapping[str, str]) -> str:
+    """The message for a redirect, which r3con does not follow: where it points, without credentials or query."""
+    location = next((v for k, v in headers.items() if k.lower() == "location"), "")
+    target = urllib.parse.urlsplit(urllib.parse.urljoin(url, location))
+    shown = f"{target.scheme}://{target.hostname or ''}{f':{target.port}' if target.port else ''}{target.path}"
+    return (f"{base_url} redirects (HTTP {status}) to {shown if location else 'nowhere'}; r3con follows no redirect "
+            "(a request is never sent on to another address): pass that address as --base-url")
 
 
 def _check(status: int, parsed: object, text: str, headers: Mapping[str, str]) -> None:

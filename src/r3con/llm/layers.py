@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import functools
 import json
 import os
 import threading
@@ -10,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..errors import BudgetExceeded, R3conError
 from .overflow import LearnedWindow
@@ -130,6 +133,35 @@ def logged_calls(calls_log: Path | None) -> Iterator[dict[str, Any]]:
                 yield record
 
 
+RESERVE_BYTES = 4 << 20  # disk space calls.jsonl keeps reserved beyond its end, for the replies of a full disk
+
+
+def reserve(fd: int, reserved_at: int | None = None) -> int | None:
+    """Keep RESERVE_BYTES allocated beyond the end of the file `fd` (fallocate KEEP_SIZE: the size does not
+    change), renewed once half is used; the size it was renewed at. So the replies that arrive once the disk
+    is full are still written to calls.jsonl, and a resume pays for none of them again. Where the system has
+    no such call, or the disk is full already, nothing is reserved."""
+    size = os.fstat(fd).st_size
+    if reserved_at is not None and size - reserved_at < RESERVE_BYTES // 2:
+        return reserved_at
+    fallocate = _fallocate()
+    if fallocate is None or fallocate(fd, 1, size, RESERVE_BYTES) != 0:  # 1: FALLOC_FL_KEEP_SIZE
+        return reserved_at
+    return size
+
+
+@functools.cache
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """Linux's fallocate(2) through libc, or None."""
+    try:
+        call = ctypes.CDLL(None, use_errno=True).fallocate
+    except (AttributeError, OSError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    call.restype = ctypes.c_int
+    return cast(Callable[[int, int, int, int], int], call)
+
+
 class CallLog:
     """Appends one JSON line per LLM call (request, response, usage, latency, error) to a private file.
 
@@ -147,6 +179,7 @@ class CallLog:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         self._seen: set[str] = set()
+        self._reserved_at: int | None = None  # the file's size when space was last reserved beyond its end
 
     def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.detail == "full" or "request" not in record:
@@ -168,12 +201,16 @@ class CallLog:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
                 self._fh = os.fdopen(fd, "a", encoding="utf-8")
+                self._reserved_at = reserve(fd)
             self._fh.write(line)
             self._fh.flush()
+            self._reserved_at = reserve(self._fh.fileno(), self._reserved_at)
 
     def close(self) -> None:
         with self._lock:
             if self._fh is not None:
+                with contextlib.suppress(OSError):  # give back the space reserved beyond the end
+                    os.ftruncate(self._fh.fileno(), os.fstat(self._fh.fileno()).st_size)
                 self._fh.close()
                 self._fh = None
 

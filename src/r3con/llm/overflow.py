@@ -23,6 +23,12 @@ window the parts are planned in, so parts planned with the estimate fit the serv
 window keeps every request's reply budget inside it (`LearnedWindow.fit`, applied by `layers.Shaped`
 before the request's fingerprint is taken): `max_tokens` is lowered to what the window leaves after
 the (estimated) prompt, as vLLM refuses a request whose prompt and reply budget together exceed it.
+
+A "too long" reply that states no number (Ollama's "input length exceeds the context length") teaches
+that the window is below that request: the window is taken as half the request (prompt and reply
+budget), never below `FLOOR_WINDOW`, so the parts are planned again at half their size, and again if
+that is still too long, until they fit or the window reaches the floor (then the document is reported
+degraded, as before).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from ..errors import ContextTooLong
 from ..tokens import MARGIN, estimate_tokens
 from .types import LLM, ChatRequest, Completion
 
+FLOOR_WINDOW = 2048  # an unstated window is never taken below this (the least --context-window accepts)
 MIN_REPLY = 64  # max_tokens is never lowered below this to fit the window (the server then says what is wrong)
 
 _OVERFLOW = re.compile(
@@ -138,6 +145,18 @@ class LearnedWindow:
                 return replace(request, max_tokens=max(MIN_REPLY, planning - estimate))
         return request
 
+    def halve(self, request_tokens: int) -> bool:
+        """Take the window as half a request of `request_tokens` estimated tokens that a reply without a number
+        called too long (never below FLOOR_WINDOW); True when the planning window shrank."""
+        with self._lock:
+            before = self.planning
+            self.stated = min(self.stated, max(FLOOR_WINDOW, min(self.stated, int(request_tokens * self.scale)) // 2))
+            if self.planning >= before:
+                return False
+            self.learned.append({"window": self.stated, "request_tokens": 0, "estimated_tokens": request_tokens,
+                                 "halved": 1})
+            return True
+
     def to_dict(self) -> dict[str, object]:
         return {"window": self.stated, "planning_window": self.planning, "scale": round(self.scale, 3),
                 "learned_from": list(self.learned)}
@@ -156,6 +175,9 @@ class Overflows:
             return await self.inner.complete(request)
         except ContextTooLong as exc:
             stated = stated_limit(f"{exc} {exc.body}")
+            estimate = prompt_estimate(request)
             if stated is not None:
-                self.window.learn(stated[0], stated[1], prompt_estimate(request))
+                self.window.learn(stated[0], stated[1], estimate)
+            else:  # no number said: half the request's size, until it fits or reaches the floor
+                self.window.halve(estimate + (request.max_tokens or 0))
             raise

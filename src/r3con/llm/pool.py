@@ -12,7 +12,13 @@ bottom of the stack; the layers above (retries, output checks, cache, accounting
 - Failover: an endpoint that gives no reply (refused, dropped, timed out) or `FIVE_XX_STREAK` 5xx
   replies in a row is taken out; its keys move to the others when their next call comes; the call
   that failed is sent to another endpoint at once (answered calls are never sent again). It is tried
-  again after `OUT_S` seconds, doubling up to `OUT_MAX_S` each time it fails again.
+  again after `OUT_S` seconds, doubling up to `OUT_MAX_S` each time it fails again, and then only once a
+  liveness probe (GET /models, `probe_timeout_s`) answers: a probe, never a real call, finds whether it is back.
+  Calls queued for an endpoint that is taken out move at once, without waiting for its slots.
+- Wedged endpoints (a process stopped with SIGSTOP, a hung GPU: connections accepted, nothing answered): a call
+  that has had no reply for `first_byte_s` seconds (R3CON_FIRST_BYTE_S, default 15) has its endpoint probed; an
+  endpoint that does not answer the probe within `probe_timeout_s` is taken out and every call it holds moves
+  at once. A busy endpoint answers the probe, and its calls keep waiting (up to `--timeout`).
 - Windows: each endpoint's window is discovered as for one; the pool plans for the smallest, so every
   part and prompt fits every endpoint and a document can move anywhere on failover.
 - Accounting: `stats()` gives, per endpoint, its calls, tokens, errors, time and documents served.
@@ -21,6 +27,7 @@ bottom of the stack; the layers above (retries, output checks, cache, accounting
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -32,10 +39,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings, check_base_url
+from ..config import Settings, check_base_url, same_endpoint
 from ..errors import ConfigError, ProviderError
 from .client import OpenAIChat
-from .endpoint import Account, Endpoint
+from .endpoint import Account, Endpoint, HTTPFailure
 from .retry import retryable
 from .routers import through_router
 from .routing import SHARED_KEY, routing_key
@@ -99,15 +106,20 @@ def read_pool_file(path: Path, env: dict[str, str] | None = None) -> tuple[PoolE
             if not key:
                 raise ConfigError(f"{where}: the variable {row['key_env']} named by key_env is not set")
         weight, concurrency = row.get("weight", 1.0), row.get("concurrency")
-        if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
-            raise ConfigError(f"{where}: weight must be a number above 0 (it was {weight!r})")
-        if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not (math.isfinite(weight) and weight > 0):
+            raise ConfigError(f"{where}: weight = {weight!r} cannot work; give a finite number above 0, such as 1 "
+                              "(twice another's weight: twice its documents)")
+        if concurrency is not None and (not isinstance(concurrency, int) or isinstance(concurrency, bool)
+                                        or concurrency < 1):
             raise ConfigError(f"{where}: concurrency must be a whole number of at least 1 (it was {concurrency!r})")
         entries.append(PoolEntry(check_base_url(row["url"]), api_key=key, model=row.get("model"), weight=float(weight),
                                  concurrency=concurrency))
-    urls = [e.url for e in entries]
-    if len(set(urls)) < len(urls):
-        raise ConfigError(f"--pool {path} names an endpoint twice; list each URL once")
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries, start=1):
+        first = seen.setdefault(same_endpoint(entry.url), i)
+        if first != i:
+            raise ConfigError(f"--pool {path}: endpoint {i} ({entry.url}) is endpoint {first} again (the same server "
+                              "however written); list each URL once")
     return tuple(entries)
 
 
@@ -142,6 +154,10 @@ class _Member:
     def __init__(self, entry: PoolEntry, chat: OpenAIChat, info: EndpointInfo, concurrency: int):
         self.entry, self.chat, self.info, self.concurrency = entry, chat, info, concurrency
         self.semaphore = asyncio.Semaphore(concurrency)
+        self.gone = asyncio.Event()  # set when it is taken out: wakes the calls queued for it or waiting on it
+        self.doubted = False  # taken out earlier: a probe must answer before it gets a real call again
+        self.alive_at = -math.inf  # when it last answered (a call or a probe), on the pool's clock
+        self.probing: asyncio.Lock = asyncio.Lock()  # one probe at a time
         self.keys = 0  # keys placed here
         self.stats = EndpointStats(entry.url, info.model, info.context_window, entry.weight, concurrency)
         self.served: set[str] = set()
@@ -159,14 +175,21 @@ class _Member:
 class Pooled:
     """The bottom of the stack for a pool: each call goes to its document's endpoint, or another if that one is out."""
 
-    def __init__(self, members: Sequence[_Member], *, unreachable: Sequence[str] = (), clock: Callable[[], float] = time.monotonic):
+    def __init__(self, members: Sequence[_Member], *, unreachable: Sequence[str] = (),
+                 clock: Callable[[], float] = time.monotonic, first_byte_s: float = 15.0, probe_timeout_s: float = 5.0):
         self._members = list(members)
+        self.first_byte_s, self.probe_timeout_s = first_byte_s, probe_timeout_s
+        self._listeners: list[Callable[[str], None]] = []
         self.unreachable = tuple(unreachable)  # endpoints that did not answer when the pool opened, and why
         self._home: dict[str, _Member] = {}
         self._clock = clock
         # the LLM cache's endpoint identity: the models served, so a run resumed over other replicas of them
         # finds the answers it had
         self.base_url = "pool:" + ",".join(sorted({m.entry.model or m.info.model for m in self._members}))
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        """`listener(line)` hears each time an endpoint is taken out: why, and when it is asked again."""
+        self._listeners.append(listener)
 
     async def aclose(self) -> None:
         for member in self._members:
@@ -220,20 +243,101 @@ class Pooled:
                 raise ProviderError(f"{self.base_url}: every endpoint of the pool is out (refused, timed out or "
                                     f"failing); the first is tried again in {max(back, 0):.0f} s",
                                     endpoint=self.base_url, retry_after=max(back, 0.0))
-            async with member.semaphore:
-                started = time.perf_counter()
-                try:
-                    completion = await member.chat.complete(self._for(member, request))
-                except ProviderError as failure:
-                    self._failed(member, failure, time.perf_counter() - started)
-                    if member.out_until <= self._clock():
-                        raise
-                    failed_over += 1  # taken out: the call goes to another endpoint now
-                    continue
+            if member.doubted and not await self._alive(member):
+                continue  # let back in by the clock, but its probe was not answered: out again, ask another
+            if not await self._enter(member):
+                failed_over += 1  # taken out while the call waited for one of its slots: it moves at once
+                continue
+            started = time.perf_counter()
+            try:
+                completion = await self._watched(member, request)
+            except ProviderError as failure:
+                self._failed(member, failure, time.perf_counter() - started)
+                if member.out_until <= self._clock():
+                    raise
+                failed_over += 1  # taken out: the call goes to another endpoint now
+                continue
+            except _Wedged:
+                failed_over += 1
+                continue
+            finally:
+                member.semaphore.release()
             self._answered(member, key, completion, time.perf_counter() - started)
             if failed_over:
                 completion = replace(completion, usage=completion.usage.with_event("failovers", failed_over))
             return completion
+
+    async def _enter(self, member: _Member) -> bool:
+        """Take one of `member`'s slots; False (none taken) if it is taken out while the call waits for one."""
+        if not member.semaphore.locked():
+            await member.semaphore.acquire()
+            return True
+        gone = member.gone
+        slot = asyncio.ensure_future(member.semaphore.acquire())
+        left = asyncio.ensure_future(gone.wait())
+        try:
+            await asyncio.wait({slot, left}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled while waiting: a slot it got is given back
+            if slot.done() and not slot.cancelled():
+                member.semaphore.release()
+            raise
+        finally:
+            left.cancel()
+            if not slot.done():
+                slot.cancel()
+        if slot.done() and not slot.cancelled():
+            if member.out_until > self._clock():  # got a slot, but the endpoint is out now: give it back
+                member.semaphore.release()
+                return False
+            return True
+        return False
+
+    async def _watched(self, member: _Member, request: ChatRequest) -> Completion:
+        """`member`'s answer to `request`; _Wedged when the endpoint stops answering probes (or is taken out by
+        another call that found so) before the reply comes."""
+        call = asyncio.ensure_future(member.chat.complete(self._for(member, request)))
+        gone = member.gone
+        try:
+            while True:
+                left = asyncio.ensure_future(gone.wait())
+                try:
+                    done, _ = await asyncio.wait({call, left}, timeout=self.first_byte_s,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    left.cancel()
+                if call in done:
+                    return call.result()
+                if gone.is_set() or not await self._alive(member):
+                    raise _Wedged(member.entry.url)
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await call
+
+    async def _alive(self, member: _Member) -> bool:
+        """Whether `member` answers a liveness probe (shared by the calls that ask at once); one that does not is
+        taken out."""
+        async with member.probing:
+            if member.out_until > self._clock():
+                return False  # another call's probe found it out already
+            if self._clock() - member.alive_at < min(self.first_byte_s, self.probe_timeout_s):
+                return True  # it answered a call or a probe a moment ago
+            probe = getattr(member.chat, "probe", None)
+            try:
+                if probe is not None:
+                    await asyncio.wait_for(probe(self.probe_timeout_s), self.probe_timeout_s)
+            except HTTPFailure as failure:
+                if failure.status >= 500:  # loading (503) or failing: not back
+                    self._take_out(member, f"its liveness probe answered HTTP {failure.status}")
+                    return False
+            except (ProviderError, ConfigError, TimeoutError, OSError):
+                self._take_out(member, f"it answered no liveness probe (GET /models) within {self.probe_timeout_s:g} s "
+                                       "(stopped or hung?)")
+                return False
+            member.alive_at = self._clock()
+            member.doubted = False
+            return True
 
     def _for(self, member: _Member, request: ChatRequest) -> ChatRequest:
         """`request` with the endpoint's own model (its pool entry's, or the one it serves) where the stage asked the
@@ -251,6 +355,7 @@ class Pooled:
                                completion_tokens=member.stats.completion_tokens + u.completion_tokens,
                                time_s=member.stats.time_s + elapsed)
         member.served.add(key)
+        member.alive_at = self._clock()
         member.stats = replace(member.stats, out=False)
         member.streak = 0
         member.out_s = OUT_S
@@ -263,16 +368,33 @@ class Pooled:
             member.streak += 1
             if member.streak < FIVE_XX_STREAK:
                 return
+        self._take_out(member, f"no reply ({str(exc)[:160]})" if exc.status is None else f"{FIVE_XX_STREAK} HTTP 5xx in a row")
+
+    def _take_out(self, member: _Member, why: str = "") -> None:
+        """Out for its time out (doubling each time), its keys free to move, the calls waiting on it woken."""
         if member.out_until > self._clock():
             return  # already out (another call saw it first)
+        member.doubted = True
+        member.alive_at = -math.inf  # what it answered before it went out says nothing about its return
+        member.gone.set()
+        member.gone = asyncio.Event()
         member.out_until = self._clock() + member.out_s
         member.out_s = min(member.out_s * 2, OUT_MAX_S)
         member.streak = 0
         member.stats = replace(member.stats, taken_out=member.stats.taken_out + 1, out=True)
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + member.out_until - self._clock()))
+        line = (f"pool: {member.entry.url} is out: {why}; its calls move to the other endpoints; a probe asks "
+                f"whether it is back from {until}")
+        for listener in list(self._listeners):
+            listener(line)
         for key, home in list(self._home.items()):  # its keys move when their next call comes
             if home is member:
                 del self._home[key]
                 member.keys -= 1
+
+
+class _Wedged(Exception):
+    """A pool endpoint stopped answering while it held a call (internal: the call moves to another)."""
 
 
 async def open_pool(settings: Settings, entries: Sequence[PoolEntry]) -> Pooled:
@@ -305,4 +427,5 @@ async def open_pool(settings: Settings, entries: Sequence[PoolEntry]) -> Pooled:
         if unexpected is not None:
             raise unexpected
         raise ConfigError(f"no endpoint of the pool answers: {'; '.join(problems)}")
-    return Pooled(members, unreachable=problems)
+    return Pooled(members, unreachable=problems, first_byte_s=settings.first_byte_s,
+                  probe_timeout_s=settings.probe_timeout_s)

@@ -95,20 +95,22 @@ class Retrier:
         self._sleep = sleep
         self._rng = random.Random(seed)
         self._listeners: list[Callable[[str], None]] = []
+        self._told_until = 0.0  # the end of the last wait said: the calls waiting together are said once
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
         """`listener(line)` hears of every wait of a second or more (a progress line shows it)."""
         self._listeners.append(listener)
 
-    async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
-        """`attempt()`'s result and the retries it took; raises the last error when retrying stops."""
+    async def run(self, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int, int]:
+        """`attempt()`'s result, the retries it took and its waits for a server that was down (which spend no
+        retry); raises the last error when retrying stops."""
         retries = waits = 0
         spent = 0.0  # seconds of this call so far: its attempts and its waits
         down: float | None = None  # when the server was first seen down, in this call's seconds
         while True:
             started = time.monotonic()
             try:
-                return await attempt(), retries + waits
+                return await attempt(), retries, waits
             except ProviderError as exc:
                 spent += time.monotonic() - started
                 if not retryable(exc):
@@ -119,8 +121,10 @@ class Retrier:
                         if exc.retry_after is None else min(max(0.0, exc.retry_after), self.policy.max_s)
                     if spent - down + delay > self.policy.outage_s:
                         raise _gave_up(exc, self.endpoint, f"the server was unavailable for {spent - down:.0f} s "
-                                       f"(R3CON_OUTAGE_S={self.policy.outage_s:g})", retries + waits) from exc
+                                       f"(R3CON_OUTAGE_S={self.policy.outage_s:g})", retries, waits=waits) from exc
                     if self.policy.call_s is None or spent + delay <= self.policy.call_s:
+                        if delay >= 1:
+                            self._tell(exc, delay, down=spent - down)
                         await self._sleep(delay)
                         spent += delay
                         waits += 1
@@ -147,9 +151,15 @@ class Retrier:
                 retries += 1
 
 
-    def _tell(self, exc: ProviderError, delay: float) -> None:
+    def _tell(self, exc: ProviderError, delay: float, down: float | None = None) -> None:
         why = "a rate limit (HTTP 429)" if exc.status == 429 else (f"HTTP {exc.status}" if exc.status else "no reply")
+        if down is not None:  # an outage: say how long it has lasted and how long it is waited out
+            why = (f"{'HTTP 503' if exc.status == 503 else 'connection refused'}: down or loading for {down:.0f} s "
+                   f"of the {self.policy.outage_s:g} s waited out, R3CON_OUTAGE_S")
         told = f"; it asked for {exc.retry_after:g} s" if exc.retry_after is not None else ""
+        if time.time() + delay <= self._told_until + 1.0:
+            return  # another call's wait, ending with this one, was said
+        self._told_until = time.time() + delay
         until = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
         line = (f"waiting {delay:.0f} s for {self.endpoint or exc.endpoint} ({why}{told}) until {until}; "
                 "Ctrl-C stops, --resume continues")
@@ -166,18 +176,21 @@ class Retrying:
         self.retrier = Retrier(policy, budget, endpoint, sleep=sleep, seed=seed)
 
     async def complete(self, request: ChatRequest) -> Completion:
-        completion, retries = await self.retrier.run(lambda: self.inner.complete(request))
-        if retries:
-            completion = replace(completion, usage=completion.usage.with_event("retries", retries))
+        completion, retries, waits = await self.retrier.run(lambda: self.inner.complete(request))
+        if retries or waits:
+            usage = completion.usage.with_event("retries", retries).with_event("waits", waits)
+            completion = replace(completion, usage=usage)
         return completion
 
 
-def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int, *, hint: bool = True) -> ProviderError:
+def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int, *, hint: bool = True,
+             waits: int = 0) -> ProviderError:
     advice = f"; {_helps(exc)}" if hint else ""
+    events = {name: n for name, n in (("retries", retries), ("waits", waits)) if n}
     return ProviderError(
         f"{endpoint or exc.endpoint}: giving up {why}; last error: {exc}{advice}",
         status=exc.status, body=exc.body, endpoint=exc.endpoint or endpoint, retry_after=exc.retry_after,
-        usage=Usage(events={"retries": retries}) if retries else None,
+        usage=Usage(events=events) if events else None,
     )
 
 

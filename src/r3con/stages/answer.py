@@ -11,6 +11,7 @@ observations, not failures.
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ..evidence import split_sources
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..sandbox import Sandbox, SandboxLimits
+from ..tables import table_name, unique_name
 
 STAGE = "reason"
 _CODE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", flags=re.DOTALL)
@@ -126,6 +128,18 @@ def model_view(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, l
             for name, rows in tables.items()}
 
 
+def sandbox_names(tables: Mapping[str, Any]) -> dict[str, str]:
+    """{record type: the name the sandbox binds it to}: the type's own name where it is a Python identifier
+    (not a keyword), else made safe as the tables' names are (`tables.table_name`), each distinct."""
+    out: dict[str, str] = {}
+    for name in tables:
+        safe = name if name.isidentifier() and not keyword.iskeyword(name) else table_name(name)
+        if keyword.iskeyword(safe):
+            safe += "_"
+        out[name] = unique_name(safe, set(out.values()))
+    return out
+
+
 def _missing_text(missing: Sequence[str]) -> str:
     return ", ".join(f"Document {key}" for key in missing)
 
@@ -152,17 +166,23 @@ async def answer_with_code(
 ) -> AnswerResult:
     """Run the coding agent until it calls final_answer or reaches `max_steps`."""
     view = model_view(tables)
+    names = sandbox_names(view)
+    renamed = "; ".join(f"record type {name!r} is {safe} (records[{safe!r}], dfs[{safe!r}])"
+                        for name, safe in names.items() if name != safe)
+    if renamed:  # the model's own type names, as the sandbox can bind them
+        schema = f"{schema}\n\nIn the sandbox, {renamed}."
     system = render("agent_system", max_steps=options.max_steps)
     first = render("agent_task", task=task, notes=notes_text, schema=schema,
                    data=data_view(view, options.data_view_chars), missing=_missing_text(missing))
     # one list per table, bound as records[name], as `name` and as dfs[name]: the sandbox sends it once
-    variables: dict[str, Any] = {"records": view, "notes": dict(notes)}
-    for name, rows in view.items():
-        if name.isidentifier() and name not in variables:
+    safe_view = {names[name]: rows for name, rows in view.items()}
+    variables: dict[str, Any] = {"records": {**view, **safe_view}, "notes": dict(notes)}
+    for name, rows in safe_view.items():
+        if name not in variables:
             variables[name] = rows
     variables.update(extra_variables or {})
-    sandbox = Sandbox(variables=variables, dataframes=view, limits=options.sandbox_limits, mode=options.sandbox_mode,
-                      scratch_root=options.scratch_root)
+    sandbox = Sandbox(variables=variables, dataframes=safe_view, limits=options.sandbox_limits,
+                      mode=options.sandbox_mode, scratch_root=options.scratch_root)
     return await run_agent(llm, system, first, sandbox, options)
 
 

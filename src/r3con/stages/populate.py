@@ -107,6 +107,32 @@ class _Form:
         return cls(sent, text, validator, estimate_tokens(f"{task}\n{text}") + SHARED_OVERHEAD)
 
 
+MAX_RECORDS = 2_000  # records one document part may yield
+MAX_FIELDS = 256  # fields one record may have (the schema's and r3con's own _ fields)
+MAX_VALUE_CHARS = 20_000  # characters one field's value may take, as JSON
+
+
+def over_limits(tables: Mapping[str, Sequence[Any]]) -> str | None:
+    """What in a reply's records is over MAX_RECORDS, MAX_FIELDS or MAX_VALUE_CHARS (a broken or hostile
+    reply: one record of 100,000 fields took a run to 4 GiB); None when nothing is."""
+    count = sum(len(rows) for rows in tables.values())
+    if count > MAX_RECORDS:
+        return f"{count:,} records, more than the {MAX_RECORDS:,} one document part may yield"
+    for name, rows in tables.items():
+        for i, row in enumerate(rows, start=1):
+            if not isinstance(row, Mapping):
+                continue
+            if len(row) > MAX_FIELDS:
+                return f"record {i} of {name!r} has {len(row):,} fields, more than the {MAX_FIELDS} a record may have"
+            for field_name, value in row.items():
+                size = len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False, default=str)) \
+                    if isinstance(value, list | dict) else 0
+                if size > MAX_VALUE_CHARS:
+                    return (f"field {str(field_name)[:40]!r} of record {i} of {name!r} holds {size:,} characters, more "
+                            f"than the {MAX_VALUE_CHARS:,} a value may take")
+    return None
+
+
 async def populate_document(
     llm: LLM, task: str, form: _Form, call: CallPlan, first: NotesChoice, options: PopulateOptions,
 ) -> _DocRecords:
@@ -162,6 +188,9 @@ async def _populate_once(
             if error is None:
                 repaired_any = repaired_any or repaired
                 tables = {name: list(value.get(name) or []) for name in schema["properties"]}
+                over = over_limits(tables)
+                if over is not None:  # not a mistake a re-ask mends: the document degrades, saying why
+                    raise OutputError(f"the reply's records are over r3con's limits: {over}")
                 return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first,
                                    conversation=(*messages, Message("assistant", reply)))
             problem = _validation_message(error)
@@ -198,6 +227,8 @@ async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, op
     if jsonschema.exceptions.best_match(form.validator.iter_errors(value)) is not None:
         return replace(result, evidence_reasked=True)
     tables = {name: list(value.get(name) or []) for name in form.schema["properties"]}
+    if over_limits(tables) is not None:
+        return replace(result, evidence_reasked=True)  # the first records stand, flagged
     check(tables, doc, hay, skip, source)
     return replace(result, records=tables, evidence_reasked=True)
 

@@ -47,6 +47,7 @@ class _State:
     cache_blocks: int = 200_000  # prefix-cache capacity in 64-character blocks (LRU), like a KV cache's
     note_sentences: int = 3  # how many of a document's task-related sentences a note quotes
     relevance: DrawnRelevance | None = None  # relevance drawn independently of the words (else word overlap)
+    overflow_message: str = ""  # a "too long" reply's words, instead of vLLM's numbered ones (Ollama's say none)
     calls: list[dict[str, Any]] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     prefixes: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -219,8 +220,9 @@ class _Handler(BaseHTTPRequestHandler):
         if prompt_tokens > self.state.max_model_len:
             record.update(status=400, fault="too-long")
             self.state.log(record)
-            self._error(400, f"This model's maximum context length is {self.state.max_model_len} tokens. "
-                             f"However, you requested {prompt_tokens} tokens in the messages.")
+            self._error(400, self.state.overflow_message or (
+                f"This model's maximum context length is {self.state.max_model_len} tokens. "
+                f"However, you requested {prompt_tokens} tokens in the messages."))
             return
         fmt = body.get("response_format") or {}
         if self.state.faults is not None and not self.state.faults.json_schema and fmt.get("type") == "json_schema":
@@ -296,8 +298,8 @@ class FakeLLMServer:
     def __init__(self, port: int = 0, *, model: str = "r3con-scripted", max_model_len: int = 32768,
                  faults: FaultPlan | None = None, log_path: Path | None = None,
                  latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000,
-                 note_sentences: int = 3, relevance: DrawnRelevance | None = None):
-        state = _State(model=model, max_model_len=max_model_len, faults=faults,
+                 note_sentences: int = 3, relevance: DrawnRelevance | None = None, overflow_message: str = ""):
+        state = _State(model=model, max_model_len=max_model_len, faults=faults, overflow_message=overflow_message,
                        log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks,
                        note_sentences=note_sentences, relevance=relevance)
         self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=batch_delay_s)
