@@ -220,19 +220,77 @@ async def run_eval(
         raise ConfigError("--workers must be at least 1")
     if not methods:
         raise ConfigError("no method to evaluate; pass --method NAME")
-    runner = method_fn if method_fn is not None else _default_runner(methods)
     spec = judge_spec(task_set.benchmark, judge_prompt, judge_protocol)
     judge_settings = judge_settings or settings
     out_dir.mkdir(parents=True, exist_ok=True)
     _update_manifest(out_dir, task_set, methods, settings, spec, rejudge, judge_settings)
-
     # --max-cost covers this whole call: every method run and the judge spend against one cap
     cap = CostCap(settings.max_cost_usd) if settings.max_cost_usd is not None else None
-    judge = _LazyJudge(judge_settings, out_dir / "judge-calls.jsonl", judge_llm, cap)
-    semaphore = asyncio.Semaphore(workers)
-    counts = {"ran": 0, "judged": 0}
+    evaluation = _Evaluation(
+        settings=settings, out_dir=out_dir, spec=spec, cap=cap,
+        runner=method_fn if method_fn is not None else _default_runner(methods),
+        judge=_LazyJudge(judge_settings, out_dir / "judge-calls.jsonl", judge_llm, cap),
+        semaphore=asyncio.Semaphore(workers), score_capped=score_capped, retry_failed=retry_failed,
+        rejudge=rejudge, on_record=on_record)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for task in task_set.tasks:
+                for method in methods:
+                    group.create_task(evaluation.one(method, task))
+    except BaseExceptionGroup as group_error:
+        # One task's error stopped the rest; raise it as it is (an R3conError becomes a one-line message).
+        raise _first_error(group_error) from None
+    finally:
+        await evaluation.judge.aclose()
+    return evaluation.result(task_set, methods)
 
-    async def run_method(method: str, task: EvalTask) -> TaskRecord:
+
+@dataclass
+class _Evaluation:
+    """One `run_eval`: each (method, task) run once, judged once, and recorded as it goes."""
+
+    settings: Settings
+    out_dir: Path
+    spec: JudgeSpec
+    cap: CostCap | None
+    runner: MethodRunner
+    judge: _LazyJudge
+    semaphore: asyncio.Semaphore
+    score_capped: bool
+    retry_failed: bool
+    rejudge: bool
+    on_record: RecordCallback | None
+    counts: dict[str, int] = field(default_factory=lambda: {"ran": 0, "judged": 0})
+
+    async def one(self, method: str, task: EvalTask) -> None:
+        """`task` by `method`: run unless recorded (or failed and `retry_failed`), judged unless judged."""
+        async with self.semaphore:
+            path = record_path(self.out_dir, method, task.id)
+            record = read_record(path) if path.exists() else None
+            action = "kept"
+            if record is None or (self.retry_failed and record.status == FAILED):
+                record = await self.run_method(method, task)
+                self.counts["ran"] += 1
+                action = "ran"
+                write_record(self.out_dir, record)
+            if self.needs_judging(record):
+                started = time.monotonic()
+                beat = asyncio.create_task(self.heartbeat(record, started)) if self.on_record is not None else None
+                try:
+                    verdict, asked = await self.verdict_for(record, task)
+                finally:
+                    if beat is not None:
+                        beat.cancel()
+                record = replace(record, verdict=verdict, judge_s=time.monotonic() - started)
+                if asked:
+                    self.counts["judged"] += 1
+                    action = "judged" if action == "kept" else action
+                write_record(self.out_dir, record)
+            if self.on_record is not None:
+                self.on_record(record, action)
+
+    async def run_method(self, method: str, task: EvalTask) -> TaskRecord:
+        out_dir, settings = self.out_dir, self.settings
         run_dir = out_dir / safe_name(method) / "runs" / safe_name(task.id)
         base = TaskRecord(
             task_id=task.id, benchmark=task.benchmark, method=method, model=settings.model, status=ANSWERED,
@@ -241,8 +299,8 @@ async def run_eval(
         )
         started = time.monotonic()
         try:
-            with sharing(cap):
-                outcome = await runner(method, task.task_text, task.documents, settings, run_dir)
+            with sharing(self.cap):
+                outcome = await self.runner(method, task.task_text, task.documents, settings, run_dir)
         except (ConfigError, BudgetExceeded):
             raise  # every other task would fail the same way (or --max-cost is reached): stop, say what to do
         except R3conError as exc:
@@ -259,80 +317,46 @@ async def run_eval(
             run_dir=_relative(outcome.run_dir, out_dir),
         )
 
-    async def verdict_for(record: TaskRecord, task: EvalTask) -> tuple[Verdict, bool]:
+    async def verdict_for(self, record: TaskRecord, task: EvalTask) -> tuple[Verdict, bool]:
         """The verdict, and whether the judge was asked for it."""
         lenient = False if task.gold_lenient is not None else None
         if record.status == FAILED:
             return Verdict(status=FAILED_VERDICT, error=record.error, lenient_correct=lenient), False
-        if record.status == CAPPED and not score_capped:
+        if record.status == CAPPED and not self.score_capped:
             return Verdict(status=CAPPED_VERDICT, lenient_correct=lenient), False
-        verdict = await judge_answer(spec, task, record.answer, judge)
+        verdict = await judge_answer(self.spec, task, record.answer, self.judge)
         return verdict, verdict.status != EMPTY
 
-    def needs_judging(record: TaskRecord) -> bool:
+    def needs_judging(self, record: TaskRecord) -> bool:
         verdict = record.verdict
         if verdict is None or verdict.status == JUDGE_ERROR:
             return True
-        return rejudge and verdict.prompt_hash != spec.prompt.hash and verdict.status not in (FAILED_VERDICT, CAPPED_VERDICT)
+        return self.rejudge and verdict.prompt_hash != self.spec.prompt.hash \
+            and verdict.status not in (FAILED_VERDICT, CAPPED_VERDICT)
 
-    async def _heartbeat(record: TaskRecord, started: float) -> None:
+    async def heartbeat(self, record: TaskRecord, started: float) -> None:
         """`on_record(record, "judging N s")` every JUDGE_HEARTBEAT_S while a slow judge works on it."""
-        while on_record is not None:
+        while self.on_record is not None:
             await asyncio.sleep(JUDGE_HEARTBEAT_S)
-            on_record(record, f"judging {time.monotonic() - started:.0f} s")
+            self.on_record(record, f"judging {time.monotonic() - started:.0f} s")
 
-    async def one(method: str, task: EvalTask) -> None:
-        async with semaphore:
-            path = record_path(out_dir, method, task.id)
-            record = read_record(path) if path.exists() else None
-            action = "kept"
-            if record is None or (retry_failed and record.status == FAILED):
-                record = await run_method(method, task)
-                counts["ran"] += 1
-                action = "ran"
-                write_record(out_dir, record)
-            if needs_judging(record):
-                started = time.monotonic()
-                beat = asyncio.create_task(_heartbeat(record, started)) if on_record is not None else None
-                try:
-                    verdict, asked = await verdict_for(record, task)
-                finally:
-                    if beat is not None:
-                        beat.cancel()
-                record = replace(record, verdict=verdict, judge_s=time.monotonic() - started)
-                if asked:
-                    counts["judged"] += 1
-                    action = "judged" if action == "kept" else action
-                write_record(out_dir, record)
-            if on_record is not None:
-                on_record(record, action)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for task in task_set.tasks:
-                for method in methods:
-                    group.create_task(one(method, task))
-    except BaseExceptionGroup as group_error:
-        # One task's error stopped the rest; raise it as it is (an R3conError becomes a one-line message).
-        raise _first_error(group_error) from None
-    finally:
-        await judge.aclose()
-
-    records: dict[str, tuple[TaskRecord, ...]] = {}
-    for method in methods:
-        records[method] = tuple(
-            read_record(p) for t in task_set.tasks if (p := record_path(out_dir, method, t.id)).exists()
+    def result(self, task_set: TaskSet, methods: Sequence[str]) -> EvalResult:
+        """What the folder holds now, per method: the records, their summaries and usage."""
+        records: dict[str, tuple[TaskRecord, ...]] = {}
+        for method in methods:
+            records[method] = tuple(
+                read_record(p) for t in task_set.tasks if (p := record_path(self.out_dir, method, t.id)).exists()
+            )
+        return EvalResult(
+            out_dir=self.out_dir,
+            benchmark=task_set.benchmark,
+            summaries={m: summarize_records(rs, task_set.benchmark) for m, rs in records.items()},
+            records=records,
+            skipped=dict(task_set.skipped),
+            ran=self.counts["ran"],
+            judged=self.counts["judged"],
+            usage={m: sum((r.usage for r in rs), Usage()) for m, rs in records.items()},
+            judge_usage={
+                m: sum((r.verdict.usage for r in rs if r.verdict is not None), Usage()) for m, rs in records.items()
+            },
         )
-    return EvalResult(
-        out_dir=out_dir,
-        benchmark=task_set.benchmark,
-        summaries={m: summarize_records(rs, task_set.benchmark) for m, rs in records.items()},
-        records=records,
-        skipped=dict(task_set.skipped),
-        ran=counts["ran"],
-        judged=counts["judged"],
-        usage={m: sum((r.usage for r in rs), Usage()) for m, rs in records.items()},
-        judge_usage={
-            m: sum((r.verdict.usage for r in rs if r.verdict is not None), Usage()) for m, rs in records.items()
-        },
-    )
