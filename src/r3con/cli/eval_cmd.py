@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ..errors import ConfigError, R3conError
+from ._options import settings_options
 
 eval_app = typer.Typer(
     name="eval", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -79,6 +80,8 @@ NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (t
 
 @eval_app.command()
 @_one_line_errors
+@settings_options("model", "base_url", "pool", "api_key", "stage_model", "concurrency", "embedding_model", "max_cost",
+                  "batch", "prices", "cache", "no_cache")
 def run(
     benchmark: Benchmark,
     data: Data = None,
@@ -101,23 +104,13 @@ def run(
     score_capped: Annotated[bool, typer.Option("--score-capped", help="Judge step-capped answers instead of scoring them worst")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False,
     rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False,
-    model: Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")] = None,
-    base_url: Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers); repeat it for a pool of replicas")] = None,
-    pool: Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file of endpoints (docs/scale.md)")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")] = None,
-    stage_model: Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL (repeatable)")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight per client (default 8)")] = None,
-    embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="Model of the endpoint's /v1/embeddings for dense retrieval in rag and raptor (env R3CON_EMBEDDING_MODEL; default: BM25 only)")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before this command's spend (USD; every task's method and the judge) would pass this; rerun to resume")] = None,
-    batch: Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API")] = None,
-    cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
     no_plots: NoPlots = False,
     as_json: Json = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
+    flags: dict[str, Any] | None = None,
 ) -> None:
     """Run methods over a benchmark's tasks, judge the answers, and write a report into OUT/report."""
-    from ..config import Settings, endpoint_flags, parse_stage_models
+    from ..config import Settings
     from ..eval import (
         build_report,
         load_benchmark,
@@ -133,16 +126,12 @@ def run(
     from ._warnings import warn_unknown_variables
 
     warn_unknown_variables()
-    stages = parse_stage_models(stage_model)
+    flags = dict(flags or {})
     chosen_judge = choose_judge(benchmark, judge, model=judge_model, base_url=judge_base_url, api_key=judge_api_key,
                                 env=os.environ)
     if chosen_judge.base_url is None and judge_model:
-        stages["judge"] = judge_model
-    settings = Settings.resolve(
-        **endpoint_flags(base_url, pool), api_key=api_key, model=model, stage_models=stages, concurrency=concurrency,
-        embedding_model=embedding_model, cache_path=cache, cache=False if no_cache else None,
-        max_cost_usd=max_cost, batch=batch,
-    )
+        flags["stage_models"] = {**flags.get("stage_models", {}), "judge": judge_model}
+    settings = Settings.resolve(**flags)
     set_filter = _ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None)
     filters = TaskFilter(
         sets=set_filter, levels=_ints("--levels", levels), domains=_strings(domains),
