@@ -204,16 +204,11 @@ def _inputs_within(inputs: Mapping[str, Any], mentioned: set[str]) -> dict[str, 
     return out
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Everything the report shows, as JSON-ready data (document texts under "texts", by document number)."""
-    folder = Folder(Path(path))
-    manifest = _dict(folder.json("manifest.json", {}))
-    result = _dict(folder.json("result.json", {}))
-    answer = folder.text("answer.txt")
+def _documents(folder: Folder, manifest: dict[str, Any], cited: set[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The run's documents (the manifest's, and any only documents.jsonl lists) and the texts the page holds:
+    every one, or of a large run only the cited ones."""
     documents = [d for d in _list(manifest.get("documents")) if isinstance(d, dict)]
     listed = {str(d.get("doc")) for d in documents}
-    evidence = [e for e in _list(result.get("evidence")) if isinstance(e, dict)]
-    cited = {str(e.get("doc")) for e in evidence}
     texts: dict[str, str] = {}
     large = len(documents) > TEXTS_UP_TO
     for line in folder.each_line("documents.jsonl"):
@@ -223,10 +218,37 @@ def load(path: Path) -> dict[str, Any]:
             if str(line["doc"]) not in listed:
                 listed.add(str(line["doc"]))
                 documents.append({"doc": line["doc"], "title": line.get("title", ""), "source": line.get("source", "")})
-    if large:
+    if len(documents) > TEXTS_UP_TO:
         folder.problems.append(f"{len(documents):,} documents: the texts of the cited ones and the notes of the first "
                                f"{TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl and "
                                "notes/)")
+    return documents, texts
+
+
+def _within(folder: Folder, mentioned: set[str], documents: list[dict[str, Any]], inputs: dict[str, Any],
+            evidence_stats: Any) -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
+    """A large run's documents, inputs and evidence counts, cut to the documents the page mentions."""
+    total = len(documents)
+    documents = [d for d in documents if str(d.get("doc")) in mentioned]
+    if isinstance(evidence_stats, dict) and isinstance(evidence_stats.get("by_doc"), dict):
+        evidence_stats = {**evidence_stats, "by_doc": {k: v for k, v in evidence_stats["by_doc"].items()
+                                                       if k in mentioned}}
+    folder.problems.append(f"{total:,} documents: the {len(documents):,} this page mentions (the first "
+                           f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
+                           "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
+    return documents, _inputs_within(inputs, mentioned), evidence_stats
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Everything the report shows, as JSON-ready data (document texts under "texts", by document number)."""
+    folder = Folder(Path(path))
+    manifest = _dict(folder.json("manifest.json", {}))
+    result = _dict(folder.json("result.json", {}))
+    answer = folder.text("answer.txt")
+    evidence = [e for e in _list(result.get("evidence")) if isinstance(e, dict)]
+    cited = {str(e.get("doc")) for e in evidence}
+    documents, texts = _documents(folder, manifest, cited)
+    large = len(documents) > TEXTS_UP_TO
     rounds, notes = _notes(folder, TEXTS_UP_TO if large else None, frozenset(cited))
     records = folder.records(RECORDS_UP_TO if large else None, cited)
     schema = folder.json("schema.json")
@@ -241,14 +263,7 @@ def load(path: Path) -> dict[str, Any]:
     if large:  # the page lists the documents it mentions; manifest.json, reuse.json and result.json hold all
         mentioned = ({str(d.get("doc")) for d in documents[:TEXTS_UP_TO]} | cited
                      | {str(r.get("_doc")) for rows in records.values() for r in rows})
-        documents = [d for d in documents if str(d.get("doc")) in mentioned]
-        inputs = _inputs_within(inputs, mentioned)
-        if isinstance(evidence_stats, dict) and isinstance(evidence_stats.get("by_doc"), dict):
-            evidence_stats = {**evidence_stats, "by_doc": {k: v for k, v in evidence_stats["by_doc"].items()
-                                                           if k in mentioned}}
-        folder.problems.append(f"{documents_total:,} documents: the {len(documents):,} this page mentions (the first "
-                               f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
-                               "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
+        documents, inputs, evidence_stats = _within(folder, mentioned, documents, inputs, evidence_stats)
     # what the page shows of the manifest, and the manifest let go before reuse.json is read: a large run's
     # two files, parsed, are hundreds of megabytes each
     run = {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
