@@ -78,6 +78,50 @@ Json = Annotated[bool, typer.Option("--json", help="Print one JSON object instea
 NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib)")]
 
 
+class _Progress:
+    """One line on stderr per task as it is kept, run or judged (and while a slow judge works on it)."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.done = total, quiet, 0
+
+    def record(self, record: Any, action: str) -> None:
+        if action.startswith("judging"):  # a slow judge: still working on it, not done
+            if not self.quiet:
+                print(f"[{self.done}/{self.total}] {record.method} {record.task_id}: {action} so far", file=sys.stderr,
+                      flush=True)
+            return
+        self.done += 1
+        if self.quiet:
+            return
+        verdict = record.verdict
+        outcome = "pending" if verdict is None else ("correct" if verdict.correct else verdict.status)
+        if verdict is not None and verdict.status == "judged" and not verdict.correct:
+            outcome = "wrong"
+        if verdict is not None and verdict.rating is not None:
+            outcome += f" (rating {verdict.rating})"
+        print(f"[{self.done}/{self.total}] {record.method} {record.task_id}: {action}, {outcome}", file=sys.stderr,
+              flush=True)
+
+
+def _methods(methods: list[str], option: list[str] | None) -> Any:
+    """The methods' runner with their `--option`s (None: each with its defaults); ConfigError for an unknown
+    method or one whose extra is not installed."""
+    from ..methods import available_methods, check_extras, configured_methods
+
+    unknown = [m for m in methods if m not in available_methods()]
+    if unknown:
+        raise ConfigError(f"unknown method {unknown[0]!r}; choose one of {', '.join(available_methods())}")
+    check_extras(methods)
+    if not option:
+        return None
+    chosen = configured_methods(methods, option)
+
+    async def configured(name: str, task: str, documents: Any, settings: Any, run_dir: Path) -> Any:
+        return await chosen[name](task, documents, settings, run_dir)
+
+    return configured
+
+
 @eval_app.command()
 @_one_line_errors
 @settings_options("model", "base_url", "pool", "api_key", "stage_model", "concurrency", "embedding_model", "max_cost",
@@ -112,12 +156,10 @@ def run(
     """Run methods over a benchmark's tasks, judge the answers, and write a report into OUT/report."""
     from ..config import Settings
     from ..eval import (
-        build_report,
         load_benchmark,
         prompt_from_file,
         resolve_data_dir,
         run_eval,
-        write_report,
     )
     from ..eval.benchmarks import paper_coverage
     from ..eval.judges import choose_judge
@@ -132,61 +174,25 @@ def run(
     if chosen_judge.base_url is None and judge_model:
         flags["stage_models"] = {**flags.get("stage_models", {}), "judge": judge_model}
     settings = Settings.resolve(**flags)
-    set_filter = _ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None)
     filters = TaskFilter(
-        sets=set_filter, levels=_ints("--levels", levels), domains=_strings(domains),
-        languages=_strings(languages), task_ids=_strings(tasks), limit=limit,
-    )
+        sets=_ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None),
+        levels=_ints("--levels", levels), domains=_strings(domains), languages=_strings(languages),
+        task_ids=_strings(tasks), limit=limit)
     task_set = load_benchmark(benchmark, resolve_data_dir(benchmark, data), filters)
     if not task_set.tasks:
         raise ConfigError(f"no {benchmark} task matches the filters; loosen --sets/--domains/--levels/--tasks")
     out_dir = out or Path("r3con-evals") / benchmark
     prompt = prompt_from_file(judge_prompt) if judge_prompt else None
-    judge_settings = None
-    if chosen_judge.base_url is not None:  # another endpoint judges: its own URL, key and model
-        judge_settings = dataclasses.replace(
-            settings, base_url=chosen_judge.base_url, base_urls=(chosen_judge.base_url,), pool_file=None,
-            api_key=chosen_judge.api_key, model=chosen_judge.model, stage_models={},
-        )
+    judge_settings = None if chosen_judge.base_url is None else dataclasses.replace(  # another endpoint judges:
+        settings, base_url=chosen_judge.base_url, base_urls=(chosen_judge.base_url,), pool_file=None,  # its own URL,
+        api_key=chosen_judge.api_key, model=chosen_judge.model, stage_models={})  # key and model
     coverage = paper_coverage(task_set)
     methods = _method_names(method)
-    total = len(task_set.tasks) * len(methods)
-    done = 0
-
-    def progress(record: Any, action: str) -> None:
-        nonlocal done
-        if action.startswith("judging"):  # a slow judge: still working on it, not done
-            if not quiet:
-                print(f"[{done}/{total}] {record.method} {record.task_id}: {action} so far", file=sys.stderr, flush=True)
-            return
-        done += 1
-        if quiet:
-            return
-        verdict = record.verdict
-        outcome = "pending" if verdict is None else ("correct" if verdict.correct else verdict.status)
-        if verdict is not None and verdict.status == "judged" and not verdict.correct:
-            outcome = "wrong"
-        if verdict is not None and verdict.rating is not None:
-            outcome += f" (rating {verdict.rating})"
-        print(f"[{done}/{total}] {record.method} {record.task_id}: {action}, {outcome}", file=sys.stderr, flush=True)
-
-    from ..methods import available_methods, check_extras, configured_methods
-
-    unknown = [m for m in methods if m not in available_methods()]
-    if unknown:
-        raise ConfigError(f"unknown method {unknown[0]!r}; choose one of {', '.join(available_methods())}")
-    check_extras(methods)
+    progress = _Progress(len(task_set.tasks) * len(methods), quiet)
+    method_fn = _methods(methods, option)
     from ._local import with_local_server
 
     settings = with_local_server(settings, quiet=quiet, required=False)  # some methods need no endpoint
-    method_fn: Any = None
-    if option:
-        chosen = configured_methods(methods, option)
-
-        async def configured(name: str, task: str, documents: Any, settings: Any, run_dir: Path) -> Any:
-            return await chosen[name](task, documents, settings, run_dir)
-
-        method_fn = configured
     if not quiet:
         if coverage is not None:
             print(coverage.line(), file=sys.stderr)
@@ -196,11 +202,19 @@ def run(
     result = asyncio.run(run_eval(
         task_set, settings, out_dir, methods=methods, workers=workers, judge_prompt=prompt,
         judge_protocol=judge_protocol, judge_settings=judge_settings,
-        score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress, method_fn=method_fn,
+        score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress.record,
+        method_fn=method_fn,
     ))
+    _report(result, out_dir, coverage, plots=not no_plots, as_json=as_json)
+
+
+def _report(result: Any, out_dir: Path, coverage: Any, *, plots: bool, as_json: bool) -> None:
+    """Write the evaluation's report into OUT/report and print the result (a table, or one JSON object)."""
+    from ..eval import build_report, write_report
+
     report_dir = out_dir / "report"
-    files = write_report(build_report([out_dir]), report_dir, plots=not no_plots)
-    _say_if_plots_skipped(no_plots)
+    files = write_report(build_report([out_dir]), report_dir, plots=plots)
+    _say_if_plots_skipped(not plots)
     if as_json:
         print(json.dumps({**result.to_dict(), "paper_set": coverage.to_dict() if coverage else None,
                           "report": [str(f) for f in files]}, ensure_ascii=False))
