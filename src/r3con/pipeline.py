@@ -15,6 +15,7 @@ from .artifacts import RunDir
 from .config import DEFAULT_CONCURRENCY, Settings
 from .corpus import Document, FilesSeen, split_documents, split_documents_async
 from .errors import ConfigError, InputError, OutputError
+from .engine import open_engine
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm
@@ -200,7 +201,9 @@ async def run(
         parts = await stored.split(docs, part_budget(settings, llm.endpoint.context_window))
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
                              on_end=on_end, stored=stored)
-    async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap) as stack:
+    # --engine ray: the per-document calls go to Ray workers (`engine`); the stages are the same code
+    async with open_engine(settings) as remote, build_llm(settings, calls_log=run_dir.calls_path, cap=cap,
+                                                          remote=remote) as stack:
         # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run
         # killed while a large document is split or hashed leaves no empty folder
         parts = await stored.split(docs, part_budget(settings, stack.endpoint.context_window))

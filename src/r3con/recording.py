@@ -195,6 +195,9 @@ class RunRecord:
         manifest, selections = self.manifest, self.selections
         if self.llm.pool is not None:  # per endpoint of a pool, in both
             total["by_endpoint"] = manifest["endpoint"]["pool"] = self.llm.endpoints()
+        if self.llm.engine is not None:  # --engine ray: the cluster and what each worker did (`engine`)
+            total["by_worker"] = (engine := self.llm.engine.to_dict())["per_worker"]
+            manifest["engine"] = engine
         self.run_dir.write_json("usage.json", total)
         manifest["inputs"] = self.degraded().to_dict()
         manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import STAGES, Settings
 from ..errors import ConfigError
@@ -27,6 +28,9 @@ from .routers import through_router
 from .slots import concurrency_for
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
+
+if TYPE_CHECKING:
+    from ..engine import Remote
 
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "LLMStack", "Ledger", "Message", "Price",
@@ -50,6 +54,7 @@ class LLMStack:
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
     window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
+    engine: Remote | None = None  # the workers the calls go to (`--engine ray`), else None: this process sends them
 
     @property
     def planning_window(self) -> int:
@@ -76,7 +81,7 @@ class LLMStack:
 
 @asynccontextmanager
 async def build_llm(settings: Settings, calls_log: Path | None = None, *,
-                    cap: CostCap | None = None) -> AsyncIterator[LLMStack]:
+                    cap: CostCap | None = None, remote: Remote | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
     Top to bottom: stage models, call log, accounting, earlier runs' replies (`Replayed`), cache, a
@@ -86,6 +91,10 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
+    `remote`: workers that each hold a stack of their own built from the same settings (`engine`): the
+    calls go to them below the rate and concurrency limits, and the layers the workers apply (output
+    checks, retries, the cache) are not stacked here again; the endpoint is still opened here, to learn
+    its model and window.
     """
     entries = pool_entries(settings)
     pool: Pooled | None = None
@@ -104,7 +113,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             concurrency = await concurrency_for(base.endpoint, settings)
         ledger = Ledger()
         prices = PriceTable.load(settings.prices_file)
-        stack: LLM = base
+        stack: LLM = base if remote is None else remote
         cap = cap or shared_cap()
         if cap is None and settings.max_cost_usd is not None:
             cap = CostCap(settings.max_cost_usd, spent_before=spent_in(calls_log))
@@ -114,7 +123,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     "does not exceed; raise --max-cost above what was spent to continue it")
         if cap is not None:
             check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
-        if settings.batch and isinstance(base, OpenAIChat):
+        if settings.batch and isinstance(base, OpenAIChat) and remote is None:
             # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
             # a job's calls are in flight together, so all of them reserve
             stack = Batched(base, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
@@ -133,14 +142,15 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s,
                                                 settings.outage_s),
                             budget, base.base_url)
-        stack = retrying
-        stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
+        if remote is None:  # --engine ray: each worker's own stack checks the output and retries (`engine`)
+            stack = retrying
+            stack = OutputChecked(stack, budget, max_tokens_cap=settings.max_tokens_cap)
         replies = LoggedReplies(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
         closing.callback(replies.close)
         if len(replies):
             stack = FolderReplies(stack, replies)
         cache: CallCache | None = None
-        if settings.cache and settings.cache_path is not None:
+        if settings.cache and settings.cache_path is not None and remote is None:
             cache = CallCache(settings.cache_path)
             closing.callback(cache.close)
             stack = Cached(stack, cache, base.base_url)
@@ -156,7 +166,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
         stack = StageModels(stack, settings.model_for, endpoint.model)
         yield LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
                        cache=cache, replayed=replayed, pool=pool, near_window=near, window=window,
-                       concurrency=concurrency)
+                       concurrency=concurrency, engine=remote)
     finally:
         closing.close()
         await base.aclose()

@@ -1,0 +1,177 @@
+"""`--engine ray`: the calls go to Ray actors, each holding r3con's LLM stack built from the run's settings."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import zlib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from ..config import DEFAULT_CONCURRENCY, Settings
+from ..errors import ConfigError, ProviderError, R3conError
+from ..llm import LLMStack, build_llm
+from ..llm.routing import SHARED_KEY, routing_key
+from ..llm.types import ChatRequest, Completion
+
+MAX_WORKERS = 64  # actors a run starts at most, whatever the cluster's size
+RESTARTS = 2  # times Ray restarts a worker whose process died; its calls in flight are sent to it again
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """An r3con error a worker's stack raised for one request, carried back to be raised on the driver."""
+
+    error: R3conError
+
+
+class _Worker:
+    """One Ray actor: r3con's own LLM stack (retries, output checks, overflow, cache, pool), opened on first use."""
+
+    def __init__(self, settings: Settings):
+        self._settings = settings
+        self._stack: LLMStack | None = None
+        self._closing = AsyncExitStack()
+        self._lock: asyncio.Lock | None = None
+
+    async def where(self) -> tuple[str, int]:
+        """The node this worker runs on, and its process id."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    async def complete(self, request: ChatRequest) -> Completion | _Raised:
+        stack = await self._open()
+        try:
+            return await stack.complete(request)
+        except R3conError as exc:  # a document's failure, or a stop: the driver raises it as it was
+            return _Raised(exc)
+
+    async def close(self) -> None:
+        await self._closing.aclose()
+
+    async def _open(self) -> LLMStack:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._stack is None:
+                self._stack = await self._closing.enter_async_context(build_llm(self._settings))
+        return self._stack
+
+
+@dataclass
+class _Tally:
+    """What one worker did, as the driver saw it."""
+
+    node: str
+    pid: int
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    lost: bool = False
+    parts: set[str] = field(default_factory=set)
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        return {"worker": index, "node": self.node, "pid": self.pid, "calls": self.calls,
+                "cache_hits": self.cache_hits, "errors": self.errors, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
+                "documents": len(self.parts - {SHARED_KEY}), "lost": self.lost}
+
+
+class RayWorkers:
+    """The bottom of the driver's stack with `--engine ray`: each request goes to its document part's worker
+    (the same one across rounds and stages), or to the next live one when that worker is gone for good."""
+
+    def __init__(self, actors: list[Any], places: list[tuple[str, int]], address: str, nodes: int, cpus: float):
+        self._actors = actors
+        self._tallies = [_Tally(node, pid) for node, pid in places]
+        self._address, self._nodes, self._cpus = address, nodes, cpus
+
+    @property
+    def actors(self) -> list[Any]:
+        return list(self._actors)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        key = routing_key(request)
+        count = len(self._actors)
+        start = zlib.crc32(key.encode()) % count  # stable across processes, unlike hash()
+        for step in range(count):
+            index = (start + step) % count
+            tally = self._tallies[index]
+            if tally.lost:
+                continue
+            began = time.perf_counter()
+            try:
+                outcome = await self._actors[index].complete.remote(request)
+            except RayActorError:  # died and could not be restarted: its documents go to the next worker
+                tally.lost = True
+                continue
+            tally.seconds += time.perf_counter() - began
+            tally.parts.add(key)
+            if isinstance(outcome, _Raised):
+                tally.errors += 1
+                raise outcome.error
+            tally.calls += 1
+            tally.cache_hits += int(outcome.from_cache)
+            tally.prompt_tokens += outcome.usage.prompt_tokens
+            tally.completion_tokens += outcome.usage.completion_tokens
+            return outcome
+        raise ProviderError(f"all {count} Ray workers were lost; check the cluster (ray status), then continue "
+                            "with r3con run --resume RUN_DIR")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The engine, the cluster's size and what each worker did: for the manifest."""
+        return {"engine": "ray", "address": self._address, "nodes": self._nodes, "cpus": self._cpus,
+                "workers": len(self._actors), "per_worker": [t.to_dict(i) for i, t in enumerate(self._tallies)]}
+
+
+def _connect(settings: Settings) -> bool:
+    """Join the cluster (--ray-address, else RAY_ADDRESS, else a new local one); True when this call started Ray."""
+    if ray.is_initialized():  # the caller's own Ray session (a notebook, a test): use it as it is
+        return False
+    try:
+        ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = settings.ray_address or os.environ.get("RAY_ADDRESS") or "a local cluster"
+        raise ConfigError(f"could not start or join Ray at {where}: {exc}; check --ray-address "
+                          "(or RAY_ADDRESS), or drop --engine ray") from exc
+    return True
+
+
+@asynccontextmanager
+async def workers(settings: Settings) -> AsyncIterator[RayWorkers]:
+    """Ray workers for `settings`, one per CPU of the cluster (at most 64), closed and released at the end."""
+    started = _connect(settings)
+    try:
+        cpus = float(ray.cluster_resources().get("CPU", 1))
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        count = max(1, min(MAX_WORKERS, int(cpus)))
+        # the cap, rate limits and the record of every call stay on the driver; each worker opens the endpoint
+        own = replace(settings, engine="local", max_cost_usd=None, rpm=None, tpm=None, batch=False)
+        in_flight = 4 * (settings.concurrency or DEFAULT_CONCURRENCY)
+        actor = ray.remote(num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+                           max_concurrency=in_flight, scheduling_strategy="SPREAD")(_Worker)
+        actors = [actor.remote(own) for _ in range(count)]
+        places = list(await asyncio.gather(*(a.where.remote() for a in actors)))
+        address = ray.get_runtime_context().gcs_address
+        try:
+            yield RayWorkers(actors, places, address, nodes, cpus)
+        finally:
+            for a in actors:
+                try:
+                    await a.close.remote()
+                except RayActorError:
+                    pass
+                ray.kill(a)
+    finally:
+        if started:
+            ray.shutdown()
