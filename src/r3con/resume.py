@@ -31,6 +31,7 @@ OPERATIONAL = frozenset({
     "cache", "cache_path", "retries", "retry_budget", "retry_base_s", "retry_max_s", "rpm", "tpm",
     "prices_file", "out_dir", "log_calls", "sandbox_mode", "sandbox_timeout_s", "sandbox_memory_mb",
     "corpus_store", "corpus_dir",
+    "engine", "ray_address",  # where the calls run: a run started locally may continue on a cluster, and back
 })
 
 
