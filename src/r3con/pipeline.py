@@ -14,8 +14,8 @@ from ._fanout import DOCUMENT_ERRORS, check_failed_share
 from .artifacts import RunDir
 from .config import DEFAULT_CONCURRENCY, Settings
 from .corpus import Document, FilesSeen, split_documents, split_documents_async
-from .errors import ConfigError, InputError, OutputError
 from .engine import open_engine
+from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
 from .llm import CostCap, LLMStack, build_llm

@@ -2,12 +2,11 @@ from collections.abc import Iterator
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'r3con[ray]' runs the Ray engine's tests")
-
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[str]:
     """One local Ray cluster (two CPUs, so two workers) for the whole session; its address, for a CLI to join."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'r3con[ray]' runs the Ray engine's tests")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield ray.get_runtime_context().gcs_address

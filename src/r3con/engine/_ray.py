@@ -158,9 +158,9 @@ async def workers(settings: Settings) -> AsyncIterator[RayWorkers]:
         # the cap, rate limits and the record of every call stay on the driver; each worker opens the endpoint
         own = replace(settings, engine="local", max_cost_usd=None, rpm=None, tpm=None, batch=False)
         in_flight = 4 * (settings.concurrency or DEFAULT_CONCURRENCY)
-        actor = ray.remote(num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS,
-                           max_concurrency=in_flight, scheduling_strategy="SPREAD")(_Worker)
-        actors = [actor.remote(own) for _ in range(count)]
+        actor: Any = ray.remote(_Worker).options(num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+                                                 max_concurrency=in_flight, scheduling_strategy="SPREAD")
+        actors: list[Any] = [actor.remote(own) for _ in range(count)]
         places = list(await asyncio.gather(*(a.where.remote() for a in actors)))
         address = ray.get_runtime_context().gcs_address
         try:

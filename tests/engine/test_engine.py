@@ -1,0 +1,28 @@
+"""Choosing the engine: the settings refuse what cannot work, with the fix in the message."""
+
+import pytest
+
+from r3con import Settings
+from r3con.errors import ConfigError
+
+from ..conftest import cli_in_process
+
+
+def test_an_unknown_engine_or_ray_with_batch_is_refused_with_the_fix():
+    with pytest.raises(ConfigError, match="--engine='spark' is not valid.*local, ray"):
+        Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="spark")
+    with pytest.raises(ConfigError, match="drop --engine ray or --batch"):
+        Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray", batch=True)
+
+
+def test_the_engine_comes_from_the_environment_too():
+    settings = Settings.resolve(env={"R3CON_ENGINE": "ray", "R3CON_RAY_ADDRESS": "10.0.0.5:6379"})
+    assert (settings.engine, settings.ray_address) == ("ray", "10.0.0.5:6379")
+
+
+def test_the_cli_says_the_engine_is_unknown_in_one_line(tmp_path):
+    (tmp_path / "a.txt").write_text("Ann is 30.")
+    proc = cli_in_process("run", "q?", str(tmp_path / "a.txt"), "--base-url", "http://127.0.0.1:9/v1",
+                          "--engine", "spark")
+    assert proc.returncode != 0 and "--engine='spark' is not valid" in proc.stderr
+    assert "Traceback" not in proc.stderr
