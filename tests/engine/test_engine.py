@@ -26,3 +26,18 @@ def test_the_cli_says_the_engine_is_unknown_in_one_line(tmp_path):
                           "--engine", "spark")
     assert proc.returncode != 0 and "--engine='spark' is not valid" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+async def test_ray_not_installed_says_how_to_install_it(monkeypatch):
+    import sys
+
+    from r3con.engine import open_engine
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as where r3con[ray] is not installed
+    monkeypatch.delitem(sys.modules, "r3con.engine._ray", raising=False)
+    settings = Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray")
+    with pytest.raises(ConfigError, match=r"pip install 'r3con\[ray\]', or drop --engine ray"):
+        async with open_engine(settings):
+            pass
+    async with open_engine(Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1")) as remote:
+        assert remote is None, "local: this process sends the calls"
