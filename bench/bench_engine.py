@@ -1,6 +1,6 @@
 """`--engine ray` against the in-process run, and the notes selection's cost per read as the notes grow.
 
-    .venv/bin/python bench/bench_engine.py runs [--sizes 1000,10000] [--chars 600] [--concurrency 16]
+    .venv/bin/python bench/bench_engine.py runs [--sizes 1000,10000] [--chars 600] [--concurrency 16] [--engines local,ray]
     .venv/bin/python bench/bench_engine.py select [--notes 100000,1000000] [--calls 50] [--budget 4000]
 
 `runs`: D documents of about `--chars` characters (a person, an age, a city and filler), written as D
@@ -61,8 +61,9 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]:
     """Run `r3con ARGS`; wall, peak RSS of the driver process alone, CPU (with what it waited for)."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "r3con", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # not pipes: --json is large
+    proc = subprocess.Popen([sys.executable, "-m", "r3con", *args], env=env, stdout=out_file, stderr=err_file,
+                            text=True)
     peak = 0
     status = Path(f"/proc/{proc.pid}/status")
     while proc.poll() is None:
@@ -73,7 +74,10 @@ def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]
         except OSError:
             pass
         time.sleep(0.1)
-    out, err = proc.communicate()
+    proc.wait()
+    out_file.seek(0)
+    err_file.seek(0)
+    out, err = out_file.read(), err_file.read()
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -83,7 +87,7 @@ def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]
             "cpu_s_children_total": usage.ru_utime + usage.ru_stime, "run_dir": result["run_dir"]}
 
 
-def runs(sizes: list[int], chars: int, concurrency: int) -> None:
+def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str]) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
@@ -101,7 +105,7 @@ def runs(sizes: list[int], chars: int, concurrency: int) -> None:
             corpus = root / f"docs-{size}"
             write_corpus(corpus, size, chars)
             seen: dict[str, dict] = {}
-            for engine in ("local", "ray"):
+            for engine in engines:
                 server, base_url = start_server()  # a fresh server: its simulated prefix cache starts empty
                 try:
                     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -117,7 +121,7 @@ def runs(sizes: list[int], chars: int, concurrency: int) -> None:
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
                 seen[engine] = figures
-                same = "" if engine == "local" else str(all(
+                same = "" if engine == "local" or "local" not in seen else str(all(
                     (Path(figures["run_dir"]) / n).read_bytes() == (Path(seen["local"]["run_dir"]) / n).read_bytes()
                     for n in SAME))
                 print(f"| {size:,} | {engine} | {figures['calls']:,} | {figures['wall_s']} | "
@@ -179,13 +183,14 @@ def main() -> None:
     r.add_argument("--sizes", default="1000,10000")
     r.add_argument("--chars", type=int, default=600)
     r.add_argument("--concurrency", type=int, default=16)
+    r.add_argument("--engines", default="local,ray")
     s = sub.add_parser("select")
     s.add_argument("--notes", default="100000,1000000")
     s.add_argument("--calls", type=int, default=50)
     s.add_argument("--budget", type=int, default=4000)
     args = parser.parse_args()
     if args.command == "runs":
-        runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency)
+        runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","))
     else:
         asyncio.run(select([int(x) for x in args.notes.split(",")], args.calls, args.budget))
 
