@@ -21,11 +21,6 @@ from r3con.testing import FakeLLMServer, FaultPlan
 
 from ..conftest import cli_in_process
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
-    pytest.mark.filterwarnings("ignore::FutureWarning:ray.*"),
-]
-
 TASK = "Which people are named, and how old is each?"
 PEOPLE = ["Ann Lee", "Bob Stone", "Cara Diaz", "Dan Moss", "Eve Hart", "Finn Cole", "Gus Park", "Hana Ito"]
 SAME = ("notes/round-1.json", "notes/round-2.json", "schema.json", "records.json", "answer.txt")
