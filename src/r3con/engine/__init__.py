@@ -14,21 +14,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
 
 from ..config import Settings
 from ..errors import ConfigError
-from ..llm.types import ChatRequest, Completion
+from ..llm import Remote
 
 __all__ = ["Remote", "open_engine"]
-
-
-class Remote(Protocol):
-    """Workers that answer the LLM seam's requests, and say what each of them did."""
-
-    async def complete(self, request: ChatRequest) -> Completion: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
 
 
 @asynccontextmanager

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..config import STAGES, Settings
 from ..errors import ConfigError
@@ -29,13 +29,18 @@ from .slots import concurrency_for
 from .types import LLM, ChatRequest, Completion, Message, Usage
 from .window import EndpointInfo
 
-if TYPE_CHECKING:
-    from ..engine import Remote
-
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "LLMStack", "Ledger", "Message", "Price",
-    "PriceTable", "Usage", "build_llm", "request_headers",
+    "PriceTable", "Remote", "Usage", "build_llm", "request_headers",
 ]
+
+
+class Remote(Protocol):
+    """Workers that answer the seam's requests with stacks of their own (`engine`), and say what each did."""
+
+    async def complete(self, request: ChatRequest) -> Completion: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass
