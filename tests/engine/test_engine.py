@@ -41,3 +41,8 @@ async def test_ray_not_installed_says_how_to_install_it(monkeypatch):
             pass
     async with open_engine(Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1")) as remote:
         assert remote is None, "local: this process sends the calls"
+
+
+def test_run_help_shows_the_ray_engine_in_an_example():
+    proc = cli_in_process("run", "--help", env={"COLUMNS": "200"})
+    assert proc.returncode == 0 and "--engine ray --pool pool.toml" in proc.stdout and "--ray-address" in proc.stdout

@@ -114,6 +114,32 @@ async def test_a_worker_killed_mid_round_its_documents_complete_and_no_answered_
     assert twice <= {c["request_hash"] for c in served[:killed_at]}
 
 
+async def test_a_worker_gone_for_good_hands_its_documents_to_the_next(ray_cluster, tmp_path):
+    import ray
+
+    with FakeLLMServer() as server:
+        reference = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "local"))
+    before = set(ray.util.list_named_actors())
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        running = asyncio.ensure_future(run(TASK, r3con.documents_from_texts(_texts()),
+                                            _settings(server, tmp_path, "ray", concurrency=2)))
+        deadline = time.monotonic() + 60
+        while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 4:
+            assert not running.done() and time.monotonic() < deadline, "the run made no progress"
+            await asyncio.sleep(0.01)
+        name = min(set(ray.util.list_named_actors()) - before)
+        ray.kill(ray.get_actor(name), no_restart=True)  # as a node lost: Ray cannot bring it back
+        result = await running
+        served = server.calls()
+    assert not result.degraded
+    for file in SAME:
+        assert (result.run_dir / file).read_bytes() == (reference.run_dir / file).read_bytes(), file
+    workers = json.loads((result.run_dir / "manifest.json").read_text())["engine"]["per_worker"]
+    assert [w["lost"] for w in workers] == [name.endswith("-0"), name.endswith("-1")]
+    answered = Counter(c["request_hash"] for c in served if c["status"] == 200)
+    assert sum(n - 1 for n in answered.values()) <= 2, "only calls in flight on the lost worker asked again"
+
+
 def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(ray_cluster, tmp_path):
     corpus = tmp_path / "docs"
     corpus.mkdir()

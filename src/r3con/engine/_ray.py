@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -23,6 +24,7 @@ from ..llm.types import ChatRequest, Completion
 
 MAX_WORKERS = 64  # actors a run starts at most, whatever the cluster's size
 RESTARTS = 2  # times Ray restarts a worker whose process died; its calls in flight are sent to it again
+WORKER_PREFIX = "r3con-worker-"  # the actors' names: r3con-worker-<run>-<i>
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,11 @@ async def workers(settings: Settings) -> AsyncIterator[RayWorkers]:
         # the cap, rate limits and the record of every call stay on the driver; each worker opens the endpoint
         own = replace(settings, engine="local", max_cost_usd=None, rpm=None, tpm=None, batch=False)
         in_flight = 4 * (settings.concurrency or DEFAULT_CONCURRENCY)
-        actor: Any = ray.remote(_Worker).options(num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS,
-                                                 max_concurrency=in_flight, scheduling_strategy="SPREAD")
-        actors: list[Any] = [actor.remote(own) for _ in range(count)]
+        actor: Any = ray.remote(_Worker)
+        run = uuid.uuid4().hex[:8]  # named, so that `ray list actors` shows whose they are
+        actors: list[Any] = [actor.options(
+            name=f"{WORKER_PREFIX}{run}-{i}", num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+            max_concurrency=in_flight, scheduling_strategy="SPREAD").remote(own) for i in range(count)]
         places = list(await asyncio.gather(*(a.where.remote() for a in actors)))
         address = ray.get_runtime_context().gcs_address
         try:
