@@ -76,11 +76,16 @@ async def test_a_pool_keeps_each_documents_calls_on_one_endpoint_across_rounds_a
         settings = r3con.Settings.resolve(env={}, base_urls=(first.base_url, second.base_url), engine="ray",
                                           out_dir=tmp_path / "runs", cache_path=tmp_path / "c.sqlite")
         result = await run(TASK, r3con.documents_from_texts(_texts()), settings)
-        docs = [{str(c["doc"]) for c in s.calls() if c["stage"] in ("relevance", "populate")} for s in (first, second)]
+        calls = [[c for c in s.calls() if c.get("path", "").endswith("/chat/completions")] for s in (first, second)]
+        docs = [{str(c["doc"]) for c in served if c["stage"] in ("relevance", "populate")} for served in calls]
     assert not result.degraded and result.records
     assert docs[0] and docs[1], "both endpoints served documents"
     assert not docs[0] & docs[1], "no document's calls were split between the endpoints"
     assert docs[0] | docs[1] == {str(i) for i in range(1, len(PEOPLE) + 1)}
+    usage = json.loads((result.run_dir / "usage.json").read_text())
+    by_url = {e["base_url"]: e for e in usage["by_endpoint"]}  # what the workers' pools did, summed
+    assert [by_url[s.base_url]["calls"] for s in (first, second)] == [len(served) for served in calls]
+    assert sum(e["documents"] for e in usage["by_endpoint"]) == len(PEOPLE)
 
 
 async def test_a_worker_killed_mid_round_its_documents_complete_and_no_answered_call_is_paid_twice(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError
 
 from ..config import DEFAULT_CONCURRENCY, Settings
 from ..errors import ConfigError, ProviderError, R3conError
@@ -25,6 +25,7 @@ from ..llm.types import ChatRequest, Completion
 MAX_WORKERS = 64  # actors a run starts at most, whatever the cluster's size
 RESTARTS = 2  # times Ray restarts a worker whose process died; its calls in flight are sent to it again
 WORKER_PREFIX = "r3con-worker-"  # the actors' names: r3con-worker-<run>-<i>
+_SUMMED = ("calls", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "time_s", "documents", "taken_out")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class _Worker:
             return await stack.complete(request)
         except R3conError as exc:  # a document's failure, or a stop: the driver raises it as it was
             return _Raised(exc)
+
+    async def endpoints(self) -> list[dict[str, Any]]:
+        """What each endpoint of this worker's pool did ([] for one endpoint, or before the first call)."""
+        return self._stack.endpoints() if self._stack is not None else []
 
     async def close(self) -> None:
         await self._closing.aclose()
@@ -133,6 +138,24 @@ class RayWorkers:
         """The engine, the cluster's size and what each worker did: for the manifest."""
         return {"engine": "ray", "address": self._address, "nodes": self._nodes, "cpus": self._cpus,
                 "workers": len(self._actors), "per_worker": [t.to_dict(i) for i, t in enumerate(self._tallies)]}
+
+    def endpoints(self) -> list[dict[str, Any]]:
+        """Per endpoint of a pool, what the workers' pools did with it, summed over the workers ([] without a pool)."""
+        live = [a for a, t in zip(self._actors, self._tallies, strict=True) if not t.lost]
+        try:  # at the end of a run, briefly: the workers answer from their own event loops
+            reports = ray.get([a.endpoints.remote() for a in live], timeout=30)
+        except (RayActorError, GetTimeoutError):
+            return []
+        merged: dict[str, dict[str, Any]] = {}
+        for report in reports:
+            for entry in report:
+                into = merged.setdefault(entry["base_url"], {**entry, **dict.fromkeys(_SUMMED, 0), "out": False})
+                for name in _SUMMED:
+                    into[name] += entry[name]
+                into["out"] = into["out"] or entry["out"]
+        for entry in merged.values():
+            entry["time_s"] = round(entry["time_s"], 3)
+        return list(merged.values())
 
 
 def _connect(settings: Settings) -> bool:

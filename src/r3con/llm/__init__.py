@@ -42,6 +42,8 @@ class Remote(Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
+    def endpoints(self) -> list[dict[str, Any]]: ...
+
 
 @dataclass
 class LLMStack:
@@ -68,6 +70,10 @@ class LLMStack:
 
     def endpoints(self) -> list[dict[str, object]]:
         """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
+        if self.engine is not None and self.pool is not None:  # the calls went from the workers' pools
+            merged = self.engine.endpoints()
+            if merged:  # else no worker has opened its pool yet: the pool as this process found it
+                return merged
         return [s.to_dict() for s in self.pool.stats()] if self.pool is not None else []
 
     def warnings(self) -> tuple[str, ...]:
