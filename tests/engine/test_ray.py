@@ -186,3 +186,26 @@ def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(
     result = json.loads(resumed.stdout)
     assert result["degraded"] == [] and (run_dir / "answer.txt").is_file()
     assert json.loads((run_dir / "manifest.json").read_text())["engine"]["workers"] == 2
+
+
+def test_sigterm_stops_a_ray_run_cleanly_and_says_how_to_resume(ray_cluster, tmp_path):
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for i, (title, text) in enumerate(_texts()):
+        (corpus / f"{i:02d}.txt").write_text(f"{title}\n\n{text}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_")) and k != "RAY_ADDRESS"}
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "r3con", "run", TASK, str(corpus), "--base-url", server.base_url, "--quiet",
+             "--out", str(tmp_path / "runs"), "--engine", "ray", "--ray-address", ray_cluster],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while sum(1 for c in server.calls() if c["status"] == 200) < 4 and time.monotonic() < deadline:
+            assert driver.poll() is None
+            time.sleep(0.01)
+        time.sleep(0.3)  # the replies are back at the driver, and in its record
+        driver.send_signal(signal.SIGTERM)  # ray.init's own handler would exit 15 without a word
+        _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 143, err
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert f"continue with r3con run --resume {folder}" in err

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
 import zlib
@@ -162,6 +164,8 @@ def _connect(settings: Settings) -> bool:
     """Join the cluster (--ray-address, else RAY_ADDRESS, else a new local one); True when this call started Ray."""
     if ray.is_initialized():  # the caller's own Ray session (a notebook, a test): use it as it is
         return False
+    main = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main else None
     try:
         ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.ERROR, configure_logging=False)
@@ -169,6 +173,9 @@ def _connect(settings: Settings) -> bool:
         where = settings.ray_address or os.environ.get("RAY_ADDRESS") or "a local cluster"
         raise ConfigError(f"could not start or join Ray at {where}: {exc}; check --ray-address "
                           "(or RAY_ADDRESS), or drop --engine ray") from exc
+    finally:
+        if main:  # ray.init sets its own SIGTERM handler: the CLI's (stop cleanly, say how to resume) stays
+            signal.signal(signal.SIGTERM, sigterm)
     return True
 
 
