@@ -14,7 +14,7 @@ LAYERS = [
     {"_readers", "_walk", "inputs", "corpus", "store", "retrieval", "artifacts", "resume", "evidence", "_fold",
      "_values", "_grounding", "_locate", "_verify", "notes", "_formats", "tables",
      "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
-    {"llm", "sandbox", "testing"},
+    {"llm", "engine", "sandbox", "testing"},  # engine: the LLM stack on Ray workers (`--engine ray`)
     {"results", "progress", "display", "_fanout", "reuse"},
     {"stages"},
     {"pipeline", "recording", "baselines", "estimate", "watch", "budgets"},

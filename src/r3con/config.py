@@ -108,6 +108,8 @@ class Settings:
     embedding_model: str | None = _role("request", None)  # /v1/embeddings model for dense retrieval (rag, raptor); None: BM25 only
     corpus_store: bool = _role("operational", True)  # keep what does not depend on the question per document content (`store`)
     corpus_dir: Path | None = _role("operational", None)  # resolve(): `corpus/` beside the LLM cache; the store's folder
+    engine: Literal["local", "ray"] = _role("operational", "local")  # where per-document calls run: this process, or Ray workers (`engine`); a run started locally may continue on a cluster, and back
+    ray_address: str | None = _role("operational", None)  # --engine ray: the cluster to join (None: RAY_ADDRESS, else a local one)
 
     @classmethod
     def roles(cls) -> dict[str, Role | None]:
@@ -239,6 +241,10 @@ class Settings:
                                   "list each endpoint of the pool once")
         if self.batch and (len(self.base_urls) > 1 or self.pool_file is not None):
             raise ConfigError("--batch sends to one endpoint's Batch API; pass one --base-url, not a pool")
+        if self.engine not in ("local", "ray"):
+            raise ConfigError("--engine must be 'local' (this process) or 'ray' (Ray workers; needs r3con[ray])")
+        if self.engine == "ray" and self.batch:
+            raise ConfigError("--batch sends from this process; drop --engine ray or --batch")
         if self.unverified not in ("reask", "keep", "drop"):
             raise ConfigError("--unverified must be 'reask' (once, then keep flagged), 'keep' (flagged) or 'drop'")
         if self.layout not in ("cache", "paper"):

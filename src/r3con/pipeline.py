@@ -15,6 +15,7 @@ from .artifacts import RunDir
 from .budgets import Budgets, part_budget
 from .config import DEFAULT_CONCURRENCY, Settings
 from .corpus import Document, FilesSeen, split_documents, split_documents_async
+from .engine import open_engine
 from .errors import ConfigError, InputError, OutputError
 from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
 from .inputs import Inputs
@@ -162,7 +163,9 @@ async def run(
                              on_end=on_end, stored=stored)
     if llm is None:  # no endpoint named: the local server that answers on a usual port, as `r3con run` finds it
         settings = use_local_server(settings, local_ports(), required=False)[0]
-    async with build_llm(settings, calls_log=run_dir.calls_path, cap=cap, model=llm) as stack:
+    # --engine ray: the per-document calls go to Ray workers (`engine`); the stages are the same code
+    async with open_engine(settings) as remote, build_llm(settings, calls_log=run_dir.calls_path, cap=cap, model=llm,
+                                                          remote=remote) as stack:
         if resumed and stack.window is not None:  # the window the attempts before learned, not learned again
             stack.window.restore(run_dir.manifest().get("endpoint", {}).get("learned_window"))
         # the folder is made with its manifest (RunRecord), after the split and the content hashes: a run

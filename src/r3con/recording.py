@@ -195,6 +195,10 @@ class RunRecord:
         pooled = self.llm.endpoints()
         if pooled is not None:  # per endpoint of a pool, in both
             total["by_endpoint"] = manifest["endpoint"]["pool"] = pooled
+        engine = self.llm.engine()
+        if engine is not None:  # --engine ray: the cluster and what each worker did (`engine`)
+            total["by_worker"] = engine["per_worker"]
+            manifest["engine"] = engine
         self.run_dir.write_json("usage.json", total)
         manifest["inputs"] = self.degraded().to_dict()
         manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}

@@ -157,6 +157,8 @@ def run(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
     reuse: Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note enters, populate only changed final notes, keep the schema), off")] = None,
     new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
+    engine: Annotated[str | None, typer.Option("--engine", help="Where the per-document calls run: local (this process, default) or ray (Ray workers, each with r3con's own retries and cache; needs r3con\\[ray]), e.g. r3con run Q docs/ --engine ray --pool pool.toml")] = None,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --engine ray: the Ray cluster to join (default: RAY_ADDRESS, else a new local one)")] = None,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     flags: dict[str, Any] = dict(
@@ -167,7 +169,7 @@ def run(
         request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
         notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
         prices_file=prices, log_calls=log_calls, unverified=unverified, reuse=reuse, new_schema=new_schema or None,
-        corpus_dir=corpus_dir, corpus_store=False if no_corpus_store else None,
+        corpus_dir=corpus_dir, corpus_store=False if no_corpus_store else None, engine=engine, ray_address=ray_address,
     )
     warn_unknown_variables()
     if question_file is not None and question is not None:  # with --question-file every argument is a path...

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settings
 from ..errors import ConfigError
@@ -32,9 +32,18 @@ from .window import EndpointInfo
 
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "EndpointView", "LLMStack", "Ledger",
-    "Message", "Price",
-    "PriceTable", "Usage", "build_llm", "request_headers",
+    "Message", "Price", "PriceTable", "Remote", "Usage", "build_llm", "request_headers",
 ]
+
+
+class Remote(Protocol):
+    """Workers that answer the seam's requests with stacks of their own (`engine`), and say what each did."""
+
+    async def complete(self, request: ChatRequest) -> Completion: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def endpoints(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -54,6 +63,7 @@ class LLMStack:
     window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
     _closing: ExitStack = field(default_factory=ExitStack, repr=False)  # what the stack opened, closed with it
+    engine: Remote | None = None  # the workers the calls go to (`--engine ray`), else None: this process sends them
 
     @property
     def planning_window(self) -> int:
@@ -71,6 +81,10 @@ class LLMStack:
 
     def endpoints(self) -> list[dict[str, object]]:
         """Per endpoint of a pool: calls, tokens, errors, time, documents served ([] for one endpoint)."""
+        if self.engine is not None and self.pool is not None:  # the calls went from the workers' pools
+            merged = self.engine.endpoints()
+            if merged:  # else no worker has opened its pool yet: the pool as this process found it
+                return merged
         return [s.to_dict() for s in self.pool.stats()] if self.pool is not None else []
 
     @property
@@ -138,6 +152,10 @@ class EndpointView:
     def warnings(self) -> tuple[str, ...]:
         return self._stack.warnings()
 
+    def engine(self) -> dict[str, Any] | None:
+        """`--engine ray`: the cluster and what each worker did; None when this process sent the calls."""
+        return self._stack.engine.to_dict() if self._stack.engine is not None else None
+
     def count(self, stage: str, events: dict[str, int]) -> None:
         """Events a stage counted outside the calls (schema re-asks, repaired JSON)."""
         self._stack.ledger.add(stage, Usage(events=events))
@@ -154,7 +172,8 @@ class EndpointView:
 
 @asynccontextmanager
 async def build_llm(settings: Settings, calls_log: Path | None = None, *,
-                    cap: CostCap | None = None, model: LLM | None = None) -> AsyncIterator[LLMStack]:
+                    cap: CostCap | None = None, model: LLM | None = None,
+                    remote: Remote | None = None) -> AsyncIterator[LLMStack]:
     """Open the endpoint, learn its model and window, and stack the layers.
 
     Top to bottom: `Shaped` (the stage's model, the reply cap, the window: the request as it will be
@@ -168,11 +187,15 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     `model`: any object with the `LLM` protocol (`complete(request) -> completion`) in place of the HTTP
     endpoint, wrapped in the same layers; its name and window come from `settings.model` and
     `settings.context_window` (defaults: "custom" and 32,768 tokens).
+    `remote`: workers that each hold a stack of their own built from the same settings (`engine`): the
+    calls go to them below the rate and concurrency limits, and the layers the workers apply (output
+    checks, retries, the cache) are not stacked here again; the endpoint is still opened here, to learn
+    its model and window.
     """
     closing = ExitStack()
     opened = await _open(settings, model)
     try:
-        yield _stack(settings, opened, calls_log, cap, closing)
+        yield _stack(settings, opened, calls_log, cap, closing, remote)
     finally:
         closing.close()
         if opened.close is not None:
@@ -214,8 +237,8 @@ async def _open(settings: Settings, model: LLM | None) -> _Opened:
 
 
 def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: CostCap | None,
-           closing: ExitStack) -> LLMStack:
-    """The layers over `opened.base`, top to bottom as `build_llm` lists them."""
+           closing: ExitStack, remote: Remote | None = None) -> LLMStack:
+    """The layers over `opened.base` (or the `remote` workers), top to bottom as `build_llm` lists them."""
     endpoint, concurrency = opened.endpoint, opened.concurrency
     prices = PriceTable.load(settings.prices_file)
     cap = cap or shared_cap()
@@ -227,8 +250,8 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
                 "does not exceed; raise --max-cost above what was spent to continue it")
     if cap is not None:
         check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
-    stack: LLM = opened.base
-    if settings.batch and opened.chat is not None:
+    stack: LLM = opened.base if remote is None else remote
+    if settings.batch and opened.chat is not None and remote is None:
         # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
         # a job's calls are in flight together, so all of them reserve
         stack = Batched(opened.chat, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
@@ -246,7 +269,8 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     budget = RetryBudget(settings.retry_budget)
     retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s,
                                            settings.max_call_s, settings.outage_s), budget, endpoint.base_url)
-    stack = OutputChecked(retrying, budget)
+    # --engine ray: each worker's own stack checks the output and retries (`engine`)
+    stack = OutputChecked(retrying, budget) if remote is None else stack
     replies = LoggedReplies(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
     closing.callback(replies.close)
     cache: CallCache | None = None
@@ -266,4 +290,4 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     stack = Shaped(stack, settings.model_for, endpoint.model, max_tokens_cap=settings.max_tokens_cap, window=window)
     return LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
                     cache=cache, answered=answered, pool=opened.pool, near_window=near, window=window,
-                    concurrency=concurrency, _closing=closing)
+                    concurrency=concurrency, engine=remote, _closing=closing)

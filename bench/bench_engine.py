@@ -1,0 +1,199 @@
+"""`--engine ray` against the in-process run, and the notes selection's cost per read as the notes grow.
+
+    .venv/bin/python bench/bench_engine.py runs [--sizes 1000,10000] [--chars 600] [--concurrency 16] [--engines local,ray]
+    .venv/bin/python bench/bench_engine.py select [--notes 100000,1000000] [--calls 50] [--budget 4000]
+
+`runs`: D documents of about `--chars` characters (a person, an age, a city and filler), written as D
+files; the scripted server in its own process; `r3con run` in its own process (two relevance rounds,
+schema, population, the agent's answer; LLM cache on, empty; no corpus store), once in-process and
+once with `--engine ray --ray-address` joining a local cluster started first (`ray start --head
+--num-cpus 2`), as a driver joins a cluster. Printed per engine: wall seconds, the driver's peak RSS
+(VmHWM of the driver process alone, polled; the cluster's processes are not the driver's), the
+driver's CPU a call (user + system of the driver and what it waited for: the sandbox), and whether
+the notes, schema, records and answer are byte for byte the in-process run's.
+
+`select`: N synthetic notes (30 words each from a 5,000-word vocabulary); one later-round selection
+as relevance makes it (the task and a document's own note as the query, that note left out, ranked
+BM25, as many in full as the budget takes), timed over `--calls` documents after the index is built:
+index build seconds, ms of CPU a selection, and the process's peak RSS. Where `bm25s` is installed
+(`pip install bm25s`: BM25 over a sparse matrix, a search index made for many documents), the same
+queries through it, asking for the notes that fill the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TASK = "Which people are named, how old is each, and where do they work?"
+CITIES = ["Oslo", "Lima", "Pune", "Kyiv", "Accra", "Quito", "Hanoi", "Porto"]
+SAME = ("notes/round-1.json", "notes/round-2.json", "schema.json", "records.json", "answer.txt")
+
+
+def write_corpus(folder: Path, count: int, chars: int) -> None:
+    rng = random.Random(0)
+    folder.mkdir(parents=True)
+    filler = "The quarterly meeting covered budgets, staffing and the office move. "
+    for i in range(count):
+        head = f"Person {i} is {20 + i % 50} years old and works in {CITIES[i % len(CITIES)]}. "
+        body = (filler * (chars // len(filler) + 1))[: max(0, chars - len(head))]
+        (folder / f"{i:07d}.txt").write_text(f"Record {i}\n\n{head}{body} Ref {rng.randrange(10**6)}.")
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-c", "from r3con.testing import serve; serve(0)"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    return proc, f"http://127.0.0.1:{line.split('=')[1]}/v1"
+
+
+def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]:
+    """Run `r3con ARGS`; wall, peak RSS of the driver process alone, CPU (with what it waited for)."""
+    started = time.perf_counter()
+    out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # not pipes: --json is large
+    proc = subprocess.Popen([sys.executable, "-m", "r3con", *args], env=env, stdout=out_file, stderr=err_file,
+                            text=True)
+    peak = 0
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.wait()
+    out_file.seek(0)
+    err_file.seek(0)
+    out, err = out_file.read(), err_file.read()
+    wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"r3con failed ({proc.returncode}): {err[-2000:]}")
+    result = json.loads(out)
+    return {"wall_s": round(wall, 1), "peak_rss_mib": round(peak / 1024), "calls": result["usage"]["calls"],
+            "cpu_s_children_total": usage.ru_utime + usage.ru_stime, "run_dir": result["run_dir"]}
+
+
+def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str]) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
+    env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+    head = subprocess.run([ray, "start", "--head", "--num-cpus", "2", "--include-dashboard", "false",
+                           "--disable-usage-stats"], env=env, capture_output=True, text=True)
+    if head.returncode != 0:
+        raise SystemExit(head.stderr)
+    address = next(line.split("--address=")[1].split()[0].strip("'\"") for line in head.stdout.splitlines()
+                   if "--address=" in line)
+    print("| D | engine | calls | wall s | driver peak RSS MiB | driver CPU ms / call | same outputs |")
+    print("|---|---|---|---|---|---|---|")
+    try:
+        for size in sizes:
+            corpus = root / f"docs-{size}"
+            write_corpus(corpus, size, chars)
+            seen: dict[str, dict] = {}
+            for engine in engines:
+                server, base_url = start_server()  # a fresh server: its simulated prefix cache starts empty
+                try:
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    args = ["run", TASK, str(corpus), "--base-url", base_url, "--out", str(root / "runs"),
+                            "--cache", str(root / f"{engine}-{size}.sqlite"), "--no-corpus-store",
+                            "--concurrency", str(concurrency), "--json", "--quiet", "--engine", engine]
+                    if engine == "ray":
+                        args += ["--ray-address", address]
+                    figures = driver(args, env)
+                finally:
+                    server.terminate()
+                    server.wait()
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+                seen[engine] = figures
+                same = "" if engine == "local" or "local" not in seen else str(all(
+                    (Path(figures["run_dir"]) / n).read_bytes() == (Path(seen["local"]["run_dir"]) / n).read_bytes()
+                    for n in SAME))
+                print(f"| {size:,} | {engine} | {figures['calls']:,} | {figures['wall_s']} | "
+                      f"{figures['peak_rss_mib']:,} | {1000 * cpu / int(figures['calls']):.2f} | {same} |", flush=True)
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def select(sizes: list[int], calls: int, budget: int) -> None:
+    from r3con.corpus import Document
+    from r3con.notes import NotesSelector, note_refs
+
+    rng = random.Random(0)
+    vocabulary = [f"w{i}" for i in range(5000)]
+    try:
+        import bm25s as engine  # optional: pip install bm25s
+    except ImportError:
+        engine = None
+    top = budget // 40  # notes of about 30 words (40 tokens) that fill the budget
+    print("| notes | ranking | index build s | ms CPU / selection | peak RSS MiB |")
+    print("|---|---|---|---|---|")
+    for size in sizes:
+        docs = [Document(number=i + 1, title=f"Record {i}", text="") for i in range(size)]
+        notes = {d.key: " ".join(rng.choices(vocabulary, k=30)) for d in docs}
+        selector = NotesSelector(note_refs(docs, notes), budget)
+        started = time.process_time()
+        await selector.select(TASK, compact=True)  # the index, built once per round
+        build = time.process_time() - started
+        keys = [docs[i].key for i in range(0, size, max(1, size // calls))][:calls]
+        started = time.process_time()
+        for key in keys:
+            await selector.select(f"{TASK}\n{notes[key]}", exclude=key, compact=True)
+        per = 1000 * (time.process_time() - started) / len(keys)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        print(f"| {size:,} | r3con (`notes.NotesSelector`) | {build:.1f} | {per:.1f} | {peak:,} |", flush=True)
+        del selector
+        if engine is not None:  # the same reads through a search engine made for it: a sparse BM25 index
+            texts = list(notes.values())
+            started = time.process_time()
+            index = engine.BM25()
+            index.index(engine.tokenize(texts, show_progress=False), show_progress=False)
+            build = time.process_time() - started
+            queries = [f"{TASK}\n{notes[key]}" for key in keys]
+            started = time.process_time()
+            for query in queries:  # the best `top` notes (one more: the reader's own, left out)
+                index.retrieve(engine.tokenize([query], show_progress=False), k=top + 1, show_progress=False)
+            per = 1000 * (time.process_time() - started) / len(queries)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+            print(f"| {size:,} | bm25s (sparse BM25, top {top}) | {build:.1f} | {per:.1f} | {peak:,} |", flush=True)
+            del index, texts
+        del notes, docs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("runs")
+    r.add_argument("--sizes", default="1000,10000")
+    r.add_argument("--chars", type=int, default=600)
+    r.add_argument("--concurrency", type=int, default=16)
+    r.add_argument("--engines", default="local,ray")
+    s = sub.add_parser("select")
+    s.add_argument("--notes", default="100000,1000000")
+    s.add_argument("--calls", type=int, default=50)
+    s.add_argument("--budget", type=int, default=4000)
+    args = parser.parse_args()
+    if args.command == "runs":
+        runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","))
+    else:
+        asyncio.run(select([int(x) for x in args.notes.split(",")], args.calls, args.budget))
+
+
+if __name__ == "__main__":
+    main()

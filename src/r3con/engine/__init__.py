@@ -1,0 +1,37 @@
+"""Where a run's per-document calls are sent from: this process (`local`), or Ray workers (`--engine ray`).
+
+The stages stay the same code whichever engine runs them: they call the LLM seam, and with Ray the
+bottom of the run's stack is `Remote`, a pool of Ray actors that each hold r3con's own LLM stack built
+from the run's settings (retries, output checks, overflow handling, the cache, a pool with document
+affinity). Every call about one document part goes to one worker (and so to one endpoint of that
+worker's pool) across rounds and stages. The run folder, the record of every call, the usage and the
+cost stay on the driver, which adds the engine, the cluster's size and what each worker did to the
+manifest. A worker that dies is restarted by Ray and its calls retried there; when it cannot come back,
+its documents go to the next worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from ..config import Settings
+from ..errors import ConfigError
+from ..llm import Remote
+
+__all__ = ["Remote", "open_engine"]
+
+
+@asynccontextmanager
+async def open_engine(settings: Settings) -> AsyncIterator[Remote | None]:
+    """The workers of `settings.engine`: None for `local` (this process sends the calls), else Ray's."""
+    if settings.engine == "local":
+        yield None
+        return
+    try:
+        from . import _ray
+    except ImportError as exc:
+        raise ConfigError(f"--engine ray needs Ray ({exc.name} is not installed): "
+                          "pip install 'r3con[ray]', or drop --engine ray") from exc
+    async with _ray.workers(settings) as remote:
+        yield remote

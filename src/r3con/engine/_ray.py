@@ -1,0 +1,213 @@
+"""`--engine ray`: the calls go to Ray actors, each holding r3con's LLM stack built from the run's settings."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from ..config import DEFAULT_CONCURRENCY, Settings
+from ..errors import ConfigError, ProviderError, R3conError
+from ..llm import LLMStack, build_llm
+from ..llm.routing import SHARED_KEY, routing_key
+from ..llm.types import ChatRequest, Completion
+
+MAX_WORKERS = 64  # actors a run starts at most, whatever the cluster's size
+RESTARTS = 2  # times Ray restarts a worker whose process died; its calls in flight are sent to it again
+WORKER_PREFIX = "r3con-worker-"  # the actors' names: r3con-worker-<run>-<i>
+_SUMMED = ("calls", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "time_s", "documents", "taken_out")
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """An r3con error a worker's stack raised for one request, carried back to be raised on the driver."""
+
+    error: R3conError
+
+
+class _Worker:
+    """One Ray actor: r3con's own LLM stack (retries, output checks, overflow, cache, pool), opened on first use."""
+
+    def __init__(self, settings: Settings):
+        self._settings = settings
+        self._stack: LLMStack | None = None
+        self._closing = AsyncExitStack()
+        self._lock: asyncio.Lock | None = None
+
+    async def where(self) -> tuple[str, int]:
+        """The node this worker runs on, and its process id."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    async def complete(self, request: ChatRequest) -> Completion | _Raised:
+        stack = await self._open()
+        try:
+            return await stack.complete(request)
+        except R3conError as exc:  # a document's failure, or a stop: the driver raises it as it was
+            return _Raised(exc)
+
+    async def endpoints(self) -> list[dict[str, Any]]:
+        """What each endpoint of this worker's pool did ([] for one endpoint, or before the first call)."""
+        return self._stack.endpoints() if self._stack is not None else []
+
+    async def close(self) -> None:
+        await self._closing.aclose()
+
+    async def _open(self) -> LLMStack:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._stack is None:
+                self._stack = await self._closing.enter_async_context(build_llm(self._settings))
+        return self._stack
+
+
+@dataclass
+class _Tally:
+    """What one worker did, as the driver saw it."""
+
+    node: str
+    pid: int
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    lost: bool = False
+    parts: set[str] = field(default_factory=set)
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        return {"worker": index, "node": self.node, "pid": self.pid, "calls": self.calls,
+                "cache_hits": self.cache_hits, "errors": self.errors, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
+                "documents": len(self.parts - {SHARED_KEY}), "lost": self.lost}
+
+
+class RayWorkers:
+    """The bottom of the driver's stack with `--engine ray`: each request goes to its document part's worker
+    (the same one across rounds and stages), or to the next live one when that worker is gone for good."""
+
+    def __init__(self, actors: list[Any], places: list[tuple[str, int]], address: str, nodes: int, cpus: float):
+        self._actors = actors
+        self._tallies = [_Tally(node, pid) for node, pid in places]
+        self._address, self._nodes, self._cpus = address, nodes, cpus
+
+    @property
+    def actors(self) -> list[Any]:
+        return list(self._actors)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        key = routing_key(request)
+        count = len(self._actors)
+        start = zlib.crc32(key.encode()) % count  # stable across processes, unlike hash()
+        for step in range(count):
+            index = (start + step) % count
+            tally = self._tallies[index]
+            if tally.lost:
+                continue
+            began = time.perf_counter()
+            try:
+                outcome = await self._actors[index].complete.remote(request)
+            except RayActorError:  # died and could not be restarted: its documents go to the next worker
+                tally.lost = True
+                continue
+            tally.seconds += time.perf_counter() - began
+            tally.parts.add(key)
+            if isinstance(outcome, _Raised):
+                tally.errors += 1
+                raise outcome.error
+            tally.calls += 1
+            tally.cache_hits += int(outcome.from_cache)
+            tally.prompt_tokens += outcome.usage.prompt_tokens
+            tally.completion_tokens += outcome.usage.completion_tokens
+            return outcome
+        raise ProviderError(f"all {count} Ray workers were lost; check the cluster (ray status), then continue "
+                            "with r3con run --resume RUN_DIR")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The engine, the cluster's size and what each worker did: for the manifest."""
+        return {"engine": "ray", "address": self._address, "nodes": self._nodes, "cpus": self._cpus,
+                "workers": len(self._actors), "per_worker": [t.to_dict(i) for i, t in enumerate(self._tallies)]}
+
+    def endpoints(self) -> list[dict[str, Any]]:
+        """Per endpoint of a pool, what the workers' pools did with it, summed over the workers ([] without a pool)."""
+        live = [a for a, t in zip(self._actors, self._tallies, strict=True) if not t.lost]
+        try:  # at the end of a run, briefly: the workers answer from their own event loops
+            reports = ray.get([a.endpoints.remote() for a in live], timeout=30)
+        except (RayActorError, GetTimeoutError):
+            return []
+        merged: dict[str, dict[str, Any]] = {}
+        for report in reports:
+            for entry in report:
+                into = merged.setdefault(entry["base_url"], {**entry, **dict.fromkeys(_SUMMED, 0), "out": False})
+                for name in _SUMMED:
+                    into[name] += entry[name]
+                into["out"] = into["out"] or entry["out"]
+        for entry in merged.values():
+            entry["time_s"] = round(entry["time_s"], 3)
+        return list(merged.values())
+
+
+def _connect(settings: Settings) -> bool:
+    """Join the cluster (--ray-address, else RAY_ADDRESS, else a new local one); True when this call started Ray."""
+    if ray.is_initialized():  # the caller's own Ray session (a notebook, a test): use it as it is
+        return False
+    main = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = settings.ray_address or os.environ.get("RAY_ADDRESS") or "a local cluster"
+        raise ConfigError(f"could not start or join Ray at {where}: {exc}; check --ray-address "
+                          "(or RAY_ADDRESS), or drop --engine ray") from exc
+    finally:
+        if main:  # ray.init sets its own SIGTERM handler: the CLI's (stop cleanly, say how to resume) stays
+            signal.signal(signal.SIGTERM, sigterm)
+    return True
+
+
+@asynccontextmanager
+async def workers(settings: Settings) -> AsyncIterator[RayWorkers]:
+    """Ray workers for `settings`, one per CPU of the cluster (at most 64), closed and released at the end."""
+    started = _connect(settings)
+    try:
+        cpus = float(ray.cluster_resources().get("CPU", 1))
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        count = max(1, min(MAX_WORKERS, int(cpus)))
+        # the cap, rate limits and the record of every call stay on the driver; each worker opens the endpoint
+        # the driver's stack answers what was answered before (its `Answered` owns the cache, the reuse record's
+        # replies and a resumed folder's): a worker only sends what is new, and keeps no second copy of it
+        own = replace(settings, engine="local", max_cost_usd=None, rpm=None, tpm=None, batch=False, cache=False)
+        in_flight = 4 * (settings.concurrency or DEFAULT_CONCURRENCY)
+        actor: Any = ray.remote(_Worker)
+        run = uuid.uuid4().hex[:8]  # named, so that `ray list actors` shows whose they are
+        actors: list[Any] = [actor.options(
+            name=f"{WORKER_PREFIX}{run}-{i}", num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+            max_concurrency=in_flight, scheduling_strategy="SPREAD").remote(own) for i in range(count)]
+        places = list(await asyncio.gather(*(a.where.remote() for a in actors)))
+        address = ray.get_runtime_context().gcs_address
+        try:
+            yield RayWorkers(actors, places, address, nodes, cpus)
+        finally:
+            for a in actors:
+                try:
+                    await a.close.remote()
+                except RayActorError:
+                    pass
+                ray.kill(a)
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,211 @@
+"""`--engine ray` on a local Ray cluster: the in-process run's results, document affinity, and faults.
+
+Every run goes over real HTTP to the scripted server; a fresh server per run, so that its simulated
+prefix cache (which steers the calls' placement) starts empty for each engine alike."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import r3con
+from r3con.pipeline import run
+from r3con.testing import FakeLLMServer, FaultPlan
+
+from ..conftest import cli_in_process
+
+TASK = "Which people are named, and how old is each?"
+PEOPLE = ["Ann Lee", "Bob Stone", "Cara Diaz", "Dan Moss", "Eve Hart", "Finn Cole", "Gus Park", "Hana Ito"]
+SAME = ("notes/round-1.json", "notes/round-2.json", "schema.json", "records.json", "answer.txt")
+
+
+def _texts() -> list[tuple[str, str]]:
+    return [(f"Record {i}", f"{name} is {30 + i} years old and works in Oslo. The weather was mild.")
+            for i, name in enumerate(PEOPLE)]
+
+
+def _settings(server: FakeLLMServer, tmp_path: Path, engine: str, **more) -> r3con.Settings:
+    return r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path / "runs", temperature=0,
+                                  cache_path=tmp_path / f"{engine}.sqlite", engine=engine, **more)
+
+
+def _worker_pids() -> set[int]:
+    """The processes of the engine's Ray actors (Linux: their process title names the class)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(b"ray::_Worker"):
+                    pids.add(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+async def test_ray_gives_the_in_process_runs_notes_records_and_answer_byte_for_byte(ray_cluster, tmp_path):
+    with FakeLLMServer() as server:
+        local = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "local"))
+    with FakeLLMServer() as server:
+        remote = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "ray"))
+        served = server.calls()
+    assert remote.records and remote.answer.strip() and not remote.degraded
+    for name in SAME:
+        assert (remote.run_dir / name).read_bytes() == (local.run_dir / name).read_bytes(), name
+    assert remote.usage.calls == local.usage.calls and remote.usage.prompt_tokens == local.usage.prompt_tokens
+    manifest = json.loads((remote.run_dir / "manifest.json").read_text())
+    engine = manifest["engine"]
+    assert engine["engine"] == "ray" and engine["workers"] == 2 and engine["cpus"] == 2
+    workers = engine["per_worker"]
+    assert sum(w["calls"] for w in workers) == remote.usage.calls == len(served)
+    assert all(w["calls"] > 0 for w in workers), "both workers took documents"
+    # affinity: each document's calls (both rounds, population) went to one worker
+    assert sum(w["documents"] for w in workers) == len(PEOPLE)
+    assert json.loads((remote.run_dir / "usage.json").read_text())["by_worker"] == workers
+    assert "engine" not in json.loads((local.run_dir / "manifest.json").read_text())
+
+
+async def test_a_pool_keeps_each_documents_calls_on_one_endpoint_across_rounds_and_stages(ray_cluster, tmp_path):
+    with FakeLLMServer() as first, FakeLLMServer() as second:
+        settings = r3con.Settings.resolve(env={}, base_urls=(first.base_url, second.base_url), engine="ray",
+                                          out_dir=tmp_path / "runs", cache_path=tmp_path / "c.sqlite")
+        result = await run(TASK, r3con.documents_from_texts(_texts()), settings)
+        calls = [[c for c in s.calls() if c.get("path", "").endswith("/chat/completions")] for s in (first, second)]
+        docs = [{str(c["doc"]) for c in served if c["stage"] in ("relevance", "populate")} for served in calls]
+    assert not result.degraded and result.records
+    assert docs[0] and docs[1], "both endpoints served documents"
+    assert not docs[0] & docs[1], "no document's calls were split between the endpoints"
+    assert docs[0] | docs[1] == {str(i) for i in range(1, len(PEOPLE) + 1)}
+    usage = json.loads((result.run_dir / "usage.json").read_text())
+    by_url = {e["base_url"]: e for e in usage["by_endpoint"]}  # what the workers' pools did, summed
+    assert [by_url[s.base_url]["calls"] for s in (first, second)] == [len(served) for served in calls]
+    assert sum(e["documents"] for e in usage["by_endpoint"]) == len(PEOPLE)
+
+
+async def test_a_worker_killed_mid_round_its_documents_complete_and_no_answered_call_is_paid_twice(
+        ray_cluster, tmp_path):
+    if not Path("/proc/self/cmdline").exists():
+        pytest.skip("finds the workers' processes through /proc (Linux)")
+    with FakeLLMServer() as server:
+        reference = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "local"))
+    before = _worker_pids()
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        running = asyncio.ensure_future(run(TASK, r3con.documents_from_texts(_texts()),
+                                            _settings(server, tmp_path, "ray", concurrency=2)))
+        deadline = time.monotonic() + 60
+        while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 4:
+            assert not running.done() and time.monotonic() < deadline, "the run made no progress"
+            await asyncio.sleep(0.01)
+        victim = min(_worker_pids() - before)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = len(server.calls())
+        result = await running
+        served = server.calls()
+    assert victim not in _worker_pids()
+    assert not result.degraded, "the killed worker's documents were answered all the same"
+    for name in SAME:
+        assert (result.run_dir / name).read_bytes() == (reference.run_dir / name).read_bytes(), name
+    answered = Counter(c["request_hash"] for c in served if c["status"] == 200)
+    twice = {h for h, n in answered.items() if n > 1}
+    # only a call in flight on the killed worker (its reply lost with it) may be asked again: at most
+    # the worker's share of the calls in flight (concurrency 2), and only ones sent before the kill
+    assert len(twice) <= 2, twice
+    assert twice <= {c["request_hash"] for c in served[:killed_at]}
+
+
+async def test_a_worker_gone_for_good_hands_its_documents_to_the_next(ray_cluster, tmp_path):
+    import ray
+
+    with FakeLLMServer() as server:
+        reference = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "local"))
+    before = set(ray.util.list_named_actors())
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        running = asyncio.ensure_future(run(TASK, r3con.documents_from_texts(_texts()),
+                                            _settings(server, tmp_path, "ray", concurrency=2)))
+        deadline = time.monotonic() + 60
+        while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 4:
+            assert not running.done() and time.monotonic() < deadline, "the run made no progress"
+            await asyncio.sleep(0.01)
+        name = min(set(ray.util.list_named_actors()) - before)
+        ray.kill(ray.get_actor(name), no_restart=True)  # as a node lost: Ray cannot bring it back
+        result = await running
+        served = server.calls()
+    assert not result.degraded
+    for file in SAME:
+        assert (result.run_dir / file).read_bytes() == (reference.run_dir / file).read_bytes(), file
+    workers = json.loads((result.run_dir / "manifest.json").read_text())["engine"]["per_worker"]
+    assert [w["lost"] for w in workers] == [name.endswith("-0"), name.endswith("-1")]
+    answered = Counter(c["request_hash"] for c in served if c["status"] == 200)
+    assert sum(n - 1 for n in answered.values()) <= 2, "only calls in flight on the lost worker asked again"
+
+
+def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(ray_cluster, tmp_path):
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for i, (title, text) in enumerate(_texts()):
+        (corpus / f"{i:02d}.txt").write_text(f"{title}\n\n{text}")
+    # the cluster's own variables (its token authentication) stay: the driver joins it as a user's would
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_")) and k != "RAY_ADDRESS"}
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        args = ["run", TASK, str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
+                "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "2", "--json", "--quiet",
+                "--engine", "ray", "--ray-address", ray_cluster]
+        driver = subprocess.Popen([sys.executable, "-m", "r3con", *args], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 5:
+                assert driver.poll() is None, driver.stderr.read() if driver.stderr else ""
+                assert time.monotonic() < deadline, "the run made no progress"
+                time.sleep(0.01)
+            driver.send_signal(signal.SIGKILL)
+            driver.wait(timeout=30)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+            if driver.stderr:
+                driver.stderr.close()
+        before = server.calls()
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["settings"]["engine"] == "ray"
+        resumed = cli_in_process("run", "--resume", str(run_dir), "--base-url", server.base_url, "--json", "--quiet")
+        assert resumed.returncode == 0, resumed.stderr
+        after = server.calls()[len(before):]
+    ok = [c["request_hash"] for c in before if c["status"] == 200]
+    repeated = {c["request_hash"] for c in after} & set(ok)
+    assert len(repeated) <= 2, repeated  # only calls in flight when the driver died
+    assert {c["stage"] for c in after} >= {"schema", "populate", "reason"}
+    result = json.loads(resumed.stdout)
+    assert result["degraded"] == [] and (run_dir / "answer.txt").is_file()
+    assert json.loads((run_dir / "manifest.json").read_text())["engine"]["workers"] == 2
+
+
+def test_sigterm_stops_a_ray_run_cleanly_and_says_how_to_resume(ray_cluster, tmp_path):
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for i, (title, text) in enumerate(_texts()):
+        (corpus / f"{i:02d}.txt").write_text(f"{title}\n\n{text}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_")) and k != "RAY_ADDRESS"}
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "r3con", "run", TASK, str(corpus), "--base-url", server.base_url, "--quiet",
+             "--out", str(tmp_path / "runs"), "--engine", "ray", "--ray-address", ray_cluster],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while sum(1 for c in server.calls() if c["status"] == 200) < 4 and time.monotonic() < deadline:
+            assert driver.poll() is None
+            time.sleep(0.01)
+        time.sleep(0.3)  # the replies are back at the driver, and in its record
+        driver.send_signal(signal.SIGTERM)  # ray.init's own handler would exit 15 without a word
+        _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 143, err
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert f"continue with r3con run --resume {folder}" in err
