@@ -33,7 +33,7 @@ def path_lines(label: str, path: object) -> str:
 def usage_line(usage: Usage) -> str:
     cached = f" ({usage.cached_tokens / usage.prompt_tokens:.0%} cached)" if usage.prompt_tokens else ""
     line = (f"{usage.calls} calls, {usage.prompt_tokens:,} prompt tokens{cached}, "
-            f"{usage.completion_tokens:,} completion tokens, ${usage.cost_usd:.4f}")
+            f"{usage.completion_tokens:,} completion tokens, {usage.cost_text()}")
     if usage.cache_hits:
         line += f"; {usage.cache_hits} from cache (saved {usage.saved_tokens:,} tokens, ${usage.saved_usd:.4f})"
     events = ", ".join(f"{name} {n}" for name, n in sorted(usage.events.items()) if n)
@@ -84,6 +84,10 @@ class PlainProgress:
 
 def short_usage(usage: Usage) -> str:
     """Calls and cost in a few characters, for a progress line that must fit 80 columns."""
+    if usage.unpriced:
+        return f"{usage.calls} calls, price unknown"
+    if usage.local_calls and usage.local_calls >= usage.calls and not usage.cost_usd:
+        return f"{usage.calls} calls, local: free"
     return f"{usage.calls} calls ${usage.cost_usd:.4f}"
 
 

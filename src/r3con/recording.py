@@ -29,7 +29,7 @@ from .corpus import Document
 from .errors import R3conError
 from .inputs import Inputs
 from .llm import LLMStack
-from .llm.budget import spent_in
+from .llm.budget import folder_cost
 from .llm.types import Usage
 from .notes import FinalNotes, Selections, round_entries
 from .results import Failure
@@ -191,7 +191,7 @@ class RunRecord:
             self._docs = None
         total = self.llm.ledger.total().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.ledger.by_stage().items()}
-        total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
+        total["run_folder_cost_usd"] = folder_cost(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
         manifest, selections = self.manifest, self.selections
         if self.llm.pool is not None:  # per endpoint of a pool, in both
             total["by_endpoint"] = manifest["endpoint"]["pool"] = self.llm.endpoints()
@@ -203,6 +203,9 @@ class RunRecord:
                                                     if s.shared_first or stage == "populate"}
         manifest["layout"]["document_reuse"] = self.seen.to_dict(self.placement.adaptive)
         manifest["corpus_store"] = self._corpus_store()
+        usage = self.llm.ledger.total()  # what the run cost, said as the CLI says it ("price unknown", "local")
+        manifest["cost"] = {**manifest.get("cost", {}), "cost_usd": usage.to_dict()["cost_usd"],
+                            "text": usage.cost_text(), **({"unpriced": list(usage.unpriced)} if usage.unpriced else {})}
         self._learned()
         self.run_dir.write_json("manifest.json", manifest)
 
@@ -221,6 +224,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
                      **({"pool": stack.endpoints(), "unreachable": list(stack.pool.unreachable)}
                         if stack.pool is not None else {})},
         "settings": settings.public(),
+        "cost": {"prices": _price_sources(settings, stack)},
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
@@ -228,6 +232,16 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
             for d in docs
         ],
     }
+
+
+def _price_sources(settings: Settings, stack: LLMStack) -> dict[str, str]:
+    """Where each model's price comes from: the --prices file, genai-prices, a local server (free), or why it is unknown."""
+    from .llm.pricing import PriceTable
+    from .config import STAGES
+
+    prices = PriceTable.load(settings.prices_file, base_url=stack.endpoint.base_url)
+    models = dict.fromkeys(settings.model_for(s) or stack.endpoint.model for s in STAGES)
+    return {model: prices.quote(model).source for model in models}
 
 
 def _concurrency(stack: LLMStack) -> dict[str, Any]:

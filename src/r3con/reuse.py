@@ -221,7 +221,7 @@ def _reply(completion: Completion) -> dict[str, Any]:
 
 def _completion(data: Mapping[str, Any]) -> Completion:
     return Completion(content=data["content"], reasoning=data.get("reasoning"), finish_reason=data.get("finish_reason"),
-                      usage=Usage(**data["usage"]), model=data.get("model", ""),
+                      usage=Usage.from_dict(data["usage"]), model=data.get("model", ""),
                       tool_calls=tuple(ToolCall(**c) for c in data.get("tool_calls") or ()))
 
 

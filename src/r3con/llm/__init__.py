@@ -103,7 +103,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
             endpoint = await through_router(base.endpoint, settings, await base.describe(settings))
             concurrency = await concurrency_for(base.endpoint, settings)
         ledger = Ledger()
-        prices = PriceTable.load(settings.prices_file)
+        prices = PriceTable.load(settings.prices_file, base_url=endpoint.base_url)
         stack: LLM = base
         cap = cap or shared_cap()
         if cap is None and settings.max_cost_usd is not None:

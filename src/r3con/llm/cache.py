@@ -76,7 +76,7 @@ class CallCache:
         content, reasoning, finish_reason, usage, model, tool_calls = row
         calls = tuple(ToolCall(**c) for c in json.loads(tool_calls)) if tool_calls else ()
         return Completion(content=content, reasoning=reasoning, finish_reason=finish_reason,
-                          usage=Usage(**json.loads(usage)), model=model, from_cache=True, tool_calls=calls)
+                          usage=Usage.from_dict(json.loads(usage)), model=model, from_cache=True, tool_calls=calls)
 
     def put(self, key: str, endpoint: str, stage: str, completion: Completion) -> None:
         usage = completion.usage.to_dict()

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .cache import usable
 from .types import LLM, ChatRequest, Completion, Usage
-
-_USAGE = {f.name for f in fields(Usage)} - {"events"}  # events belong to the run that saw them
-
 
 _HASH = re.compile(rb'"request_hash": ?"([0-9a-f]+)"')  # a key: inside a JSON string every quote is escaped
 
@@ -83,7 +80,7 @@ def _reply(record: dict[str, Any]) -> Completion | None:
     return Completion(
         content=response["content"], reasoning=response.get("reasoning"),
         finish_reason=record.get("finish_reason"), model=str(record.get("model") or ""),
-        usage=Usage(**{k: v for k, v in usage.items() if k in _USAGE}), from_cache=True)
+        usage=Usage.from_dict({k: v for k, v in usage.items() if k != "events"}), from_cache=True)
 
 
 class FolderReplies:
