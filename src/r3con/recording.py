@@ -236,8 +236,8 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
 
 def _price_sources(settings: Settings, stack: LLMStack) -> dict[str, str]:
     """Where each model's price comes from: the --prices file, genai-prices, a local server (free), or why it is unknown."""
-    from .llm.pricing import PriceTable
     from .config import STAGES
+    from .llm.pricing import PriceTable
 
     prices = PriceTable.load(settings.prices_file, base_url=stack.endpoint.base_url)
     models = dict.fromkeys(settings.model_for(s) or stack.endpoint.model for s in STAGES)
