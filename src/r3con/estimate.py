@@ -172,7 +172,7 @@ async def estimate_run(
     cache keeps what it is sent (so every probe finds its document)."""
     return await _estimate(task, len(documents), await _Parts.of(documents, settings), settings,
                            counter or EstimateCounter(), assumptions or Assumptions(),
-                           prices or PriceTable.load(settings.prices_file), model)
+                           prices or PriceTable.load(settings.prices_file, base_url=settings.base_url), model)
 
 
 @dataclass(frozen=True)
@@ -307,11 +307,46 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
         f"{settings.rounds} relevance rounds; {notes_line}",
         *a.lines(),
         cache_line,
-        f"prices: {model} from the price table" + (" at the batch discount for relevance and populate"
-                                                    if settings.batch else "")
-        + ("" if all(s.cost_usd is not None for s in out) else "; no price for some models: pass --prices"),
+        f"prices: {model}: {prices.quote(model).source}" + (" at the batch discount for relevance and populate"
+                                                              if settings.batch else "")
+        + ("" if all(s.cost_usd is not None for s in out) else "; price unknown for some models: pass --prices FILE"),
     ]
     return Estimate(model=model, documents=documents, parts=n, stages=tuple(out), assumptions=tuple(lines))
+
+
+@dataclass(frozen=True)
+class PlannedEndpoint:
+    """The endpoint a run would use, found as `run` finds it: its model, window and concurrency, and whence."""
+
+    base_url: str
+    model: str
+    context_window: int
+    context_window_source: str
+    concurrency: int
+    concurrency_source: str
+
+    def line(self) -> str:
+        return (f"planned for {self.base_url}, model {self.model}: window {self.context_window:,} tokens "
+                f"({self.context_window_source}), {self.concurrency} calls in flight ({self.concurrency_source})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base_url": self.base_url, "model": self.model, "context_window": self.context_window,
+                "context_window_source": self.context_window_source, "concurrency": self.concurrency,
+                "concurrency_source": self.concurrency_source}
+
+
+async def plan_endpoint(settings: Settings) -> PlannedEndpoint:
+    """Open the endpoint as `run` opens it (`build_llm`: a pool, a router's workers, the server's slots and
+    window) and say what it found; no chat call is made."""
+    from dataclasses import replace as replaced
+
+    from .llm import build_llm
+
+    async with build_llm(replaced(settings, cache=False, max_cost_usd=None)) as stack:
+        info = stack.endpoint
+        chosen = stack.concurrency or (0, "unknown")
+        return PlannedEndpoint(info.base_url, info.model, info.context_window, info.context_window_source,
+                               int(chosen[0]), str(chosen[1]))
 
 
 CONFIDENCE = 0.9  # the share of runs a range is meant to hold
@@ -328,7 +363,7 @@ async def estimate_range(
     and the central `confidence` of their calls, prompt tokens and cost. Assumptions that were not
     sampled get no range."""
     counter = _Remembered(counter or EstimateCounter())
-    prices = prices or PriceTable.load(settings.prices_file)
+    prices = prices or PriceTable.load(settings.prices_file, base_url=settings.base_url)
     split = await _Parts.of(documents, settings)
     expected = await _estimate(task, len(documents), split, settings, counter, assumptions, prices, model)
     spread = assumptions.spread

@@ -306,6 +306,9 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     note = getattr(progress, "note", None)  # a Progress written before notes has none
     if llm.retrier is not None and note is not None:
         llm.retrier.subscribe(note)
+    if note is not None and llm.concurrency is not None:  # the banner: what the run will ask the server for
+        note(f"plan: {len(parts):,} parts of at most {part_tokens:,} tokens for a window of {window:,}; "
+             f"{llm.concurrency[0]} calls in flight ({llm.concurrency[1]})")
     try:
         rounds: tuple[Mapping[str, str], ...] = ()
         if settings.rounds > 0:

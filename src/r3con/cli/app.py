@@ -232,7 +232,7 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
             progress.close()
     end = ends[-1] if ends else None
     if isinstance(stopped, KeyboardInterrupt):
-        print(interrupted_line(end), file=sys.stderr)
+        print(interrupted_line(end, resumed=resume), file=sys.stderr)
         report_line(end, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     if stopped is not None:
@@ -356,11 +356,12 @@ def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began
         raise typer.Exit(130) from None
 
 
-def interrupted_line(end: RunEnd | None) -> str:
-    """What an interrupted run says: where the run folder is, what it kept, and how to continue."""
-    if end is None:
+def interrupted_line(end: RunEnd | None, resumed: Path | None = None) -> str:
+    """What an interrupted run says: where the run folder is, what it kept, and how to continue (a resumed
+    folder is named even when the run had not said where it stopped)."""
+    if end is None and resumed is None:
         return "r3con: interrupted before the run began; nothing was sent"
-    folder = end.run_dir
+    folder = end.run_dir if end is not None else resumed
     calls = Path(folder) / "calls.jsonl"
     count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
     return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
@@ -391,7 +392,7 @@ def estimate(
     stage_model: StageModel = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (default 2)")] = None,
     reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (default) or direct")] = None,
-    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it, when --base-url or OPENAI_BASE_URL is set; else 32768)")] = None,
+    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it: --base-url, OPENAI_BASE_URL or the local server found; else 32768)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (default) or paper")] = None,
     notes_budget: NotesBudget = None,
     batch: Batch = None,
@@ -409,7 +410,8 @@ def estimate(
     include_hidden: IncludeHidden = False,
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
-    from ..estimate import Assumptions, estimate_range, estimate_run
+    from ..config import DEFAULT_CONTEXT_WINDOW
+    from ..estimate import Assumptions, estimate_range, estimate_run, plan_endpoint
     from ..estimate import sample as sample_calls
     from ..llm.tokenize import make_counter
 
@@ -425,8 +427,8 @@ def estimate(
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
     if not 0.5 <= confidence <= 0.99:
         raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
-    if sample:
-        settings = with_local_server(settings)
+    # the endpoint `run` would use: the local server found on its usual port when none is named (as run finds it)
+    settings = with_local_server(settings, required=bool(sample))
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
     with interrupt_sends_nothing():
@@ -435,11 +437,17 @@ def estimate(
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
 
+    planned: list[Any] = []  # the endpoint the estimate planned for, as run would open it
+
     async def measured() -> Any:  # one event loop: the endpoint's token counter is bound to it
         assumptions, measured_settings = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps), settings
         try:
-            if settings.base_url and settings.context_window is None and not sample:
-                measured_settings = dataclasses.replace(settings, context_window=await endpoint_window(settings))
+            if settings.base_url or settings.pool_file is not None:
+                found = await plan_endpoint(settings)
+                planned.append(found)
+                measured_settings = dataclasses.replace(settings, model=settings.model or found.model,
+                                                        context_window=settings.context_window or found.context_window,
+                                                        concurrency=settings.concurrency or found.concurrency)
             if sample:
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
@@ -456,21 +464,17 @@ def estimate(
     with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
         result = asyncio.run(measured())
     print(summary_line(corpus.inputs), file=sys.stderr)
+    endpoint_line = (planned[0].line() if planned else
+                     f"planned for no endpoint (none named, no local server found): window "
+                     f"{settings.context_window or DEFAULT_CONTEXT_WINDOW:,} tokens "
+                     f"({'--context-window' if settings.context_window else 'assumed'}); pass --base-url to plan "
+                     "for a server's own window and slots")
+    print(wrapped(f"r3con: {endpoint_line}"), file=sys.stderr)
     if as_json:
-        print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
+        print(json.dumps({**result.to_dict(), "endpoint": planned[0].to_dict() if planned else None,
+                          "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
         return
     print_estimate(result)
-
-
-async def endpoint_window(settings: Settings) -> int:
-    """The window `run` would read from the endpoint (`llm.window.discover`)."""
-    from ..llm.client import OpenAIChat
-
-    client = OpenAIChat(settings)
-    try:
-        return (await client.describe(settings)).context_window
-    finally:
-        await client.aclose()
 
 
 def print_estimate(result: Any) -> None:
@@ -481,7 +485,7 @@ def print_estimate(result: Any) -> None:
     for column in ("stage", "calls", "input tokens", "of which cached", "output tokens", "USD"):
         table.add_column(column, justify="left" if column == "stage" else "right")
     for s in (*result.stages, result.total):
-        cost = "n/a" if s.cost_usd is None else f"{s.cost_usd:.4f}"
+        cost = "price unknown" if s.cost_usd is None else f"{s.cost_usd:.4f}"
         table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
     console = Console()
     console.print(table)
