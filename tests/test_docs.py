@@ -186,3 +186,42 @@ def _without_comment(line: str) -> str:
     """An `r3con sql` line without its trailing `# ...` comment (the query is quoted, so split on the last quote)."""
     head, quote, tail = line.rpartition('"')
     return head + quote + tail.split("#")[0]
+
+
+def test_every_count_the_usage_line_can_show_is_explained_in_usage_md():
+    from r3con.llm.types import EVENTS
+
+    table = (ROOT / "docs" / "usage.md").read_text().split("### The usage line")[1].split("\n\n|")[1]
+    explained = set(re.findall(r"^\| `([a-z_]+) N`", "|" + table, re.MULTILINE))
+    assert set(EVENTS) | {"near_window"} <= explained
+
+
+GUIDES = {"openai.md": "gpt-4o-mini", "openrouter.md": "openai/gpt-4o-mini", "anthropic.md": "claude-haiku-4-5"}
+
+
+@pytest.mark.parametrize("guide, model", GUIDES.items())
+def test_each_providers_guide_runs_as_written_against_the_scripted_server(guide, model, tmp_path):
+    """The guide's `r3con run` line, its base URL pointed at the scripted server serving the guide's model: the
+    run finishes and costs that model's price (genai-prices), without a --prices file."""
+    from r3con.testing import FakeLLMServer
+
+    (line,) = [line for line in r3con_lines((ROOT / "docs" / guide).read_text()) if line.startswith("r3con run ")]
+    folder = tmp_path / "filings"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Recall notice\n\nNordwerk GmbH recalled brake pads in March 2025.")
+    (folder / "b.txt").write_text("Supplier list\n\nNordwerk GmbH and Halvard Steel supply the Rotterdam plant.")
+    with FakeLLMServer(model=model) as server:
+        words = shlex.split(line)[1:]
+        words[words.index("--base-url") + 1] = server.base_url
+        words = [str(folder) if w == "./filings/" else w for w in words]
+        proc = cli_in_process(*words, "--out", str(tmp_path / "runs"), "--json", "--quiet",
+                              env={"OPENAI_API_KEY": "sk-test"})
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    from r3con.llm.pricing import PriceTable
+    from r3con.llm.types import Usage
+
+    usage = json.loads(proc.stdout)["usage"]
+    expected = PriceTable.load().cost(model, Usage.from_dict(usage))
+    assert expected and usage["cost_usd"] == pytest.approx(expected, rel=1e-3)

@@ -84,6 +84,8 @@ def _database_price(model: str, provider_api_url: str | None) -> tuple[Price, st
             found = calc_price(per_million, model)
             read = calc_price(cached, model)
     except LookupError:
+        if provider_api_url is None and "/" in model:  # "openai/gpt-4o-mini" through a proxy: the model's own price
+            return _database_price(model.rsplit("/", 1)[-1], None)
         return None
     if provider_api_url is None and not _close(model, found.model.id):
         return None  # genai-prices matches loosely without a provider ("deepseek-r1:8b" to deepseek-reasoner)
