@@ -359,9 +359,9 @@ def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began
 def interrupted_line(end: RunEnd | None, resumed: Path | None = None) -> str:
     """What an interrupted run says: where the run folder is, what it kept, and how to continue (a resumed
     folder is named even when the run had not said where it stopped)."""
-    if end is None and resumed is None:
-        return "r3con: interrupted before the run began; nothing was sent"
     folder = end.run_dir if end is not None else resumed
+    if folder is None:
+        return "r3con: interrupted before the run began; nothing was sent"
     calls = Path(folder) / "calls.jsonl"
     count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
     return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
