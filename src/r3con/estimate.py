@@ -21,7 +21,7 @@ from ._prompts import render
 from ._ranges import Interval, Spread, draw, interval
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents_async
-from .errors import OutputError
+from .errors import ConfigError, OutputError
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import part_budget, stage_options
@@ -563,3 +563,59 @@ class _ByRound:
         round_no = request.round or 0
         self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
         return completion
+
+
+def sample_documents(documents: Sequence[Document], spec: str) -> tuple[Document, ...]:
+    """The documents a `--sample` run takes: N of them (or a share, "0.1"), those whose text has the lowest
+    SHA-256, so the same files give the same sample whatever their names or order; renumbered from 1."""
+    try:
+        share = float(spec)
+    except ValueError:
+        share = -1.0
+    if share <= 0 or (share >= 1 and not share.is_integer()):
+        raise ConfigError(f"--sample {spec!r}: give a number of documents (5) or a share of them (0.1)")
+    count = int(share) if share >= 1 else max(1, math.ceil(share * len(documents)))
+    chosen = sorted(sorted(documents, key=lambda d: d.sha256)[:count], key=lambda d: d.number)
+    return tuple(replace(d, number=i) for i, d in enumerate(chosen, 1))
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What a sample run cost beside the estimate for the whole folder, scaled by how the estimate did on the sample."""
+
+    sampled: int
+    documents: int
+    sample_usage: Usage
+    sample_estimate: StageEstimate
+    whole_estimate: StageEstimate
+
+    def lines(self) -> list[str]:
+        ratio = self.sample_usage.calls / max(1, self.sample_estimate.calls)
+        whole = self.whole_estimate
+        cost = ("price unknown" if whole.cost_usd is None or self.sample_usage.known_cost is None else
+                "free (local server)" if self.sample_usage.local_calls and not whole.cost_usd else
+                f"${whole.cost_usd:.4f} estimated, ${self._scaled_cost():.4f} at the sample's cost against its estimate")
+        return [f"sample: {self.sampled} of {self.documents} documents (those whose text has the lowest SHA-256: the "
+                f"same files give the same sample): {self.sample_usage.calls:,} calls, "
+                f"{self.sample_usage.prompt_tokens:,} prompt tokens, {self.sample_usage.cost_text()}",
+                f"the whole folder ({self.documents} documents): about {whole.calls:,} calls "
+                f"({round(whole.calls * ratio):,} at the sample's {ratio:.2f} calls per estimated call), "
+                f"{whole.input_tokens:,} prompt tokens; {cost}"]
+
+    def _scaled_cost(self) -> float:
+        estimated = self.sample_estimate.cost_usd or 0.0
+        whole = self.whole_estimate.cost_usd or 0.0
+        return whole * (self.sample_usage.cost_usd / estimated) if estimated else whole
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sampled": self.sampled, "documents": self.documents, "sample_usage": self.sample_usage.to_dict(),
+                "sample_estimate": self.sample_estimate.to_dict(), "whole_estimate": self.whole_estimate.to_dict()}
+
+
+async def project(task: str, documents: Sequence[Document], sample: Sequence[Document], settings: Settings,
+                  sample_usage: Usage, model: str) -> Projection:
+    """The estimate for all `documents` beside what the run on `sample` of them cost (`settings` with the
+    window the run used)."""
+    whole = await estimate_run(task, documents, settings, model=model)
+    part = await estimate_run(task, sample, settings, model=model)
+    return Projection(len(sample), len(documents), sample_usage, part.total, whole.total)

@@ -157,6 +157,7 @@ def run(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
     reuse: Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note enters, populate only changed final notes, keep the schema), off")] = None,
     new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
+    sample: Annotated[str | None, typer.Option("--sample", help="Try the run on N documents of PATHS (or a share, 0.1), chosen by content hash so the same files give the same sample; prints the estimate for all of them beside what the sample cost")] = None,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     flags: dict[str, Any] = dict(
@@ -179,6 +180,9 @@ def run(
         question = None
     question = read_question(question, question_file)
     plan = None
+    if sample is not None and resume is not None:
+        raise ConfigError("--sample picks the documents of a new run; continue a sample's run with --resume RUN_DIR "
+                          "alone")
     if resume is not None:
         from ..resume import check_question, check_settings, locate_sources, read_resume
 
@@ -200,18 +204,23 @@ def run(
         if store is not None:
             closing.callback(store.close)
         _run_loaded(question, paths, settings, plan, store, resume, exclude=exclude, include_hidden=include_hidden,
-                    pdf_password=pdf_password, quiet=quiet, as_json=as_json, strict=strict)
+                    pdf_password=pdf_password, quiet=quiet, as_json=as_json, strict=strict, sample=sample)
 
 
 def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, store: CorpusStore | None,
                 resume: Path | None, *, exclude: list[str] | None, include_hidden: bool, pdf_password: str | None,
-                quiet: bool, as_json: bool, strict: bool) -> None:
+                quiet: bool, as_json: bool, strict: bool, sample: str | None = None) -> None:
     """`run`'s work once the settings are resolved: load (through the corpus store), run, print."""
     from ..pipeline import run as run_pipeline
 
     with interrupt_sends_nothing():
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password,
                              store=store)
+    everything = corpus.documents
+    if sample is not None:  # --sample: the run on part of the folder, the estimate for all of it after
+        from ..estimate import sample_documents
+
+        corpus = dataclasses.replace(corpus, documents=sample_documents(everything, sample))
     if plan is not None:
         from ..resume import carried_inputs, check_documents
 
@@ -239,6 +248,19 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
         raise typer.Exit(failed(stopped, end, quiet=quiet))
     with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
         _print_run(result, as_json, quiet, strict, settings.max_steps)
+        if sample is not None:
+            _print_projection(question, everything, corpus.documents, settings, result)
+
+
+def _print_projection(question: str, everything: Any, sampled: Any, settings: Settings, result: Any) -> None:
+    """After a --sample run: what it cost, beside the estimate for the whole folder with the window it used."""
+    from ..estimate import project
+
+    endpoint = json.loads((Path(result.run_dir) / "manifest.json").read_text(encoding="utf-8"))["endpoint"]
+    planned = dataclasses.replace(settings, context_window=settings.context_window or endpoint["context_window"])
+    projection = asyncio.run(project(question, everything, sampled, planned, result.usage, endpoint["model"]))
+    for line in projection.lines():
+        print(wrapped(line), file=sys.stderr)
 
 
 def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool, max_steps: int) -> None:
