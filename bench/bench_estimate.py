@@ -128,16 +128,18 @@ def main() -> None:
     parser.add_argument("--dracula", type=Path, default=Path("../shared/data/dracula/docs"))
     parser.add_argument("--docs", default="12,46")
     parser.add_argument("--slots", default="8192,32768", help="tokens a slot, one measurement each")
+    parser.add_argument("--configs", help="DOCS:SLOT pairs to measure instead (12:8192,46:32768)")
     parser.add_argument("--sizes", default="46,200")
     parser.add_argument("--sample", type=int, default=4)
     parser.add_argument("--chars", type=int, default=16_000, help="characters kept of each document beyond Dracula")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.llama is not None:
-        for slot in map(int, args.slots.split(",")):
-            for docs in map(int, args.docs.split(",")):
-                row = local(args.llama, args.dracula, docs, slot)
-                print(json.dumps(row) if args.json else _local_line(row), flush=True)
+        pairs = ([tuple(map(int, pair.split(":"))) for pair in args.configs.split(",")] if args.configs else
+                 [(docs, slot) for slot in map(int, args.slots.split(",")) for docs in map(int, args.docs.split(","))])
+        for docs, slot in pairs:
+            row = local(args.llama, args.dracula, docs, slot)
+            print(json.dumps(row) if args.json else _local_line(row), flush=True)
         return
     rows = [one(int(size), args.sample, args.chars) for size in args.sizes.split(",")]
     if args.json:

@@ -213,7 +213,8 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
     """`run`'s work once the settings are resolved: load (through the corpus store), run, print."""
     from ..pipeline import run as run_pipeline
 
-    with interrupt_sends_nothing():
+    # a resumed folder already holds calls: Ctrl-C while its documents are read names it and how to continue
+    with interrupt_sends_nothing(*([interrupted_line(None, resumed=resume)] if resume is not None else [])):
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password,
                              store=store)
     everything = corpus.documents
