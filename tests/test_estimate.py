@@ -158,4 +158,8 @@ async def test_a_sample_whose_schema_fails_goes_on_as_the_run_does(tmp_path):
     assert calibrated.sampled == 2 and calibrated.relevant_share > 0, "the sample measured the notes all the same"
     assert calibrated.schema_tokens == Assumptions().schema_tokens, "the schema's size stays as assumed"
     predicted = await estimate_run(TASK, docs, settings, assumptions=calibrated)
-    assert predicted.total.calls > 0
+    assert calibrated.schema_failed, "the sample saw the schema fail"
+    stages = {s.stage: s.calls for s in predicted.stages}
+    assert "populate" not in stages, "no population, as the run goes on without records"
+    assert stages["schema"] == result.by_stage["schema"].calls and stages["reason"] == result.by_stage["reason"].calls
+    assert stages["relevance"] == result.by_stage["relevance"].calls

@@ -53,6 +53,7 @@ class Assumptions:
     probes: int = 0  # first-round relevance calls the share and first notes were measured on
     sample_usage: Usage | None = None  # what measuring them took
     spread: Spread | None = None  # what the sample saw document by document (for the range)
+    schema_failed: bool = False  # the sample's schema proposal failed: the run goes on without records, as it would
 
     @property
     def final_share(self) -> float:
@@ -72,7 +73,9 @@ class Assumptions:
             f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
             f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
             f"{self.step_tokens} of REPL output each",
-        ] + ([f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
+        ] + (["the sample's schema proposal failed, so the run is planned as a run goes on then: every schema "
+              "attempt, no population, the answer directly from the notes in one call"] if self.schema_failed else []) + (
+            [f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
              if self.token_scale != 1.0 else []) + (
             [f"sampling made {self.sample_usage.calls} calls ({self.sample_usage.prompt_tokens:,} prompt tokens, "
              f"${self.sample_usage.cost_usd:.4f})"] if self.sample_usage is not None else [])
@@ -248,7 +251,11 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
     wrapped_note, relevant = last_notes
     all_notes = notes_size(sum(relevant))[0] if settings.rounds else 20
 
-    if settings.structuring:
+    if settings.structuring and a.schema_failed:  # as the run goes on: every attempt fails, no records
+        schema = _Stage("schema")
+        schema.call(task_t + 250 + all_notes, 0, a.schema_tokens, times=max(1, settings.schema_attempts))
+        stages.append(schema)
+    elif settings.structuring:
         schema = _Stage("schema")
         schema.call(task_t + 250 + all_notes, 0, a.schema_tokens)
         populate = _Stage("populate")
@@ -275,7 +282,7 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
     reason = _Stage("reason")
     data = min(settings.data_view_chars // 4, n * a.records_tokens)
     first = 450 + task_t + all_notes + a.schema_tokens + data
-    if settings.reasoning == "direct":
+    if settings.reasoning == "direct" or a.schema_failed:  # a failed schema: the answer directly from the notes
         reason.call(first, 0, a.step_tokens)
     else:
         for step in range(a.agent_steps):  # each step's prompt is the last one plus a reply and an observation
@@ -513,6 +520,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
         note_tags_tokens=max(0, tags), sample_usage=spent, spread=spread,
+        schema_failed=settings.structuring and proposed is None,
     ), window
 
 
