@@ -54,6 +54,7 @@ class Assumptions:
     sample_usage: Usage | None = None  # what measuring them took
     spread: Spread | None = None  # what the sample saw document by document (for the range)
     schema_failed: bool = False  # the sample's schema proposal failed: the run goes on without records, as it would
+    relevance_calls: float = 1.0  # calls per relevance request, re-asks of empty or invalid replies included
 
     @property
     def final_share(self) -> float:
@@ -73,7 +74,8 @@ class Assumptions:
             f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
             f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
             f"{self.step_tokens} of REPL output each",
-        ] + (["the sample's schema proposal failed, so the run is planned as a run goes on then: every schema "
+        ] + ([f"relevance calls ({source}): {self.relevance_calls:.2f} a request, re-asks of empty or invalid "
+              "replies included"] if self.relevance_calls != 1.0 else []) + (["the sample's schema proposal failed, so the run is planned as a run goes on then: every schema "
               "attempt, no population, the answer directly from the notes in one call"] if self.schema_failed else []) + (
             [f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
              if self.token_scale != 1.0 else []) + (
@@ -247,6 +249,10 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
             else:  # instructions first: they repeat from call to call, and in later rounds the notes
                 cached = sys_t + rel_t + others // 2 if i > 0 else 0  # up to this document's own note
             relevance.call(prompt, cached, reply)
+    extra = round(relevance.calls * (a.relevance_calls - 1))  # re-asks: a request's prompt again
+    if extra > 0 and relevance.calls:
+        relevance.call(relevance.input // relevance.calls, relevance.cached // relevance.calls,
+                       relevance.output // relevance.calls, times=extra)
     stages = [relevance] if settings.rounds else []
     wrapped_note, relevant = last_notes
     all_notes = notes_size(sum(relevant))[0] if settings.rounds else 20
@@ -521,6 +527,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
         note_tags_tokens=max(0, tags), sample_usage=spent, spread=spread,
         schema_failed=settings.structuring and proposed is None,
+        relevance_calls=round(recorded.attempts / max(1, sum(u.calls for u in recorded.usage.values())), 3),
     ), window
 
 
@@ -565,11 +572,13 @@ class _ByRound:
     def __init__(self, inner: LLM):
         self.inner = inner
         self.usage: dict[int, Usage] = {}
+        self.attempts = 0
 
     async def complete(self, request: ChatRequest) -> Completion:
         completion = await self.inner.complete(request)
         round_no = request.round or 0
         self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
+        self.attempts += completion.usage.calls or 1  # re-asks of an empty or invalid reply included
         return completion
 
 
