@@ -474,7 +474,7 @@ def estimate(
             if sample:
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
-                measured_settings = dataclasses.replace(settings, context_window=window)
+                measured_settings = dataclasses.replace(measured_settings, context_window=window)
                 return await estimate_range(question, documents, measured_settings, assumptions, counter=counter,
                                             confidence=confidence)
             return await estimate_run(question, documents, measured_settings, counter=counter,
