@@ -166,3 +166,20 @@ async def test_a_sample_whose_schema_fails_goes_on_as_the_run_does(tmp_path):
     assert "populate" not in stages, "no population, as the run goes on without records"
     assert stages["schema"] == result.by_stage["schema"].calls and stages["reason"] == result.by_stage["reason"].calls
     assert stages["relevance"] == result.by_stage["relevance"].calls
+
+
+async def test_a_sample_that_sees_empty_replies_counts_their_reasks_and_its_range_holds_the_run(tmp_path):
+    docs = r3con.documents_from_texts(texts(16))
+    faults = FaultPlan.parse("empty=0.2,only=relevance,seed=3")
+    with FakeLLMServer(faults=faults) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          cache=False, max_steps=2)
+        calibrated, _ = await sample(TASK, docs, settings, 4)
+        predicted = await estimate_range(TASK, docs, settings, calibrated)
+        result = await run(TASK, docs, settings)
+    run_calls = result.by_stage["relevance"].calls
+    assert run_calls > 2 * len(docs), "the run asked again after empty replies"
+    assert calibrated.relevance_calls > 1 and calibrated.relevance_requests >= 4
+    planned = {s.stage: s.calls for s in predicted.stages}["relevance"]
+    assert abs(planned - run_calls) <= 0.15 * run_calls
+    assert predicted.range is not None and predicted.range.calls.low <= result.usage.calls <= predicted.range.calls.high

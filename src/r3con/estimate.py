@@ -55,6 +55,7 @@ class Assumptions:
     spread: Spread | None = None  # what the sample saw document by document (for the range)
     schema_failed: bool = False  # the sample's schema proposal failed: the run goes on without records, as it would
     relevance_calls: float = 1.0  # calls per relevance request, re-asks of empty or invalid replies included
+    relevance_requests: int = 0  # the relevance requests `relevance_calls` was measured on (0: assumed)
 
     @property
     def final_share(self) -> float:
@@ -389,7 +390,8 @@ async def estimate_range(
         a = assumptions
         growth = (a.final_note_tokens or a.note_tokens) - a.note_tokens
         runs = [(await _estimate(task, len(documents), split, settings, counter,
-                                 replace(a, **draw(spread, a.note_tokens, growth, steps, rng)), prices, model)).total
+                                 replace(a, **draw(spread, a.note_tokens, growth, steps, rng),
+                                         relevance_calls=_reasked(a, rng)), prices, model)).total
                 for _ in range(draws)]
         total = expected.total
         costs = [r.cost_usd for r in runs]
@@ -404,6 +406,16 @@ async def estimate_range(
                 f"{len(spread.note_tokens)} notes' sizes; --sample {2 * assumptions.sampled} would narrow the prompt "
                 f"tokens to about ±{doubled.half_width():.0%} if it saw the same (now ±{prompt.half_width():.0%})")
     return replace(expected, range=EstimateRange(confidence, calls, prompt, cost, draws, narrower))
+
+
+def _reasked(a: Assumptions, rng: random.Random) -> float:
+    """Relevance calls per request, drawn from what the sample saw: its k re-asks as a Poisson rate with
+    the Jeffreys prior (Gamma(k + 1/2) over the requests sampled). A sample that saw none keeps 1.0: a
+    server that answers every call is the run's usual case, and widening every range for it would not help."""
+    reasks = round((a.relevance_calls - 1) * a.relevance_requests)
+    if not a.relevance_requests or reasks <= 0:
+        return a.relevance_calls
+    return 1 + rng.gammavariate(reasks + 0.5, 1.0) / a.relevance_requests
 
 
 class _Remembered:
@@ -528,6 +540,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         note_tags_tokens=max(0, tags), sample_usage=spent, spread=spread,
         schema_failed=settings.structuring and proposed is None,
         relevance_calls=round(recorded.attempts / max(1, sum(u.calls for u in recorded.usage.values())), 3),
+        relevance_requests=sum(u.calls for u in recorded.usage.values()),
     ), window
 
 
