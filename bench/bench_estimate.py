@@ -116,10 +116,15 @@ def local(llama: Path, dracula: Path, docs: int, slot: int, slots: int = 4) -> d
         "run_parts": sum(1 for _ in ran.get("parts", [])) or None,
         "calls": {"estimate": plain["total"]["calls"], "sampled": sampled["total"]["calls"], "run": actual["calls"]},
         "range": (sampled["range"] or {}).get("calls"),
-        "stages": {s["stage"]: {"estimate": s["calls"], "sampled": t["calls"],
-                                "run": (actual["by_stage"].get(s["stage"]) or {}).get("calls", 0)}
-                   for s, t in zip(plain["stages"], sampled["stages"], strict=True)},
+        "stages": {stage: {"estimate": _calls(plain, stage), "sampled": _calls(sampled, stage),
+                           "run": (actual["by_stage"].get(stage) or {}).get("calls", 0)}
+                   for stage in dict.fromkeys([s["stage"] for s in plain["stages"] + sampled["stages"]])},
     }
+
+
+def _calls(estimate: dict[str, Any], stage: str) -> int:
+    """A stage's planned calls (0 where the estimate plans none: no population after a failed schema)."""
+    return next((s["calls"] for s in estimate["stages"] if s["stage"] == stage), 0)
 
 
 def main() -> None:
