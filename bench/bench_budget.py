@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_budget.py [--data DIR] [--caps 0.05,half,0.08] [--json]
 
 Runs `r3con run` (the CLI, in a subprocess) on a corpus (default: $R3CON_DATA/dracula/docs, else
-../shared/data/dracula/docs) against the scripted server serving `qwen3.5-9b`, so the built-in 9B
-prices apply. First an uncapped run; then, for each cap, a capped run with a fresh LLM cache
+../shared/data/dracula/docs) against the scripted server serving `qwen3.5-9b`, priced with a --prices file at OpenRouter's
+2026-09 price for the 9B ($0.10/$0.15 per million; the scripted server is local, so it would be free). First an uncapped run; then, for each cap, a capped run with a fresh LLM cache
 (spent/cap), and `--resume` of its folder with the cap raised to 1.5x the uncapped cost (what the
 rerun paid against what was left, and whether the answer is the uncapped run's). Finally three
 uncached runs with `--log-calls full|compact|meta` and the size of each calls.jsonl.
@@ -42,10 +42,12 @@ def main() -> None:
     out: dict[str, Any] = {"corpus": str(args.data), "caps": []}
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(port=0, model="qwen3.5-9b") as server:
         work = Path(tmp)
+        prices = work / "prices.json"
+        prices.write_text(json.dumps({"qwen3.5-9b": {"input": 0.10, "output": 0.15}}))
 
         def run(*extra: str, cache: str, runs: str = "runs") -> subprocess.CompletedProcess[str]:
             return r3con("run", QUESTION, str(args.data), "--base-url", server.base_url, "--out", str(work / runs),
-                         "--cache", str(work / cache), "--json", "-q", *extra)
+                         "--cache", str(work / cache), "--json", "-q", "--prices", str(prices), *extra)
 
         full = run(cache="uncapped.sqlite")
         assert full.returncode == 0, full.stderr
@@ -58,7 +60,7 @@ def main() -> None:
             folder = next((work / f"runs-{i}").iterdir())
             spent = json.loads((folder / "usage.json").read_text())["cost_usd"]
             rerun = r3con("run", "--resume", str(folder), "--base-url", server.base_url,
-                          "--max-cost", f"{1.5 * cost:.6f}", "--json", "-q")
+                          "--max-cost", f"{1.5 * cost:.6f}", "--json", "-q", "--prices", str(prices))
             resumed = json.loads(rerun.stdout) if rerun.returncode == 0 else {}
             out["caps"].append({
                 "cap_usd": round(cap, 6), "exit": capped.returncode, "spent_usd": spent, "precision": spent / cap,

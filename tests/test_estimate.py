@@ -39,7 +39,7 @@ async def test_selective_notes_and_the_paper_layout_change_the_estimate():
     docs = r3con.documents_from_texts(texts(60))
 
     def settings(**kw):
-        return r3con.Settings.resolve(env={}, model="qwen3.5-9b", **kw)
+        return r3con.Settings.resolve(env={}, model="gpt-4o-mini", **kw)
 
     cache = await estimate_run(TASK, docs, settings(notes_budget_tokens=1000))
     paper = await estimate_run(TASK, docs, settings(notes_budget_tokens=1000, layout="paper"))
@@ -56,14 +56,17 @@ async def test_selective_notes_and_the_paper_layout_change_the_estimate():
 def test_the_estimate_command_needs_no_endpoint(tmp_path):
     for title, text in texts(3):
         (tmp_path / f"{title}.txt").write_text(text)
-    result = cli_in_process("estimate", TASK, str(tmp_path), "--model", "qwen3.5-9b", "--json", timeout=60)
+    result = cli_in_process("estimate", TASK, str(tmp_path), "--model", "gpt-4o-mini", "--json", timeout=60)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [s["stage"] for s in data["stages"]] == ["relevance", "schema", "populate", "reason"]
     assert data["stages"][0]["calls"] == 6 and data["total"]["cost_usd"] > 0
     assert any("token counts: estimate" in line for line in data["assumptions"])
     table = cli_in_process("estimate", TASK, str(tmp_path), "--model", "unknown-model", timeout=60)
-    assert table.returncode == 0 and "n/a" in table.stdout and "Assumptions" in table.stdout
+    assert table.returncode == 0 and "Assumptions" in table.stdout
+    assert "unknown" in table.stdout.split("Assumptions")[0] and "0.0000" not in table.stdout, "never $0 for no price"
+    unpriced = json.loads(cli_in_process("estimate", TASK, str(tmp_path), "--model", "unknown-model", "--json").stdout)
+    assert unpriced["total"]["cost_usd"] is None
 
 
 async def test_a_sampled_estimate_agrees_with_the_run_it_predicts(fake_server, tmp_path):
@@ -158,4 +161,25 @@ async def test_a_sample_whose_schema_fails_goes_on_as_the_run_does(tmp_path):
     assert calibrated.sampled == 2 and calibrated.relevant_share > 0, "the sample measured the notes all the same"
     assert calibrated.schema_tokens == Assumptions().schema_tokens, "the schema's size stays as assumed"
     predicted = await estimate_run(TASK, docs, settings, assumptions=calibrated)
-    assert predicted.total.calls > 0
+    assert calibrated.schema_failed, "the sample saw the schema fail"
+    stages = {s.stage: s.calls for s in predicted.stages}
+    assert "populate" not in stages, "no population, as the run goes on without records"
+    assert stages["schema"] == result.by_stage["schema"].calls and stages["reason"] == result.by_stage["reason"].calls
+    assert stages["relevance"] == result.by_stage["relevance"].calls
+
+
+async def test_a_sample_that_sees_empty_replies_counts_their_reasks_and_its_range_holds_the_run(tmp_path):
+    docs = r3con.documents_from_texts(texts(16))
+    faults = FaultPlan.parse("empty=0.2,only=relevance,seed=3")
+    with FakeLLMServer(faults=faults) as server:
+        settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
+                                          cache=False, max_steps=2)
+        calibrated, _ = await sample(TASK, docs, settings, 4)
+        predicted = await estimate_range(TASK, docs, settings, calibrated)
+        result = await run(TASK, docs, settings)
+    run_calls = result.by_stage["relevance"].calls
+    assert run_calls > 2 * len(docs), "the run asked again after empty replies"
+    assert calibrated.relevance_calls > 1 and calibrated.relevance_requests >= 4
+    planned = {s.stage: s.calls for s in predicted.stages}["relevance"]
+    assert abs(planned - run_calls) <= 0.15 * run_calls
+    assert predicted.range is not None and predicted.range.calls.low <= result.usage.calls <= predicted.range.calls.high

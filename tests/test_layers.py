@@ -12,10 +12,10 @@ ROOT = Path(r3con.__file__).parent
 LAYERS = [
     {"errors", "_files", "_json", "_names", "_sqlite", "tokens", "config", "_prompts", "prompts", "_version", "_ranges"},
     {"_readers", "_walk", "inputs", "corpus", "store", "retrieval", "artifacts", "resume", "evidence", "_fold",
-     "_values", "_grounding", "_locate", "_verify", "notes", "_formats", "tables",
-     "report"},  # the run report reads a run folder's files; the pipeline writes it at the end of a run
+     "_values", "_grounding", "_locate", "_verify", "notes", "_formats", "tables"},
     {"llm", "engine", "sandbox", "testing"},  # engine: the LLM stack on Ray workers (`--engine ray`)
-    {"results", "progress", "display", "_fanout", "reuse"},
+    {"results", "progress", "display", "_fanout", "reuse",
+     "report"},  # the run report reads a run folder's files (and says costs as the LLM's usage does)
     {"stages"},
     {"pipeline", "recording", "baselines", "estimate", "watch", "budgets"},
     {"methods", "eval", "demo"},

@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from .llm.types import Usage
 
@@ -33,7 +41,7 @@ def path_lines(label: str, path: object) -> str:
 def usage_line(usage: Usage) -> str:
     cached = f" ({usage.cached_tokens / usage.prompt_tokens:.0%} cached)" if usage.prompt_tokens else ""
     line = (f"{usage.calls} calls, {usage.prompt_tokens:,} prompt tokens{cached}, "
-            f"{usage.completion_tokens:,} completion tokens, ${usage.cost_usd:.4f}")
+            f"{usage.completion_tokens:,} completion tokens, {usage.cost_text()}")
     if usage.cache_hits:
         line += f"; {usage.cache_hits} from cache (saved {usage.saved_tokens:,} tokens, ${usage.saved_usd:.4f})"
     events = ", ".join(f"{name} {n}" for name, n in sorted(usage.events.items()) if n)
@@ -56,10 +64,12 @@ class PlainProgress:
         self._done: dict[str, int] = {}
         self._usage = Usage()
         self._started = time.monotonic()
+        self._stage_started: dict[str, float] = {}
 
     def stage(self, name: str, total: int) -> None:
         self._totals[name] = total
         self._done[name] = 0
+        self._stage_started[name] = time.monotonic()
         self._line(f"{name}: 0/{total}")
 
     def advance(self, name: str) -> None:
@@ -67,7 +77,8 @@ class PlainProgress:
         done, total = self._done[name], self._totals.get(name, 0)
         step = max(1, total // 10)
         if done == total or done % step == 0:
-            self._line(f"{name}: {done}/{total} | {usage_line(self._usage)}")
+            left = eta(time.monotonic() - self._stage_started.get(name, self._started), done, total)
+            self._line(f"{name}: {done}/{total}{f' (ETA {left})' if left else ''} | {usage_line(self._usage)}")
 
     def usage(self, total: Usage) -> None:
         self._usage = total
@@ -82,8 +93,21 @@ class PlainProgress:
         print(f"[{time.monotonic() - self._started:6.1f}s] {text}", file=self.stream, flush=True)
 
 
+def eta(elapsed_s: float, done: int, total: int) -> str:
+    """The time the rest of a stage should take at the pace of its calls so far ("4m10s"); "" when done or unknown."""
+    if done <= 0 or done >= total:
+        return ""
+    left = round(elapsed_s / done * (total - done))
+    hours, rest = divmod(left, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s" if rest >= 60 else f"{rest}s"
+
+
 def short_usage(usage: Usage) -> str:
     """Calls and cost in a few characters, for a progress line that must fit 80 columns."""
+    if usage.unpriced:
+        return f"{usage.calls} calls, price unknown"
+    if usage.local_calls and usage.local_calls >= usage.calls and not usage.cost_usd:
+        return f"{usage.calls} calls, local: free"
     return f"{usage.calls} calls ${usage.cost_usd:.4f}"
 
 
@@ -97,7 +121,8 @@ class LiveProgress:
     def __init__(self, console: Console | None = None, start: bool = True) -> None:
         self._progress = Progress(
             TextColumn("{task.description:<9}"), MofNCompleteColumn(), TextColumn("{task.fields[usage]}"),
-            TimeElapsedColumn(), BarColumn(bar_width=None), console=console or Console(stderr=True),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), BarColumn(bar_width=None),
+            console=console or Console(stderr=True),
             transient=False, expand=True,
         )
         self._tasks: dict[str, TaskID] = {}

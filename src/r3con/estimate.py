@@ -21,7 +21,7 @@ from ._prompts import render
 from ._ranges import Interval, Spread, draw, interval
 from .config import DEFAULT_CONTEXT_WINDOW, Settings
 from .corpus import Document, split_documents_async
-from .errors import OutputError
+from .errors import ConfigError, OutputError
 from .llm.pricing import PriceTable
 from .llm.types import LLM, ChatRequest, Completion, Usage
 from .pipeline import part_budget, stage_options
@@ -53,6 +53,9 @@ class Assumptions:
     probes: int = 0  # first-round relevance calls the share and first notes were measured on
     sample_usage: Usage | None = None  # what measuring them took
     spread: Spread | None = None  # what the sample saw document by document (for the range)
+    schema_failed: bool = False  # the sample's schema proposal failed: the run goes on without records, as it would
+    relevance_calls: float = 1.0  # calls per relevance request, re-asks of empty or invalid replies included
+    relevance_requests: int = 0  # the relevance requests `relevance_calls` was measured on (0: assumed)
 
     @property
     def final_share(self) -> float:
@@ -72,7 +75,10 @@ class Assumptions:
             f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
             f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
             f"{self.step_tokens} of REPL output each",
-        ] + ([f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
+        ] + ([f"relevance calls ({source}): {self.relevance_calls:.2f} a request, re-asks of empty or invalid "
+              "replies included"] if self.relevance_calls != 1.0 else []) + (["the sample's schema proposal failed, so the run is planned as a run goes on then: every schema "
+              "attempt, no population, the answer directly from the notes in one call"] if self.schema_failed else []) + (
+            [f"the endpoint counts {self.token_scale:.2f} tokens for each token counted here"]
              if self.token_scale != 1.0 else []) + (
             [f"sampling made {self.sample_usage.calls} calls ({self.sample_usage.prompt_tokens:,} prompt tokens, "
              f"${self.sample_usage.cost_usd:.4f})"] if self.sample_usage is not None else [])
@@ -172,7 +178,7 @@ async def estimate_run(
     cache keeps what it is sent (so every probe finds its document)."""
     return await _estimate(task, len(documents), await _Parts.of(documents, settings), settings,
                            counter or EstimateCounter(), assumptions or Assumptions(),
-                           prices or PriceTable.load(settings.prices_file), model)
+                           prices or PriceTable.load(settings.prices_file, base_url=settings.base_url), model)
 
 
 @dataclass(frozen=True)
@@ -244,11 +250,19 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
             else:  # instructions first: they repeat from call to call, and in later rounds the notes
                 cached = sys_t + rel_t + others // 2 if i > 0 else 0  # up to this document's own note
             relevance.call(prompt, cached, reply)
+    extra = round(relevance.calls * (a.relevance_calls - 1))  # re-asks: a request's prompt again
+    if extra > 0 and relevance.calls:
+        relevance.call(relevance.input // relevance.calls, relevance.cached // relevance.calls,
+                       relevance.output // relevance.calls, times=extra)
     stages = [relevance] if settings.rounds else []
     wrapped_note, relevant = last_notes
     all_notes = notes_size(sum(relevant))[0] if settings.rounds else 20
 
-    if settings.structuring:
+    if settings.structuring and a.schema_failed:  # as the run goes on: every attempt fails, no records
+        schema = _Stage("schema")
+        schema.call(task_t + 250 + all_notes, 0, a.schema_tokens, times=max(1, settings.schema_attempts))
+        stages.append(schema)
+    elif settings.structuring:
         schema = _Stage("schema")
         schema.call(task_t + 250 + all_notes, 0, a.schema_tokens)
         populate = _Stage("populate")
@@ -275,7 +289,7 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
     reason = _Stage("reason")
     data = min(settings.data_view_chars // 4, n * a.records_tokens)
     first = 450 + task_t + all_notes + a.schema_tokens + data
-    if settings.reasoning == "direct":
+    if settings.reasoning == "direct" or a.schema_failed:  # a failed schema: the answer directly from the notes
         reason.call(first, 0, a.step_tokens)
     else:
         for step in range(a.agent_steps):  # each step's prompt is the last one plus a reply and an observation
@@ -307,11 +321,46 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
         f"{settings.rounds} relevance rounds; {notes_line}",
         *a.lines(),
         cache_line,
-        f"prices: {model} from the price table" + (" at the batch discount for relevance and populate"
-                                                    if settings.batch else "")
-        + ("" if all(s.cost_usd is not None for s in out) else "; no price for some models: pass --prices"),
+        f"prices: {model}: {prices.quote(model).source}" + (" at the batch discount for relevance and populate"
+                                                              if settings.batch else "")
+        + ("" if all(s.cost_usd is not None for s in out) else "; price unknown for some models: pass --prices FILE"),
     ]
     return Estimate(model=model, documents=documents, parts=n, stages=tuple(out), assumptions=tuple(lines))
+
+
+@dataclass(frozen=True)
+class PlannedEndpoint:
+    """The endpoint a run would use, found as `run` finds it: its model, window and concurrency, and whence."""
+
+    base_url: str
+    model: str
+    context_window: int
+    context_window_source: str
+    concurrency: int
+    concurrency_source: str
+
+    def line(self) -> str:
+        return (f"planned for {self.base_url}, model {self.model}: window {self.context_window:,} tokens "
+                f"({self.context_window_source}), {self.concurrency} calls in flight ({self.concurrency_source})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base_url": self.base_url, "model": self.model, "context_window": self.context_window,
+                "context_window_source": self.context_window_source, "concurrency": self.concurrency,
+                "concurrency_source": self.concurrency_source}
+
+
+async def plan_endpoint(settings: Settings) -> PlannedEndpoint:
+    """Open the endpoint as `run` opens it (`build_llm`: a pool, a router's workers, the server's slots and
+    window) and say what it found; no chat call is made."""
+    from dataclasses import replace as replaced
+
+    from .llm import build_llm
+
+    async with build_llm(replaced(settings, cache=False, max_cost_usd=None)) as stack:
+        info = stack.endpoint
+        chosen = stack.concurrency or (0, "unknown")
+        return PlannedEndpoint(info.base_url, info.model, info.context_window, info.context_window_source,
+                               int(chosen[0]), str(chosen[1]))
 
 
 CONFIDENCE = 0.9  # the share of runs a range is meant to hold
@@ -328,7 +377,7 @@ async def estimate_range(
     and the central `confidence` of their calls, prompt tokens and cost. Assumptions that were not
     sampled get no range."""
     counter = _Remembered(counter or EstimateCounter())
-    prices = prices or PriceTable.load(settings.prices_file)
+    prices = prices or PriceTable.load(settings.prices_file, base_url=settings.base_url)
     split = await _Parts.of(documents, settings)
     expected = await _estimate(task, len(documents), split, settings, counter, assumptions, prices, model)
     spread = assumptions.spread
@@ -341,7 +390,8 @@ async def estimate_range(
         a = assumptions
         growth = (a.final_note_tokens or a.note_tokens) - a.note_tokens
         runs = [(await _estimate(task, len(documents), split, settings, counter,
-                                 replace(a, **draw(spread, a.note_tokens, growth, steps, rng)), prices, model)).total
+                                 replace(a, **draw(spread, a.note_tokens, growth, steps, rng),
+                                         relevance_calls=_reasked(a, rng)), prices, model)).total
                 for _ in range(draws)]
         total = expected.total
         costs = [r.cost_usd for r in runs]
@@ -356,6 +406,16 @@ async def estimate_range(
                 f"{len(spread.note_tokens)} notes' sizes; --sample {2 * assumptions.sampled} would narrow the prompt "
                 f"tokens to about ±{doubled.half_width():.0%} if it saw the same (now ±{prompt.half_width():.0%})")
     return replace(expected, range=EstimateRange(confidence, calls, prompt, cost, draws, narrower))
+
+
+def _reasked(a: Assumptions, rng: random.Random) -> float:
+    """Relevance calls per request, drawn from what the sample saw: its k re-asks as a Poisson rate with
+    the Jeffreys prior (Gamma(k + 1/2) over the requests sampled). A sample that saw none keeps 1.0: a
+    server that answers every call is the run's usual case, and widening every range for it would not help."""
+    reasks = round((a.relevance_calls - 1) * a.relevance_requests)
+    if not a.relevance_requests or reasks <= 0:
+        return a.relevance_calls
+    return 1 + rng.gammavariate(reasks + 0.5, 1.0) / a.relevance_requests
 
 
 class _Remembered:
@@ -478,6 +538,9 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
                                 / max(1, sum(u.calls for u in recorded.usage.values()))),
         schema_tokens=schema_tokens, records_tokens=records, populate_calls=round(calls, 3),
         note_tags_tokens=max(0, tags), sample_usage=spent, spread=spread,
+        schema_failed=settings.structuring and proposed is None,
+        relevance_calls=round(recorded.attempts / max(1, sum(u.calls for u in recorded.usage.values())), 3),
+        relevance_requests=sum(u.calls for u in recorded.usage.values()),
     ), window
 
 
@@ -522,9 +585,67 @@ class _ByRound:
     def __init__(self, inner: LLM):
         self.inner = inner
         self.usage: dict[int, Usage] = {}
+        self.attempts = 0
 
     async def complete(self, request: ChatRequest) -> Completion:
         completion = await self.inner.complete(request)
         round_no = request.round or 0
         self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
+        self.attempts += completion.usage.calls or 1  # re-asks of an empty or invalid reply included
         return completion
+
+
+def sample_documents(documents: Sequence[Document], spec: str) -> tuple[Document, ...]:
+    """The documents a `--sample` run takes: N of them (or a share, "0.1"), those whose text has the lowest
+    SHA-256, so the same files give the same sample whatever their names or order; renumbered from 1."""
+    try:
+        share = float(spec)
+    except ValueError:
+        share = -1.0
+    if share <= 0 or (share >= 1 and not share.is_integer()):
+        raise ConfigError(f"--sample {spec!r}: give a number of documents (5) or a share of them (0.1)")
+    count = int(share) if share >= 1 else max(1, math.ceil(share * len(documents)))
+    chosen = sorted(sorted(documents, key=lambda d: d.sha256)[:count], key=lambda d: d.number)
+    return tuple(replace(d, number=i) for i, d in enumerate(chosen, 1))
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What a sample run cost beside the estimate for the whole folder, scaled by how the estimate did on the sample."""
+
+    sampled: int
+    documents: int
+    sample_usage: Usage
+    sample_estimate: StageEstimate
+    whole_estimate: StageEstimate
+
+    def lines(self) -> list[str]:
+        ratio = self.sample_usage.calls / max(1, self.sample_estimate.calls)
+        whole = self.whole_estimate
+        cost = ("price unknown" if whole.cost_usd is None or self.sample_usage.known_cost is None else
+                "free (local server)" if self.sample_usage.local_calls and not whole.cost_usd else
+                f"${whole.cost_usd:.4f} estimated, ${self._scaled_cost():.4f} at the sample's cost against its estimate")
+        return [f"sample: {self.sampled} of {self.documents} documents (those whose text has the lowest SHA-256: the "
+                f"same files give the same sample): {self.sample_usage.calls:,} calls, "
+                f"{self.sample_usage.prompt_tokens:,} prompt tokens, {self.sample_usage.cost_text()}",
+                f"the whole folder ({self.documents} documents): about {whole.calls:,} calls "
+                f"({round(whole.calls * ratio):,} at the sample's {ratio:.2f} calls per estimated call), "
+                f"{whole.input_tokens:,} prompt tokens; {cost}"]
+
+    def _scaled_cost(self) -> float:
+        estimated = self.sample_estimate.cost_usd or 0.0
+        whole = self.whole_estimate.cost_usd or 0.0
+        return whole * (self.sample_usage.cost_usd / estimated) if estimated else whole
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sampled": self.sampled, "documents": self.documents, "sample_usage": self.sample_usage.to_dict(),
+                "sample_estimate": self.sample_estimate.to_dict(), "whole_estimate": self.whole_estimate.to_dict()}
+
+
+async def project(task: str, documents: Sequence[Document], sample: Sequence[Document], settings: Settings,
+                  sample_usage: Usage, model: str) -> Projection:
+    """The estimate for all `documents` beside what the run on `sample` of them cost (`settings` with the
+    window the run used)."""
+    whole = await estimate_run(task, documents, settings, model=model)
+    part = await estimate_run(task, sample, settings, model=model)
+    return Projection(len(sample), len(documents), sample_usage, part.total, whole.total)

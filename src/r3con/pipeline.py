@@ -266,6 +266,9 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
     watch = Watch.open(run_dir, resumed, llm, settings, task, docs, parts, budgets, inputs, answered, progress,
                        embed=embed, breakpoints=options.relevance.breakpoints,
                        corpus_store=stored.to_dict if stored else lambda: None)
+    watch.say(f"plan: {len(parts):,} parts of at most {budgets.part_tokens:,} tokens for a window of "
+              f"{budgets.window:,}; " + (f"{llm.concurrency[0]} calls in flight ({llm.concurrency[1]})"
+                                         if llm.concurrency is not None else "calls in flight as the endpoint takes them"))
     try:
         rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})

@@ -28,8 +28,8 @@ from .config import Settings
 from .corpus import Document
 from .errors import R3conError
 from .inputs import Inputs
-from .llm import EndpointView
-from .llm.budget import spent_in
+from .llm import EndpointInfo, EndpointView
+from .llm.budget import folder_cost
 from .notes import FinalNotes, Selections, round_entries
 from .results import Failure
 from .stages.answer import AnswerResult
@@ -190,7 +190,7 @@ class RunRecord:
             self._docs = None
         total = self.llm.usage().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.usage_by_stage().items()}
-        total["run_folder_cost_usd"] = spent_in(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
+        total["run_folder_cost_usd"] = folder_cost(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
         manifest, selections = self.manifest, self.selections
         pooled = self.llm.endpoints()
         if pooled is not None:  # per endpoint of a pool, in both
@@ -207,6 +207,9 @@ class RunRecord:
                                                     if s.shared_first or stage == "populate"}
         manifest["layout"]["document_reuse"] = self.seen.to_dict(self.placement.adaptive)
         manifest["corpus_store"] = self._corpus_store()
+        usage = self.llm.usage()  # what the run cost, said as the CLI says it ("price unknown", "local")
+        manifest["cost"] = {**manifest.get("cost", {}), "cost_usd": usage.to_dict()["cost_usd"],
+                            "text": usage.cost_text(), **({"unpriced": list(usage.unpriced)} if usage.unpriced else {})}
         self._learned()
         self.run_dir.write_json("manifest.json", manifest)
 
@@ -222,6 +225,7 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "endpoint": view.describe(),
         "settings": settings.public(),
         "setting_roles": Settings.roles(),  # request, question, run, operational: config.ROLES
+        "cost": {"prices": _price_sources(settings, view.endpoint)},
         "part_tokens": budget,
         "documents": [
             {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
@@ -229,6 +233,16 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
             for d in docs
         ],
     }
+
+
+def _price_sources(settings: Settings, endpoint: EndpointInfo) -> dict[str, str]:
+    """Where each model's price comes from: the --prices file, genai-prices, a local server (free), or why it is unknown."""
+    from .config import STAGES
+    from .llm.pricing import PriceTable
+
+    prices = PriceTable.load(settings.prices_file, base_url=endpoint.base_url)
+    models = dict.fromkeys(settings.model_for(s) or endpoint.model for s in STAGES)
+    return {model: prices.quote(model).source for model in models}
 
 
 def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:

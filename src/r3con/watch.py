@@ -74,6 +74,12 @@ class Watch:
     def advance(self, name: str) -> None:
         self.progress.advance(name)
 
+    def say(self, line: str) -> None:
+        """A line for the person watching (the plan banner), where the progress display takes notes."""
+        note = getattr(self.progress, "note", None)  # a Progress written before notes has none
+        if note is not None:
+            note(line)
+
     @property
     def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
         return self.reuse.note_keeper

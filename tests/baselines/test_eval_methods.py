@@ -35,8 +35,8 @@ def test_all_methods_side_by_side_with_cost(loong, tmp_path, clean_env, monkeypa
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the call cache stays in this test
     data = loong
     common = ["--benchmark", "loong", "--data", str(data), "--sets", "1", "--languages", "zh", "--limit", "1",
-              "--model", "qwen3.5-4b", "--json", "--quiet", "--no-plots"]
-    with FakeLLMServer(model="qwen3.5-4b") as server:  # a model with a known price, so cost is not zero
+              "--model", "gpt-4o-mini", "--json", "--quiet", "--no-plots"]
+    with FakeLLMServer(model="gpt-4o-mini") as server:  # a model with a known price, so cost is not zero
         first = runner.invoke(eval_app, ["run", *common, "--method", "all", "--out", str(tmp_path / "a"),
                                          "--base-url", server.base_url, "--embedding-model", "hash-embed"])
         assert first.exit_code == 0, first.output
@@ -73,7 +73,7 @@ def test_all_methods_side_by_side_with_cost(loong, tmp_path, clean_env, monkeypa
     header = next(line for line in result.stdout.splitlines() if line.startswith("| source | method"))
     assert "cost (USD)" in header
     for name in available_methods():
-        assert f"| run | {name} | qwen3.5-4b |" in result.stdout, name
+        assert f"| run | {name} | gpt-4o-mini |" in result.stdout, name
     rows = list(csv.DictReader((tmp_path / "rep" / "summary.csv").read_text().splitlines()))
     assert {r["method"] for r in rows if r["source"] == "run"} == set(available_methods())
     assert all(r["cost_usd"] != "" for r in rows if r["source"] == "run")

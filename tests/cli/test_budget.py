@@ -115,7 +115,10 @@ def test_resuming_a_spent_folder_without_raising_the_cap_says_to_raise_it_and_ca
     assert (folder / "calls.jsonl").read_bytes().startswith(log), "the call log is only appended to"
 
 
-def test_a_model_without_a_price_exits_2_before_any_call_and_says_how_to_add_one(server, corpus, tmp_path):
+def test_a_model_without_a_price_exits_2_before_any_call_and_says_how_to_add_one(server, corpus, tmp_path, monkeypatch):
+    from r3con.llm import pricing
+
+    monkeypatch.setattr(pricing, "is_local_url", lambda url: False)  # a provider's endpoint: not local, so not free
     calls = _chat_calls(server)
     proc = cli_in_process("run", QUESTION, str(corpus), "--base-url", server.base_url, "--max-cost", "1",
                      "--out", str(tmp_path / "runs"), "--no-cache")

@@ -342,6 +342,34 @@ def test_a_bug_says_internal_error_and_keeps_the_traceback_in_the_run_folder(cap
     assert (folder / "notes" / "round-2.json").is_file()  # what was done before the bug is kept
 
 
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_an_interrupted_resume_says_what_it_kept_and_how_to_continue(signum, code, corpus, tmp_path):
+    runs = tmp_path / "runs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
+
+    def interrupt(args: list[str], after: int, folder: Path | None = None) -> str:
+        proc = subprocess.Popen([sys.executable, "-m", "r3con", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(calls_logged(folder)) if folder else answered(runs)) < after:
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        return one_line(err)
+
+    with FakeLLMServer(faults=FaultPlan.parse("delay=0.2")) as server:
+        interrupt(run_args(corpus, server.base_url, runs, "--concurrency", "1"), after=2)
+        folder = run_folder(runs)
+        before = len(calls_logged(folder))
+        line = interrupt(["run", "--resume", str(folder), "--quiet", "--concurrency", "1"], after=before + 2,
+                         folder=folder)
+    assert "nothing was sent" not in line
+    assert line.startswith(f"r3con: interrupted; the run folder {folder} keeps what was done ("), line
+    assert line.endswith(f"continue with r3con run --resume {folder}")
+    assert int(line.split("(")[1].split(" calls")[0]) >= before + 2, "the calls of both attempts are counted"
+
+
 def _ignore_sigint() -> None:
     """What a shell without job control does to a background job (`r3con run ... &` in a script)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -387,3 +415,15 @@ def test_a_step_capped_agent_is_a_warning_line_even_with_json(capsys, monkeypatc
     assert code == 0 and json.loads(out)["capped"]
     assert ("warning: reason stopped at --max-steps 1 before the agent finished; the answer is its last word "
             "(raise --max-steps)") in err.replace("\n  ", " ").splitlines(), err  # wrapped at 80 columns
+
+
+def test_a_resume_interrupted_before_its_first_call_still_names_its_folder_and_calls(tmp_path):
+    from r3con.cli.app import interrupted_line
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "calls.jsonl").write_text("{}\n" * 20)
+    line = interrupted_line(None, resumed=folder)
+    assert line == (f"r3con: interrupted; the run folder {folder} keeps what was done (20 calls in calls.jsonl): "
+                    f"continue with r3con run --resume {folder}")
+    assert interrupted_line(None) == "r3con: interrupted before the run began; nothing was sent"

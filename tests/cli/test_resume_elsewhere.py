@@ -241,6 +241,7 @@ def test_ctrl_c_while_a_large_file_is_split_ends_at_once_and_leaves_nothing(comm
     out = tmp_path / "runs"
     extra = ["--base-url", server.base_url, "--out", str(out), "--no-cache"] if command == "run" else []
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
+    env["R3CON_LOCAL_PORTS"] = ""  # estimate looks for a local server as run does: not the ones others run here
     proc = subprocess.Popen([sys.executable, "-m", "r3con", command, QUESTION, str(big), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60

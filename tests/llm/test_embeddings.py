@@ -110,7 +110,10 @@ async def test_embeddings_count_against_max_cost_and_stop_before_passing_it(tmp_
     assert spent == 2.0 and cap.spent_usd == 2.0 and len(calls) == 1  # the refused request was never sent
 
 
-async def test_max_cost_needs_a_price_for_the_embeddings_model(tmp_path):
+async def test_max_cost_needs_a_price_for_the_embeddings_model(tmp_path, monkeypatch):
+    from r3con.llm import pricing
+
+    monkeypatch.setattr(pricing, "is_local_url", lambda url: False)  # as a provider's endpoint: not local, so not free
     with _faulty("") as server:
         settings = Settings.resolve(env={}, base_url=server.base_url, embedding_model="unpriced-embed")
         async with open_embedder(settings, stage="rag-embed", cap=CostCap(1.0)) as emb:

@@ -159,6 +159,7 @@ def run(
     new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
     engine: Annotated[str | None, typer.Option("--engine", help="Where the per-document calls run: local (this process, default) or ray (Ray workers, each with r3con's own retries and cache; needs r3con\\[ray]), e.g. r3con run Q docs/ --engine ray --pool pool.toml")] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --engine ray: the Ray cluster to join (default: RAY_ADDRESS, else a new local one)")] = None,
+    sample: Annotated[str | None, typer.Option("--sample", help="Try the run on N documents of PATHS (or a share, 0.1), chosen by content hash so the same files give the same sample; prints the estimate for all of them beside what the sample cost")] = None,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
     flags: dict[str, Any] = dict(
@@ -181,6 +182,9 @@ def run(
         question = None
     question = read_question(question, question_file)
     plan = None
+    if sample is not None and resume is not None:
+        raise ConfigError("--sample picks the documents of a new run; continue a sample's run with --resume RUN_DIR "
+                          "alone")
     if resume is not None:
         from ..resume import check_question, check_settings, locate_sources, read_resume
 
@@ -202,18 +206,24 @@ def run(
         if store is not None:
             closing.callback(store.close)
         _run_loaded(question, paths, settings, plan, store, resume, exclude=exclude, include_hidden=include_hidden,
-                    pdf_password=pdf_password, quiet=quiet, as_json=as_json, strict=strict)
+                    pdf_password=pdf_password, quiet=quiet, as_json=as_json, strict=strict, sample=sample)
 
 
 def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, store: CorpusStore | None,
                 resume: Path | None, *, exclude: list[str] | None, include_hidden: bool, pdf_password: str | None,
-                quiet: bool, as_json: bool, strict: bool) -> None:
+                quiet: bool, as_json: bool, strict: bool, sample: str | None = None) -> None:
     """`run`'s work once the settings are resolved: load (through the corpus store), run, print."""
     from ..pipeline import run as run_pipeline
 
-    with interrupt_sends_nothing():
+    # a resumed folder already holds calls: Ctrl-C while its documents are read names it and how to continue
+    with interrupt_sends_nothing(*([interrupted_line(None, resumed=resume)] if resume is not None else [])):
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password,
                              store=store)
+    everything = corpus.documents
+    if sample is not None:  # --sample: the run on part of the folder, the estimate for all of it after
+        from ..estimate import sample_documents
+
+        corpus = dataclasses.replace(corpus, documents=sample_documents(everything, sample))
     if plan is not None:
         from ..resume import carried_inputs, check_documents
 
@@ -234,13 +244,26 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
             progress.close()
     end = ends[-1] if ends else None
     if isinstance(stopped, KeyboardInterrupt):
-        print(interrupted_line(end), file=sys.stderr)
+        print(interrupted_line(end, resumed=resume), file=sys.stderr)
         report_line(end, quiet=quiet)
         raise typer.Exit(143 if signal.SIGTERM in signals else 130)
     if stopped is not None:
         raise typer.Exit(failed(stopped, end, quiet=quiet))
     with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
         _print_run(result, as_json, quiet, strict, settings.max_steps)
+        if sample is not None:
+            _print_projection(question, everything, corpus.documents, settings, result)
+
+
+def _print_projection(question: str, everything: Any, sampled: Any, settings: Settings, result: Any) -> None:
+    """After a --sample run: what it cost, beside the estimate for the whole folder with the window it used."""
+    from ..estimate import project
+
+    endpoint = json.loads((Path(result.run_dir) / "manifest.json").read_text(encoding="utf-8"))["endpoint"]
+    planned = dataclasses.replace(settings, context_window=settings.context_window or endpoint["context_window"])
+    projection = asyncio.run(project(question, everything, sampled, planned, result.usage, endpoint["model"]))
+    for line in projection.lines():
+        print(wrapped(line), file=sys.stderr)
 
 
 def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool, max_steps: int) -> None:
@@ -358,11 +381,12 @@ def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began
         raise typer.Exit(130) from None
 
 
-def interrupted_line(end: RunEnd | None) -> str:
-    """What an interrupted run says: where the run folder is, what it kept, and how to continue."""
-    if end is None:
+def interrupted_line(end: RunEnd | None, resumed: Path | None = None) -> str:
+    """What an interrupted run says: where the run folder is, what it kept, and how to continue (a resumed
+    folder is named even when the run had not said where it stopped)."""
+    folder = end.run_dir if end is not None else resumed
+    if folder is None:
         return "r3con: interrupted before the run began; nothing was sent"
-    folder = end.run_dir
     calls = Path(folder) / "calls.jsonl"
     count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
     return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
@@ -393,7 +417,7 @@ def estimate(
     stage_model: StageModel = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (default 2)")] = None,
     reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (default) or direct")] = None,
-    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it, when --base-url or OPENAI_BASE_URL is set; else 32768)")] = None,
+    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it: --base-url, OPENAI_BASE_URL or the local server found; else 32768)")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="cache (default) or paper")] = None,
     notes_budget: NotesBudget = None,
     batch: Batch = None,
@@ -411,7 +435,8 @@ def estimate(
     include_hidden: IncludeHidden = False,
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
-    from ..estimate import Assumptions, estimate_range, estimate_run
+    from ..config import DEFAULT_CONTEXT_WINDOW
+    from ..estimate import Assumptions, estimate_range, estimate_run, plan_endpoint
     from ..estimate import sample as sample_calls
     from ..llm.tokenize import make_counter
 
@@ -427,8 +452,8 @@ def estimate(
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
     if not 0.5 <= confidence <= 0.99:
         raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
-    if sample:
-        settings = with_local_server(settings)
+    # the endpoint `run` would use: the local server found on its usual port when none is named (as run finds it)
+    settings = with_local_server(settings, required=bool(sample))
     if tokenize and not (settings.base_url and settings.model):
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
     with interrupt_sends_nothing():
@@ -437,15 +462,21 @@ def estimate(
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
 
+    planned: list[Any] = []  # the endpoint the estimate planned for, as run would open it
+
     async def measured() -> Any:  # one event loop: the endpoint's token counter is bound to it
         assumptions, measured_settings = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps), settings
         try:
-            if settings.base_url and settings.context_window is None and not sample:
-                measured_settings = dataclasses.replace(settings, context_window=await endpoint_window(settings))
+            if settings.base_url or settings.pool_file is not None:
+                found = await plan_endpoint(settings)
+                planned.append(found)
+                measured_settings = dataclasses.replace(settings, model=settings.model or found.model,
+                                                        context_window=settings.context_window or found.context_window,
+                                                        concurrency=settings.concurrency or found.concurrency)
             if sample:
                 assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                          base=assumptions)
-                measured_settings = dataclasses.replace(settings, context_window=window)
+                measured_settings = dataclasses.replace(measured_settings, context_window=window)
                 return await estimate_range(question, documents, measured_settings, assumptions, counter=counter,
                                             confidence=confidence)
             return await estimate_run(question, documents, measured_settings, counter=counter,
@@ -458,21 +489,17 @@ def estimate(
     with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
         result = asyncio.run(measured())
     print(summary_line(corpus.inputs), file=sys.stderr)
+    endpoint_line = (planned[0].line() if planned else
+                     f"planned for no endpoint (none named, no local server found): window "
+                     f"{settings.context_window or DEFAULT_CONTEXT_WINDOW:,} tokens "
+                     f"({'--context-window' if settings.context_window else 'assumed'}); pass --base-url to plan "
+                     "for a server's own window and slots")
+    print(wrapped(f"r3con: {endpoint_line}"), file=sys.stderr)
     if as_json:
-        print(json.dumps({**result.to_dict(), "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
+        print(json.dumps({**result.to_dict(), "endpoint": planned[0].to_dict() if planned else None,
+                          "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
         return
     print_estimate(result)
-
-
-async def endpoint_window(settings: Settings) -> int:
-    """The window `run` would read from the endpoint (`llm.window.discover`)."""
-    from ..llm.client import OpenAIChat
-
-    client = OpenAIChat(settings)
-    try:
-        return (await client.describe(settings)).context_window
-    finally:
-        await client.aclose()
 
 
 def print_estimate(result: Any) -> None:
@@ -483,7 +510,7 @@ def print_estimate(result: Any) -> None:
     for column in ("stage", "calls", "input tokens", "of which cached", "output tokens", "USD"):
         table.add_column(column, justify="left" if column == "stage" else "right")
     for s in (*result.stages, result.total):
-        cost = "n/a" if s.cost_usd is None else f"{s.cost_usd:.4f}"
+        cost = "price unknown" if s.cost_usd is None else f"{s.cost_usd:.4f}"
         table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
     console = Console()
     console.print(table)

@@ -157,7 +157,7 @@ class Verdict:
             judge_model=str(data.get("judge_model", "")),
             prompt_name=str(data.get("prompt_name", "")),
             prompt_hash=str(data.get("prompt_hash", "")),
-            usage=Usage(**data.get("usage", {})),
+            usage=Usage.from_dict(data.get("usage", {})),
             details=dict(data.get("details", {})),
         )
 

@@ -240,7 +240,7 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
            closing: ExitStack, remote: Remote | None = None) -> LLMStack:
     """The layers over `opened.base` (or the `remote` workers), top to bottom as `build_llm` lists them."""
     endpoint, concurrency = opened.endpoint, opened.concurrency
-    prices = PriceTable.load(settings.prices_file)
+    prices = PriceTable.load(settings.prices_file, base_url=endpoint.base_url)
     cap = cap or shared_cap()
     if cap is None and settings.max_cost_usd is not None:
         cap = CostCap(settings.max_cost_usd, spent_before=spent_in(calls_log))

@@ -120,7 +120,7 @@ def priced(prices: PriceTable, model: str) -> Price:
     """The price of `model`, which `--max-cost` needs to bound a call's cost."""
     price = prices.find(model)
     if price is None:
-        raise ConfigError(f"--max-cost needs a price for model {model!r}, and r3con's price table has none: "
+        raise ConfigError(f"--max-cost needs a price for model {model!r}, and neither genai-prices nor a --prices file has one: "
                           + PRICE_HINT.format(model=model))
     return price
 
@@ -141,6 +141,15 @@ def spent_in(calls_log: Path | None) -> float:
             if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
                 total += float(cost)
     return total
+
+
+def folder_cost(calls_log: Path | None) -> float | None:
+    """`spent_in`, or None when a call in the log had no known price (its `cost_usd` is null)."""
+    for record in logged_calls(calls_log):
+        usage = record.get("usage")
+        if isinstance(usage, dict) and not record.get("from_cache") and usage.get("unpriced"):
+            return None
+    return spent_in(calls_log)
 
 
 class BudgetGuard:
@@ -166,7 +175,7 @@ class BudgetGuard:
         actual = 0.0
         try:
             completion = await self.inner.complete(request)
-            actual = self.prices.cost(completion.model, completion.usage, batch=bool(completion.raw.get("batch_id")))
+            actual = self.prices.cost(completion.model, completion.usage, batch=bool(completion.raw.get("batch_id"))) or 0.0
             return completion
         finally:
             self.cap.settle(worst, actual)

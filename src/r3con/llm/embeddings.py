@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any, Protocol
 
 from ..config import Settings
@@ -52,7 +51,7 @@ class OpenAIEmbeddings:
         self.batch_size = batch_size
         self._ledger = ledger
         self._log = log or CallLog(None)
-        self._prices = PriceTable.load(settings.prices_file)
+        self._prices = PriceTable.load(settings.prices_file, base_url=self.base_url)
         self._retrier = retrier or Retrier(
             RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s),
             RetryBudget(settings.retry_budget), self.base_url)
@@ -75,7 +74,7 @@ class OpenAIEmbeddings:
         hit = self._cache.get(key) if self._cache is not None else None
         if hit is not None:  # embedded before: the vectors from the cache, counted as a cache hit
             saved = hit.usage.prompt_tokens
-            usage = Usage(cache_hits=1, saved_tokens=saved, saved_usd=self._prices.cost(self.model, hit.usage))
+            usage = Usage(cache_hits=1, saved_tokens=saved, saved_usd=self._prices.cost(self.model, hit.usage) or 0.0)
             if self._ledger is not None:
                 self._ledger.add(self.stage, usage)
             self._log.write({**record, "usage": usage.to_dict(), "from_cache": True})
@@ -88,7 +87,7 @@ class OpenAIEmbeddings:
             response, retries, waits = await self._retrier.run(lambda: self._request(texts))
             sent: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
             usage = Usage(calls=1, prompt_tokens=_count(sent.get("prompt_tokens")) or 0)
-            usage = replace(usage.with_event("retries", retries).with_event("waits", waits), cost_usd=self._prices.cost(self.model, usage))
+            usage = self._prices.priced(self.model, usage.with_event("retries", retries).with_event("waits", waits))
             actual = usage.cost_usd
         except R3conError as exc:
             self._log.write({**record, "error": f"{type(exc).__name__}: {exc}"})

@@ -104,16 +104,14 @@ class Accounted:
             completion = await self.inner.complete(request)
         except R3conError as exc:
             if isinstance(exc.usage, Usage):  # calls made (and billed) before the request failed for good
-                cost = self.prices.cost(request.model or "", exc.usage)
-                self.ledger.add(request.stage, replace(exc.usage, cost_usd=cost))
+                self.ledger.add(request.stage, self.prices.priced(request.model or "", exc.usage))
             raise
         if completion.from_cache:
             u = completion.usage
             self.ledger.add(request.stage, Usage(cache_hits=1, saved_tokens=u.prompt_tokens + u.completion_tokens,
-                                                 saved_usd=self.prices.cost(completion.model, u)))
+                                                 saved_usd=self.prices.cost(completion.model, u) or 0.0))
             return completion
-        usage = replace(completion.usage, cost_usd=self.prices.cost(completion.model, completion.usage,
-                                                                 batch=bool(completion.raw.get("batch_id"))))
+        usage = self.prices.priced(completion.model, completion.usage, batch=bool(completion.raw.get("batch_id")))
         completion = replace(completion, usage=usage)
         self.ledger.add(request.stage, usage)
         return completion

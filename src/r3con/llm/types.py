@@ -155,6 +155,9 @@ class Usage:
 
     `calls` counts requests the endpoint answered (billed); `cache_hits` counts calls served from the
     r3con cache instead, with the tokens and USD they would have cost in `saved_tokens` and `saved_usd`.
+    `unpriced` names the models of calls whose price is unknown: then `cost_usd` covers only the others,
+    and the total is unknown (`known_cost`: None). `local_calls` counts calls a local server answered
+    for free.
     """
 
     calls: int = 0
@@ -166,6 +169,36 @@ class Usage:
     saved_tokens: int = 0
     saved_usd: float = 0.0
     events: Mapping[str, int] = field(default_factory=dict)
+    unpriced: tuple[str, ...] = ()
+    local_calls: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """The usage `to_dict` wrote (keys it does not know are passed over; a null cost is an unknown one)."""
+        known = {k: v for k, v in data.items() if k in _USAGE_FIELDS and k not in ("cost_usd", "unpriced")}
+        cost = data.get("cost_usd")
+        if cost is None:
+            cost = data.get("known_cost_usd") or 0.0
+        return cls(**known, cost_usd=float(cost), unpriced=tuple(data.get("unpriced") or ()))
+
+    @property
+    def known_cost(self) -> float | None:
+        """USD of these calls, or None when some call's price is unknown."""
+        return None if self.unpriced else self.cost_usd
+
+    def with_cost(self, cost_usd: float, *, unpriced: tuple[str, ...] = (), local: bool = False) -> Usage:
+        """This usage priced at `cost_usd` (of its calls with a known price), naming the models without one."""
+        return replace(self, cost_usd=cost_usd, unpriced=tuple(sorted(set(self.unpriced) | set(unpriced))),
+                       local_calls=self.calls if local else self.local_calls)
+
+    def cost_text(self, digits: int = 4) -> str:
+        """"$0.0123", "$0 (local server, free)" or "price unknown (no price for gpt-x: pass --prices FILE)"."""
+        if self.unpriced:
+            known = f"; ${self.cost_usd:.{digits}f} for the calls priced" if self.cost_usd else ""
+            return f"price unknown (no price for {', '.join(self.unpriced)}: pass --prices FILE{known})"
+        if self.local_calls and self.local_calls >= self.calls and not self.cost_usd:
+            return "$0 (local server, free)"
+        return f"${self.cost_usd:.{digits}f}"
 
     def __add__(self, other: Usage) -> Usage:
         events = dict(self.events)
@@ -181,6 +214,8 @@ class Usage:
             saved_tokens=self.saved_tokens + other.saved_tokens,
             saved_usd=self.saved_usd + other.saved_usd,
             events=events,
+            unpriced=tuple(sorted(set(self.unpriced) | set(other.unpriced))),
+            local_calls=self.local_calls + other.local_calls,
         )
 
     def with_event(self, name: str, n: int = 1) -> Usage:
@@ -188,17 +223,29 @@ class Usage:
         return self + Usage(events={name: n}) if n else self
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Its JSON; an unknown price is `cost_usd: null` with `cost_unknown` saying why (`unpriced` the models,
+        `known_cost_usd` what the priced calls cost); calls a local server answered free are `local_calls`."""
+        out: dict[str, Any] = {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
-            "cost_usd": round(self.cost_usd, 6),
+            "cost_usd": None if self.unpriced else round(self.cost_usd, 6),
             "cache_hits": self.cache_hits,
             "saved_tokens": self.saved_tokens,
             "saved_usd": round(self.saved_usd, 6),
             "events": {name: n for name, n in sorted(self.events.items()) if n},
         }
+        if self.unpriced:
+            out.update(unpriced=list(self.unpriced), known_cost_usd=round(self.cost_usd, 6),
+                       cost_unknown=f"price unknown: no price for {', '.join(self.unpriced)} in genai-prices or a "
+                                    "--prices file")
+        if self.local_calls:
+            out["local_calls"] = self.local_calls
+        return out
+
+
+_USAGE_FIELDS = frozenset(Usage.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -234,17 +281,14 @@ class Completion:
         usage = record.get("usage")
         reasoning, finish = record.get("reasoning"), record.get("finish_reason")
         try:
-            counted = Usage(**{k: v for k, v in (usage if isinstance(usage, Mapping) else {}).items()
-                               if k in _USAGE_FIELDS})
+            counted = Usage.from_dict({k: v for k, v in (usage if isinstance(usage, Mapping) else {}).items()
+                                       if k != "events"})
             calls = tuple(ToolCall.from_dict(c) for c in record.get("tool_calls") or ())
         except (TypeError, KeyError, AttributeError):
             return None
         return cls(content=content, reasoning=reasoning if isinstance(reasoning, str) else None,
                    finish_reason=finish if isinstance(finish, str) else None, model=str(record.get("model") or ""),
                    usage=counted, from_cache=True, tool_calls=calls)
-
-
-_USAGE_FIELDS = frozenset(Usage.__dataclass_fields__) - {"events"}
 
 
 class LLM(Protocol):

@@ -37,6 +37,13 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def cost_text(usage: dict[str, Any]) -> str:
+    """A usage's cost as the CLI says it: USD, "price unknown", or free on a local server."""
+    from ..llm.types import Usage
+
+    return Usage.from_dict(usage).cost_text().removeprefix("$")
+
+
 def usage_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per stage (in pipeline order, others after): calls, tokens, cached, cost, time."""
     by_stage = data["usage"].get("by_stage") or {}
@@ -47,7 +54,7 @@ def usage_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         t = data["timing"].get(name) or {}
         rows.append({"stage": name, "calls": int(u.get("calls", 0)), "cache_hits": int(u.get("cache_hits", 0)),
                      "prompt": int(u.get("prompt_tokens", 0)), "cached": int(u.get("cached_tokens", 0)),
-                     "completion": int(u.get("completion_tokens", 0)), "cost": float(u.get("cost_usd", 0.0)),
+                     "completion": int(u.get("completion_tokens", 0)), "cost": cost_text(u),
                      "wall_s": t.get("wall_s"), "latency_s": t.get("latency_s")})
     return rows
 
@@ -79,5 +86,5 @@ def render(data: dict[str, Any]) -> str:
     rows = usage_rows(data)
     return _environment().get_template("report.html.j2").render(
         data=data, payload=json_for_script(data), script=script, style=style, csp=csp,
-        usage_rows=rows, chart=chart(rows), settings=sorted(data["settings"].items()),
+        usage_rows=rows, chart=chart(rows), settings=sorted(data["settings"].items()), cost_text=cost_text,
     )
