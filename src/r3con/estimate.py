@@ -197,6 +197,11 @@ class _Parts:
 
 async def _estimate(task: str, documents: int, split: _Parts, settings: Settings, counter: TokenCounter,
                     a: Assumptions, prices: PriceTable, model: str | None) -> Estimate:
+    """The run's calls and tokens stage by stage, as `stages.plan` places them, and their prices.
+
+    Long on purpose (one of the two functions in src/ over 80 lines): it is the run's arithmetic twin, each
+    stage's section beside the next in the order the run makes its calls, sharing the counted prompt
+    pieces and the notes' sizes; split, the same dozen values would travel through every piece."""
     model = model or settings.model or "unknown"
     window = settings.context_window or DEFAULT_CONTEXT_WINDOW
     parts = split.parts
@@ -447,7 +452,9 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     for the task, and up to `count` more first-round calls refine it where relevance changes or notes
     are written (`_gaps`), so that the share and note sizes do not come in steps of 1/count; later rounds
     read the notes the whole corpus would give. First-round calls are the run's own, so with the LLM
-    cache the run does not pay for them again."""
+    cache the run does not pay for them again.
+    Long on purpose (the other function in src/ over 80 lines): one real, small run of the stages in their
+    order, each measurement taken from the replies of the stage before it."""
     from .llm import build_llm
     from .notes import format_notes, note_refs, notes_bm25
     from .retrieval import ranking

@@ -68,13 +68,16 @@ OPTIONS: dict[str, Shared] = {
     "max_failed_share": Shared(Annotated[float | None, typer.Option("--max-failed-share", help="Share of documents (0 to 1) that may fail in a stage before the run stops (default 0.5)")], _set("max_failed_share")),
     "unverified": Shared(Annotated[str | None, typer.Option("--unverified", help="Records whose passage is not in their document: reask (once, then keep them flagged; default), keep (flagged), drop (listed in dropped_records.json)")], _set("unverified")),
     "reuse": Shared(Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note ranks among, populate only changed final notes, keep the schema), off")], _set("reuse")),
+    "engine": Shared(Annotated[str | None, typer.Option("--engine", help="Where the per-document calls run: local (this process, default) or ray (Ray workers, each with r3con's own retries and output checks; needs r3con\\[ray]), e.g. r3con run Q docs/ --engine ray --pool pool.toml")], _set("engine")),
+    "ray_address": Shared(Annotated[str | None, typer.Option("--ray-address", help="With --engine ray: the Ray cluster to join (default: RAY_ADDRESS, else a new local one)")], _set("ray_address")),
     "new_schema": Shared(Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")], lambda v: {"new_schema": v or None}, False),
 }
 
 RUN = ("model", "base_url", "pool", "routing_header", "api_key", "stage_model", "rounds", "reasoning", "max_steps",
        "context_window", "concurrency", "layout", "notes_budget", "cache_breakpoints", "embedding_model", "max_cost",
        "batch", "prices", "sandbox", "cache", "no_cache", "corpus_dir", "no_corpus_store", "log_calls", "retries",
-       "rpm", "tpm", "timeout", "part_tokens", "max_failed_share", "unverified", "reuse", "new_schema")
+       "rpm", "tpm", "timeout", "part_tokens", "max_failed_share", "unverified", "reuse", "new_schema", "engine",
+       "ray_address")
 """What `r3con run` takes: every shared option."""
 
 

@@ -18,7 +18,7 @@ import typer
 
 from .._names import shown
 from .._readers import READABLE
-from ..config import Settings, endpoint_flags, parse_stage_models
+from ..config import Settings
 from ..corpus import load_corpus
 from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
@@ -26,6 +26,7 @@ from ..store import CorpusStore, open_store
 from ._ended import failed, report_line
 from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
+from ._options import RUN, settings_options
 from ._question import read_question
 from ._warnings import warn_many_rounds, warn_unknown_variables
 
@@ -56,19 +57,8 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-BaseUrl = Annotated[list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env R3CON_BASE_URL, OPENAI_BASE_URL; default: the local server on a usual port, see r3con servers); repeat it for a pool of replicas (env R3CON_BASE_URLS)")]
-Pool = Annotated[Path | None, typer.Option("--pool", help="TOML or JSON pool file: [[endpoint]] tables with url, key (or key_env), model, weight, concurrency (env R3CON_POOL_FILE); see docs/scale.md")]
-RoutingHeader = Annotated[list[str] | None, typer.Option("--routing-header", help="Header that carries each document's routing key to a router (repeatable; default X-Session-ID, X-Correlation-ID, X-SMG-Routing-Key, X-Dynamo-Session-ID; 'none' sends none)")]
-ApiKey = Annotated[str | None, typer.Option("--api-key", help="API key (env R3CON_API_KEY, OPENAI_API_KEY)")]
-Model = Annotated[str | None, typer.Option("--model", help="Model id; default: the local server's only or only loaded model, else the endpoint's first (env R3CON_MODEL)")]
-StageModel = Annotated[list[str] | None, typer.Option("--stage-model", help="STAGE=MODEL, e.g. relevance=qwen3.5-4b (repeatable)")]
-NotesBudget = Annotated[int | None, typer.Option("--notes-budget", help="Tokens the other documents' notes may take in a call; beyond it the most relevant go in full, the rest as an index (0: all in full, as the paper; default: what the window leaves)")]
-CacheBreakpoints = Annotated[str | None, typer.Option("--cache-breakpoints", help="Anthropic-style cache_control marks after the document: auto (default: on for Anthropic models), on, off")]
-MaxCost = Annotated[float | None, typer.Option("--max-cost", help="Stop cleanly before the run folder's spend (USD, from the price table) would pass this; --resume RUN_DIR with a higher cap continues and pays only the rest")]
-Batch = Annotated[bool | None, typer.Option("--batch/--no-batch", help="Send relevance rounds and population through the endpoint's Batch API (/v1/files, /v1/batches): cheaper, slower")]
 Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
 IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
-Prices = Annotated[Path | None, typer.Option("--prices", help='JSON price table {"model": {"input": .., "output": .., "cached_input": ..}} in USD per million tokens')]
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
@@ -113,65 +103,24 @@ def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: in
 
 
 @app.command()
+@settings_options(*RUN)
 def run(
     question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
     paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub need r3con\\[office])", show_default=False)] = None,
-    model: Model = None,
-    base_url: BaseUrl = None,
-    pool: Pool = None,
-    routing_header: RoutingHeader = None,
-    api_key: ApiKey = None,
-    stage_model: StageModel = None,
-    rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (0 skips the stage; default 2)")] = None,
-    reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (the coding agent, default) or direct")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Agent step bound (default 10)")] = None,
-    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens; default: from /v1/models")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default 8; per endpoint of a pool)")] = None,
-    layout: Annotated[str | None, typer.Option("--layout", help="cache (document first, default) or paper")] = None,
-    notes_budget: NotesBudget = None,
-    cache_breakpoints: CacheBreakpoints = None,
-    max_cost: MaxCost = None,
-    batch: Batch = None,
-    prices: Prices = None,
-    sandbox: Annotated[str | None, typer.Option("--sandbox", help="best (default) or strict: refuse to run without every isolation layer")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders (default ./r3con-runs)")] = None,
-    cache: Annotated[Path | None, typer.Option("--cache", help="LLM cache file (default $XDG_CACHE_HOME/r3con/llm.sqlite; env R3CON_CACHE_PATH)")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the LLM cache")] = False,
-    corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="Corpus store folder: files' texts, parts, token counts and embeddings kept by content, so a second run reads only changed files (default: corpus/ beside the LLM cache; env R3CON_CORPUS_DIR)")] = None,
-    no_corpus_store: Annotated[bool, typer.Option("--no-corpus-store", help="Read every file afresh and keep nothing in the corpus store")] = False,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache, and --max-cost counts what RUN_DIR already spent")] = None,
     question_file: Annotated[Path | None, typer.Option("--question-file", help="Read the question from this UTF-8 file")] = None,
-    log_calls: Annotated[str | None, typer.Option("--log-calls", help="What calls.jsonl keeps: compact (default: every reply, one full request per prompt template and every failed one), full (every request), meta (tokens, cost, timing only)")] = None,
-    retries: Annotated[int | None, typer.Option("--retries", help="Retries per call on 429, 5xx, timeouts, dropped connections (default 6)")] = None,
-    rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute to the endpoint (default: no limit)")] = None,
-    tpm: Annotated[int | None, typer.Option("--tpm", help="Estimated tokens per minute to the endpoint (default: no limit)")] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one request may take (default 600)")] = None,
-    part_tokens: Annotated[int | None, typer.Option("--part-tokens", help="Tokens one document part may take; longer documents are split (default: what the window leaves)")] = None,
-    max_failed_share: Annotated[float | None, typer.Option("--max-failed-share", help="Share of documents (0 to 1) that may fail in a stage before the run stops (default 0.5)")] = None,
     pdf_password: Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")] = None,
-    unverified: Annotated[str | None, typer.Option("--unverified", help="Records whose passage is not in their document: reask (once, then keep them flagged; default), keep (flagged), drop (listed in dropped_records.json)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
-    reuse: Annotated[str | None, typer.Option("--reuse", help="What to take from earlier runs of the question (recorded beside the LLM cache): exact (default: replies to identical requests; a fresh run's result), approximate (also skip reads no new note enters, populate only changed final notes, keep the schema), off")] = None,
-    new_schema: Annotated[bool, typer.Option("--new-schema", help="With --reuse approximate: propose a new schema instead of keeping the earlier run's")] = False,
-    engine: Annotated[str | None, typer.Option("--engine", help="Where the per-document calls run: local (this process, default) or ray (Ray workers, each with r3con's own retries and cache; needs r3con\\[ray]), e.g. r3con run Q docs/ --engine ray --pool pool.toml")] = None,
-    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --engine ray: the Ray cluster to join (default: RAY_ADDRESS, else a new local one)")] = None,
     sample: Annotated[str | None, typer.Option("--sample", help="Try the run on N documents of PATHS (or a share, 0.1), chosen by content hash so the same files give the same sample; prints the estimate for all of them beside what the sample cost")] = None,
+    flags: dict[str, Any] | None = None,
 ) -> None:
     """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
-    flags: dict[str, Any] = dict(
-        **endpoint_flags(base_url, pool, routing_header), api_key=api_key, model=model, stage_models=parse_stage_models(stage_model),
-        rounds=rounds, reasoning=reasoning, max_steps=max_steps, context_window=context_window,
-        concurrency=concurrency, layout=layout, sandbox_mode=sandbox, out_dir=out,
-        cache_path=cache, cache=False if no_cache else None, retries=retries, rpm=rpm, tpm=tpm,
-        request_timeout_s=timeout, max_failed_share=max_failed_share, part_tokens=part_tokens,
-        notes_budget_tokens=notes_budget, cache_breakpoints=cache_breakpoints, max_cost_usd=max_cost, batch=batch,
-        prices_file=prices, log_calls=log_calls, unverified=unverified, reuse=reuse, new_schema=new_schema or None,
-        corpus_dir=corpus_dir, corpus_store=False if no_corpus_store else None, engine=engine, ray_address=ray_address,
-    )
+    flags = {**(flags or {}), "out_dir": out}
     warn_unknown_variables()
     if question_file is not None and question is not None:  # with --question-file every argument is a path...
         if not _names_input(question):  # ...unless it names nothing: then it was meant as the question
@@ -410,43 +359,28 @@ def demo(
 
 
 @app.command()
+@settings_options(*RUN)
 def estimate(
     question: Annotated[str, typer.Argument(help="The question the run would answer.")],
     paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or globs")],
-    model: Annotated[str | None, typer.Option("--model", help="Model to price the run with (env R3CON_MODEL)")] = None,
-    stage_model: StageModel = None,
-    rounds: Annotated[int | None, typer.Option("--rounds", help="Relevance rounds (default 2)")] = None,
-    reasoning: Annotated[str | None, typer.Option("--reasoning", help="code (default) or direct")] = None,
-    context_window: Annotated[int | None, typer.Option("--context-window", help="Tokens (default: the endpoint's, as run reads it: --base-url, OPENAI_BASE_URL or the local server found; else 32768)")] = None,
-    layout: Annotated[str | None, typer.Option("--layout", help="cache (default) or paper")] = None,
-    notes_budget: NotesBudget = None,
-    batch: Batch = None,
-    prices: Prices = None,
     note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
     agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
     sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint), and give a range")] = 0,
     confidence: Annotated[float, typer.Option("--confidence", help="With --sample: the share of runs the range is meant to hold (0.5 to 0.99)")] = 0.9,
     tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
-    base_url: BaseUrl = None,
-    api_key: ApiKey = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table")] = False,
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
+    flags: dict[str, Any] | None = None,
 ) -> None:
-    """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N)."""
-    from ..config import DEFAULT_CONTEXT_WINDOW
-    from ..estimate import Assumptions, estimate_range, estimate_run, plan_endpoint
-    from ..estimate import sample as sample_calls
+    """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N); it takes
+    the options `run` takes, and plans for the endpoint, window and slots `run` would use."""
+    from ..estimate import Assumptions
     from ..llm.tokenize import make_counter
 
     warn_unknown_variables()
-    settings = Settings.resolve(
-        base_url=base_url[0] if base_url else None, api_key=api_key, model=model,
-        stage_models=parse_stage_models(stage_model),
-        rounds=rounds, reasoning=reasoning, context_window=context_window, layout=layout,
-        notes_budget_tokens=notes_budget, batch=batch, prices_file=prices,
-    )
+    settings = Settings.resolve(**(flags or {}))
     warn_many_rounds(settings.rounds)
     if sample < 0:
         raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
@@ -458,48 +392,58 @@ def estimate(
         raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
     with interrupt_sends_nothing():
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
-    documents = corpus.documents
     counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
                            model=settings.model, api_key=settings.api_key)
-
-    planned: list[Any] = []  # the endpoint the estimate planned for, as run would open it
-
-    async def measured() -> Any:  # one event loop: the endpoint's token counter is bound to it
-        assumptions, measured_settings = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps), settings
-        try:
-            if settings.base_url or settings.pool_file is not None:
-                found = await plan_endpoint(settings)
-                planned.append(found)
-                measured_settings = dataclasses.replace(settings, model=settings.model or found.model,
-                                                        context_window=settings.context_window or found.context_window,
-                                                        concurrency=settings.concurrency or found.concurrency)
-            if sample:
-                assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
-                                                         base=assumptions)
-                measured_settings = dataclasses.replace(measured_settings, context_window=window)
-                return await estimate_range(question, documents, measured_settings, assumptions, counter=counter,
-                                            confidence=confidence)
-            return await estimate_run(question, documents, measured_settings, counter=counter,
-                                      assumptions=assumptions)
-        finally:
-            close = getattr(counter, "aclose", None)  # the endpoint's counter holds a session
-            if close is not None:
-                await close()
-
+    assumptions = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)
     with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
-        result = asyncio.run(measured())
+        result, planned = asyncio.run(_estimated(question, corpus.documents, settings, assumptions, counter, sample,
+                                                 confidence))
     print(summary_line(corpus.inputs), file=sys.stderr)
-    endpoint_line = (planned[0].line() if planned else
-                     f"planned for no endpoint (none named, no local server found): window "
-                     f"{settings.context_window or DEFAULT_CONTEXT_WINDOW:,} tokens "
-                     f"({'--context-window' if settings.context_window else 'assumed'}); pass --base-url to plan "
-                     "for a server's own window and slots")
-    print(wrapped(f"r3con: {endpoint_line}"), file=sys.stderr)
+    print(wrapped(f"r3con: {_planned_line(planned, settings)}"), file=sys.stderr)
     if as_json:
-        print(json.dumps({**result.to_dict(), "endpoint": planned[0].to_dict() if planned else None,
+        print(json.dumps({**result.to_dict(), "endpoint": planned.to_dict() if planned else None,
                           "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
         return
     print_estimate(result)
+
+
+async def _estimated(question: str, documents: Any, settings: Settings, assumptions: Any, counter: Any, sample: int,
+                     confidence: float) -> tuple[Any, Any]:
+    """The estimate (a range with `--sample`) and the endpoint it planned for (None: none named or found). One
+    event loop: the endpoint's token counter is bound to it."""
+    from ..estimate import estimate_range, estimate_run, plan_endpoint
+    from ..estimate import sample as sample_calls
+
+    planned, measured = None, settings
+    try:
+        if settings.base_url or settings.pool_file is not None:
+            planned = await plan_endpoint(settings)
+            measured = dataclasses.replace(settings, model=settings.model or planned.model,
+                                           context_window=settings.context_window or planned.context_window,
+                                           concurrency=settings.concurrency or planned.concurrency)
+        if sample:
+            assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
+                                                     base=assumptions)
+            measured = dataclasses.replace(measured, context_window=window)
+            return await estimate_range(question, documents, measured, assumptions, counter=counter,
+                                        confidence=confidence), planned
+        return await estimate_run(question, documents, measured, counter=counter, assumptions=assumptions), planned
+    finally:
+        close = getattr(counter, "aclose", None)  # the endpoint's counter holds a session
+        if close is not None:
+            await close()
+
+
+def _planned_line(planned: Any, settings: Settings) -> str:
+    """Which endpoint and window the estimate planned for."""
+    from ..config import DEFAULT_CONTEXT_WINDOW
+
+    if planned is not None:
+        return str(planned.line())
+    return (f"planned for no endpoint (none named, no local server found): window "
+            f"{settings.context_window or DEFAULT_CONTEXT_WINDOW:,} tokens "
+            f"({'--context-window' if settings.context_window else 'assumed'}); pass --base-url to plan "
+            "for a server's own window and slots")
 
 
 def print_estimate(result: Any) -> None:
