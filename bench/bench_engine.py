@@ -132,8 +132,8 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str]) -> 
 
 
 async def select(sizes: list[int], calls: int, budget: int) -> None:
-    from r3con.corpus import Document
-    from r3con.notes import NotesSelector, note_refs
+    from r3con.corpus.documents import Document
+    from r3con.notes.selection import NotesSelector, note_refs
 
     rng = random.Random(0)
     vocabulary = [f"w{i}" for i in range(5000)]

@@ -37,9 +37,9 @@ from bench_scale import TASK, corpus, start_server  # noqa: E402
 
 def one(size: int, sample: int, chars: int) -> dict[str, Any]:
     import r3con
-    from r3con.estimate import estimate_range, estimate_run
-    from r3con.estimate import sample as sample_calls
-    from r3con.pipeline import run
+    from r3con.pipeline.estimate import estimate_range, estimate_run
+    from r3con.pipeline.estimate import sample as sample_calls
+    from r3con.pipeline.method import run
 
     docs = r3con.documents_from_texts(corpus(size, chars))
     server, base_url = start_server()

@@ -46,11 +46,11 @@ def one(size: int, draw: int, samples: list[int], chars: int, confidence: float)
     import dataclasses
 
     import r3con
-    from r3con.corpus import split_documents
-    from r3con.estimate import estimate_range, sample
-    from r3con.notes import notes_bm25
-    from r3con.pipeline import part_budget, run
-    from r3con.retrieval import ranking
+    from r3con.corpus.documents import split_documents
+    from r3con.notes.retrieval import ranking
+    from r3con.notes.selection import notes_bm25
+    from r3con.pipeline.estimate import estimate_range, sample
+    from r3con.pipeline.method import part_budget, run
     from r3con.testing import DrawnRelevance, FakeLLMServer
 
     how = plan(draw)

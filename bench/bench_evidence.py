@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import r3con
-from r3con.evidence import fuzzy_score
-from r3con.pipeline import run
+from r3con.evidence.citations import fuzzy_score
+from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer, FaultPlan
 
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from r3con.artifacts.tables import write_tables
 from r3con.llm.local import find_servers
-from r3con.tables import write_tables
 from r3con.testing import OllamaServer
 
 

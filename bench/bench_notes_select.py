@@ -23,9 +23,9 @@ import statistics
 import time
 from pathlib import Path
 
-from r3con import notes as notes_module
-from r3con.corpus import Document
-from r3con.notes import NotesSelector, note_refs
+from r3con.corpus.documents import Document
+from r3con.notes import selection as notes_module
+from r3con.notes.selection import NotesSelector, note_refs
 
 TASK = "Which companies or studies report a growth in revenue, by how much, and in which year?"
 

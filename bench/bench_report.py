@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from tests.report.browser import start_chromium  # noqa: E402
 
 import r3con  # noqa: E402
-from r3con.pipeline import run  # noqa: E402
+from r3con.pipeline.method import run  # noqa: E402
 from r3con.report import write_report  # noqa: E402
 from r3con.testing import FakeLLMServer, FaultPlan  # noqa: E402
 

@@ -47,7 +47,7 @@ from bench_scale import TASK, corpus, start_server  # noqa: E402
 def run_once(docs: list[tuple[str, str]], base_url: str, out: Path, cache: Path | None, mode: str,
              budget: int) -> dict[str, Any]:
     import r3con
-    from r3con.pipeline import run
+    from r3con.pipeline.method import run
 
     settings = r3con.Settings.resolve(
         env={}, base_url=base_url, api_key="bench", out_dir=out, cache=cache is not None, cache_path=cache,

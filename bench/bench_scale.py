@@ -70,7 +70,7 @@ serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blo
 
 def corpus(size: int, chars: int) -> list[tuple[str, str]]:
     """`size` (title, text) pairs: Dracula's documents first, then Loong's, cut to `chars` when beyond Dracula."""
-    from r3con.corpus import load_documents
+    from r3con.corpus.documents import load_documents
 
     dracula = load_documents([DATA / "dracula" / "docs"])
     docs = [(d.title, d.text if size <= len(dracula) else d.text[:chars]) for d in dracula][:size]
@@ -112,7 +112,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     that the documents' prefixes were not kept (`stages.plan`).
     """
     import r3con
-    from r3con.pipeline import run
+    from r3con.pipeline.method import run
     from r3con.tokens import estimate_tokens
 
     docs = r3con.documents_from_texts(corpus(size, chars))

@@ -39,7 +39,7 @@ def documents() -> list[Path]:
 def one(window: int, rounds: int) -> dict[str, object]:
     import r3con
     from r3con.errors import R3conError
-    from r3con.pipeline import part_budget, run
+    from r3con.pipeline.method import part_budget, run
     from r3con.testing import FakeLLMServer
 
     docs = r3con.load_corpus([str(p) for p in documents()]).documents

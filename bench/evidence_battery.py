@@ -1,6 +1,6 @@
 """The value check's mutation battery on real text: genuine passages of Dracula and of the Loong benchmark's
 English and Chinese financial reports, altered as copying models alter them, each verified against its
-whole document (`r3con.evidence.verify`). Prints the confusion table of docs/evidence.md, per corpus with
+whole document (`r3con.evidence.citations.verify`). Prints the confusion table of docs/evidence.md, per corpus with
 --by-corpus, and the first cases that missed their target.
 
     python bench/evidence_battery.py [--data ../shared/data] [--per-kind 150] [--seed 11] [--by-corpus] [--show 20]
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.mutations import corpora, run, table  # noqa: E402
 
-from r3con.evidence import VERIFIED  # noqa: E402
+from r3con.evidence.citations import VERIFIED  # noqa: E402
 
 
 def main() -> None:

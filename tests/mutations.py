@@ -1,5 +1,5 @@
 """The mutation battery of the value check: genuine passages of real documents altered as copying models
-alter them, each verified against its document (`r3con.evidence.verify`).
+alter them, each verified against its document (`r3con.evidence.citations.verify`).
 
 Meaning-changing alterations must never come out verified (exact, tolerant or fuzzy); meaning-keeping
 ones should (at least 98%). A paraphrase that reorders clauses is reported on its own (see
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from r3con.evidence import VERIFIED, Haystack, fold, verify
+from r3con.evidence.citations import VERIFIED, Haystack, fold, verify
 
 Mutate = Callable[[str, random.Random], str | None]
 

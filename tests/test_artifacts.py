@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from r3con.artifacts import NotRows, RunDir, disk_full, is_disk_full, json_rows
+from r3con.artifacts.folder import NotRows, RunDir, disk_full, is_disk_full, json_rows
 from r3con.errors import ConfigError, DiskFull, InputError, ProviderError
 
 

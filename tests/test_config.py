@@ -50,8 +50,8 @@ def test_every_setting_declares_its_role():
 
 
 def test_the_reuse_key_and_the_resume_check_follow_the_roles():
-    from r3con.resume import OPERATIONAL
-    from r3con.reuse import question_key
+    from r3con.pipeline.resume import OPERATIONAL
+    from r3con.pipeline.reuse import question_key
 
     roles = Settings.roles()
     base = Settings.resolve(env={})

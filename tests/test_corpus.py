@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from r3con.corpus import (
+from r3con.corpus.documents import (
     Document,
     collect_paths,
     document_numbers,

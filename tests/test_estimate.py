@@ -1,8 +1,8 @@
 import json
 
 import r3con
-from r3con.estimate import Assumptions, estimate_range, estimate_run, sample
-from r3con.pipeline import run
+from r3con.pipeline.estimate import Assumptions, estimate_range, estimate_run, sample
+from r3con.pipeline.method import run
 from r3con.testing import DrawnRelevance, FakeLLMServer, FaultPlan
 
 from .conftest import cli_in_process

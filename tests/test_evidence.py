@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from r3con.evidence import (
+from r3con.evidence.citations import (
     FUZZY_THRESHOLD,
     Haystack,
     document_refs,

@@ -6,7 +6,7 @@ meaning-keeping ones must. On the committed excerpts always; on the whole corpor
 from collections import Counter
 from pathlib import Path
 
-from r3con.evidence import VERIFIED
+from r3con.evidence.citations import VERIFIED
 
 from .mutations import Case, corpora, fixture_corpora, run
 

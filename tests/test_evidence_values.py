@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 
-from r3con._grounding import Source, dates, field_grounded, ungrounded, unsupported_numbers
-from r3con._values import Numbers, stated, tokens
-from r3con.evidence import EvidenceStats, verify
+from r3con.evidence._values import Numbers, stated, tokens
+from r3con.evidence.citations import EvidenceStats, verify
+from r3con.evidence.grounding import Source, dates, field_grounded, ungrounded, unsupported_numbers
 
 LOG = ("On 6 July we finished taking in cargo, silver sand and boxes of earth. The company sold 4,200 units "
        "in 1897 for a total of 1,250,000 crowns. The captain did not know what the cargo was. Mr. Petrofsky "

@@ -7,9 +7,9 @@ import asyncio
 import json
 
 import r3con
-from r3con import pipeline
 from r3con.demo import corpus_dir, question
 from r3con.errors import OutputError
+from r3con.pipeline import method as pipeline
 from r3con.testing import FakeLLMServer, FaultPlan
 
 

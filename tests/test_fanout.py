@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from r3con._fanout import cause_of, check_failed_share, fan_out, server_words
 from r3con.errors import BudgetExceeded, ConfigError, InputError, OutputError, ProviderError, RunFailed
 from r3con.results import Failure
+from r3con.stages.fanout import cause_of, check_failed_share, fan_out, server_words
 
 SERVER_500 = json.dumps({"error": {"message": "internal error", "type": "server_error"}})
 

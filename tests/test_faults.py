@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 
 import r3con
-from r3con._json import extract_json
 from r3con.demo import corpus_dir, question
 from r3con.errors import RunFailed
+from r3con.llm.json_reply import extract_json
 from r3con.testing import FakeLLMServer, FaultPlan
 from r3con.testing._faults import KINDS, break_json
 

@@ -11,7 +11,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 
 from r3con import load_corpus, load_documents
-from r3con._readers import SUPPORTED_SUFFIXES, usable_title
+from r3con.corpus.readers import SUPPORTED_SUFFIXES, usable_title
 
 from .conftest import cli_in_process
 from .test_corpus import _minimal_pdf

@@ -3,9 +3,9 @@
 import json
 
 import r3con
-from r3con.corpus import Document, split_documents
-from r3con.inputs import DegradedInput, Inputs, ReadInput, SkippedInput, UnreadableInput
-from r3con.pipeline import run
+from r3con.corpus.documents import Document, split_documents
+from r3con.corpus.inputs import DegradedInput, Inputs, ReadInput, SkippedInput, UnreadableInput
+from r3con.pipeline.method import run
 from r3con.results import Failure
 
 

@@ -10,14 +10,13 @@ ROOT = Path(r3con.__file__).parent
 
 # lowest first; a top-level module or package of r3con in each
 LAYERS = [
-    {"errors", "_files", "_json", "_names", "_sqlite", "tokens", "config", "_prompts", "prompts", "_version", "_ranges"},
-    {"_readers", "_walk", "inputs", "corpus", "store", "retrieval", "artifacts", "resume", "evidence", "_fold",
-     "_values", "_grounding", "_locate", "_verify", "notes", "_formats", "tables"},
-    {"llm", "engine", "sandbox", "testing"},  # engine: the LLM stack on Ray workers (`--engine ray`)
-    {"results", "progress", "display", "_fanout", "reuse",
+    {"errors", "files", "db", "tokens", "config", "prompts", "_version"},
+    {"corpus", "evidence", "notes", "artifacts"},
+    {"llm", "engine", "sandbox", "testing"},
+    {"results", "display",
      "report"},  # the run report reads a run folder's files (and says costs as the LLM's usage does)
     {"stages"},
-    {"pipeline", "recording", "baselines", "estimate", "watch", "budgets"},
+    {"pipeline", "baselines"},
     {"methods", "eval", "demo"},
     {"cli", "__main__", ""},
 ]

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from r3con._names import from_name_bytes, name_bytes, shown, special_kind
-from r3con._readers import NotText, decode_text
+from r3con.corpus.names import from_name_bytes, name_bytes, shown, special_kind
+from r3con.corpus.readers import NotText, decode_text
 
 
 @pytest.mark.parametrize("raw, expected", [

@@ -5,10 +5,10 @@ import re
 import numpy as np
 
 import r3con
-from r3con.corpus import documents_from_texts
+from r3con.corpus.documents import documents_from_texts
 from r3con.llm import build_llm
-from r3con.notes import NoteRef, NotesSelector, format_notes, notes_bm25, prefix_order, terms
-from r3con.pipeline import run
+from r3con.notes.selection import NoteRef, NotesSelector, format_notes, notes_bm25, prefix_order, terms
+from r3con.pipeline.method import run
 from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.relevance import RelevanceOptions, extract_relevance
@@ -264,7 +264,7 @@ async def test_a_large_set_of_notes_is_chosen_as_a_full_ranking_would_choose_it(
     line of their own, with and without an excluded note."""
     import random
 
-    from r3con import notes as notes_module
+    from r3con.notes import selection as notes_module
 
     rng = random.Random(11)
     words = "revenue growth year company profit harbour ship storm letter report increase percent market".split()
@@ -301,8 +301,8 @@ def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes()
     position."""
     import random
 
-    from r3con.notes import _Ranked
-    from r3con.retrieval import ranking
+    from r3con.notes.retrieval import ranking
+    from r3con.notes.selection import _Ranked
 
     def scan(scores, costs, budget, skip, taken=()):
         chosen, left = [], budget
@@ -332,7 +332,7 @@ def test_the_best_positions_are_those_a_partition_of_every_position_gives():
     run and a subset of positions, it returns what one partition of every position returns."""
     import random
 
-    from r3con.notes import _best
+    from r3con.notes.selection import _best
 
     def partitioned(scores, among, size):
         among = np.arange(len(scores)) if among is None else among
@@ -360,8 +360,8 @@ INDEX_TEMPLATE = '<notes_index>\nNotes on these other documents are not shown in
 def test_notes_and_their_index_are_formatted_as_the_templates_did():
     import random
 
-    from r3con._prompts import render_source
-    from r3con.notes import NoteRef, _IndexLine, format_index, format_notes
+    from r3con.notes.selection import NoteRef, _IndexLine, format_index, format_notes
+    from r3con.prompts.render import render_source
 
     rng = random.Random(8)
     pieces = ["Acme", "\u6536\u5165", " ", 'say "hi"', "a & b", "line\nbreak", "12.5%", "<tag>", "{{ x }}"]

@@ -7,7 +7,7 @@ import pytest
 
 import r3con
 from r3con.errors import RunFailed
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer
 
 from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, schema_reply, stack

@@ -1,6 +1,13 @@
 import math
 
-from r3con.retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, tokenize, within_budget
+from r3con.notes.retrieval import (
+    BM25,
+    cosine_scores,
+    ranking,
+    reciprocal_rank_fusion,
+    tokenize,
+    within_budget,
+)
 
 
 def test_tokenize_lowercases_words_and_splits_cjk_characters():
@@ -47,7 +54,7 @@ def test_within_budget_skips_what_does_not_fit_and_keeps_order():
 
 
 def test_queries_sharing_a_first_line_score_as_if_each_were_scored_alone():
-    from r3con.notes import terms
+    from r3con.notes.selection import terms
 
     texts = ["Ann Lee lives in Oslo", "Bob Stone wrote to Ann", "Cara moved to Bergen", "Oslo and Bergen ships"]
     shared = BM25(texts, tokenize=terms, distinct_query_terms=True)

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.corpus import documents_from_texts, load_corpus
+from r3con.corpus.documents import documents_from_texts, load_corpus
 from r3con.errors import ConfigError
-from r3con.pipeline import run
-from r3con.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
+from r3con.pipeline.method import run
+from r3con.pipeline.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
 
 TASK = "Who travelled to Whitby, and what did they report there?"
 SUBJECTS = ["the harbour", "the abbey", "the churchyard", "the cliffs", "the ship", "the storm", "the pier",

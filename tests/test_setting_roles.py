@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from r3con import Settings, documents_from_texts, run
-from r3con.reuse import question_key
+from r3con.pipeline.reuse import question_key
 from r3con.testing import FakeLLMServer, FaultPlan
 from r3con.testing._server import _Handler
 

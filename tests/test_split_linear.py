@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from r3con.corpus import EVEN, cut_point, split_text
+from r3con.corpus.documents import EVEN, cut_point, split_text
 from r3con.tokens import estimate_tokens, longest_prefix_within
 
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from r3con import store as store_module
-from r3con.corpus import load_corpus, split_documents
-from r3con.notes import terms
-from r3con.retrieval import BM25
-from r3con.store import CorpusStore, text_hash
+from r3con.corpus import store as store_module
+from r3con.corpus.documents import load_corpus, split_documents
+from r3con.corpus.store import CorpusStore, text_hash
+from r3con.notes.retrieval import BM25
+from r3con.notes.selection import terms
 
 from .conftest import cli_in_process
 
@@ -161,7 +161,7 @@ def test_split_through_the_store_gives_the_splitter_s_parts_and_reuses_its_cuts(
     with CorpusStore(tmp_path / "store") as store:
         docs = load_corpus([folder], store=store).documents
         first = store.split(docs, 100)
-        monkeypatch.setattr("r3con.corpus.split_text", lambda *a: pytest.fail("split again"))
+        monkeypatch.setattr("r3con.corpus.documents.split_text", lambda *a: pytest.fail("split again"))
         second = store.split(docs, 100)
         assert store.spans(text_hash(docs[-1].text), 100) is not None
         assert store.spans(text_hash(docs[-1].text), 99) is None

@@ -8,8 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
+from r3con.artifacts.tables import frames, query, write_tables
 from r3con.errors import ConfigError, InputError
-from r3con.tables import frames, query, write_tables
 
 from .conftest import cli_in_process
 

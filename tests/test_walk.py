@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from r3con._walk import WalkRules, file_rule, folder_rule, walk_paths
+from r3con.corpus.walk import WalkRules, file_rule, folder_rule, walk_paths
 
 
 def _os_walk(root: Path, rules: WalkRules) -> tuple[list[Path], list[tuple[str, str]]]:

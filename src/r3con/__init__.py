@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .config import Settings  # noqa: E402
-from .corpus import Corpus, Document, documents_from_texts, load_corpus, load_documents, split_documents  # noqa: E402
+from .corpus.documents import (  # noqa: E402
+    Corpus,
+    Document,
+    documents_from_texts,
+    load_corpus,
+    load_documents,
+    split_documents,
+)
+from .corpus.inputs import Inputs  # noqa: E402
 from .errors import (  # noqa: E402
     BudgetExceeded,
     ConfigError,
@@ -20,17 +28,16 @@ from .errors import (  # noqa: E402
     RunFailed,
     SandboxError,
 )
-from .inputs import Inputs  # noqa: E402
 
 if TYPE_CHECKING:
-    from .evidence import Evidence
+    from .evidence.citations import Evidence
     from .llm.types import LLM, ChatRequest, Completion, Message, Usage
-    from .pipeline import RunResult, run
+    from .pipeline.method import RunResult, run
     from .results import Failure, RunEnd
 
 # Imported on first use: the pipeline (the LLM client, the stages) is most of what importing r3con costs,
 # and `r3con` on the command line must be able to catch Ctrl-C (its main() does) before that is loaded.
-_LAZY = {"Evidence": "evidence", "RunResult": "pipeline", "run": "pipeline", "Failure": "results",
+_LAZY = {"Evidence": "evidence.citations", "RunResult": "pipeline.method", "run": "pipeline.method", "Failure": "results",
          "RunEnd": "results", "LLM": "llm.types", "ChatRequest": "llm.types", "Completion": "llm.types",
          "Message": "llm.types", "Usage": "llm.types"}
 

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from .config import Settings
-from .corpus import Document
+from .corpus.documents import Document
 from .errors import ConfigError
 from .results import MethodFn, MethodOutcome
 
 
 def _r3con_variant(**changes: Any) -> MethodFn:
     async def method(task: str, documents: tuple[Document, ...], settings: Settings, run_dir: Path) -> MethodOutcome:
-        from .pipeline import run
+        from .pipeline.method import run
 
         result = await run(task, documents, dataclasses.replace(settings, out_dir=run_dir, **changes))
         return MethodOutcome(answer=result.answer, usage=result.usage, by_stage=result.by_stage,

@@ -11,7 +11,7 @@ from .llm.types import Usage
 
 if TYPE_CHECKING:
     from .config import Settings
-    from .corpus import Document
+    from .corpus.documents import Document
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,11 @@ async def test_linearrag_indexes_without_llm_calls(corpus, fake_server, tmp_path
 
 
 async def test_hipporag_extraction_asks_again_with_the_problem_then_fails_the_passage(tmp_path):
-    from r3con._prompts import render
-    from r3con.artifacts import RunDir
+    from r3con.artifacts.folder import RunDir
     from r3con.baselines._common import MethodRun
     from r3con.config import Settings
     from r3con.errors import OutputError
+    from r3con.prompts.render import render
 
     from ..fakes import ScriptedLLM, stack
 

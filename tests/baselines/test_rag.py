@@ -42,7 +42,7 @@ async def test_retrieved_text_respects_the_token_budget(fake_server, tmp_path):
 
 async def test_retrieval_finds_the_passage_that_answers(fake_server, tmp_path):
     """BM25 ranks the chunk holding the task's rare words first."""
-    from r3con.corpus import documents_from_texts
+    from r3con.corpus.documents import documents_from_texts
 
     docs = documents_from_texts([("filler", "The weather was mild and nothing happened. " * 200),
                                  ("ledger", "The quarterly zinc shipment from Antwerp totalled 412 tonnes."),

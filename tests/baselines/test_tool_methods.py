@@ -9,7 +9,7 @@ from r3con.baselines import arag, fileagent
 from r3con.baselines._common import chunk_documents
 from r3con.baselines._graph import lexical_vectors
 from r3con.baselines._toolagent import ToolError, dispatch
-from r3con.corpus import Document
+from r3con.corpus.documents import Document
 from r3con.llm.types import ToolCall
 
 from ._helpers import CORPORA, check_outcome, logged_calls, run, task, transcript

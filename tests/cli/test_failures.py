@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from r3con import pipeline
-from r3con.artifacts import RunDir
+from r3con.artifacts.folder import RunDir
 from r3con.cli import main
-from r3con.corpus import load_documents
+from r3con.corpus.documents import load_documents
+from r3con.pipeline import method as pipeline
 from r3con.testing import FakeLLMServer, FaultPlan
 
 from ..conftest import free_port

@@ -67,7 +67,7 @@ def _report(docs: Path, rel: str, fake_server, tmp_path: Path) -> str:
 
 def _listed(name: str) -> str:
     """How a name is listed: bytes that are not UTF-8 and control characters escaped."""
-    from r3con._names import shown
+    from r3con.corpus.names import shown
 
     return shown(name)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from r3con._readers import READABLE
 from r3con.cli._inputs import issues_text, summary_line
-from r3con.inputs import DegradedInput, Inputs, ReadInput
+from r3con.corpus.inputs import DegradedInput, Inputs, ReadInput
+from r3con.corpus.readers import READABLE
 from r3con.testing import FakeLLMServer, FaultPlan
 
 from ..bad_inputs import LATIN, assert_every_file_accounted, blank_pdf, categories, docx_bytes, messy_folder

@@ -4,8 +4,8 @@ leaves for the endpoint, after every layer that rewrites it; and the features th
 import json
 
 import r3con
-from r3con.corpus import documents_from_texts
-from r3con.pipeline import run
+from r3con.corpus.documents import documents_from_texts
+from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer
 
 TASK = "Who recorded crates of tin, and how many?"

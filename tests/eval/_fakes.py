@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r3con.corpus import Document, documents_from_texts
+from r3con.corpus.documents import Document, documents_from_texts
 from r3con.errors import R3conError
 from r3con.eval.tasks import EvalTask
 from r3con.llm.types import Usage

@@ -2,6 +2,7 @@ import csv
 
 import pytest
 
+from r3con.artifacts.tables import query
 from r3con.config import Settings
 from r3con.errors import InputError, ProviderError
 from r3con.eval.judges import PAPER_JUDGE
@@ -9,7 +10,6 @@ from r3con.eval.report import build_report, load_reference, render_markdown, sum
 from r3con.eval.runner import run_eval
 from r3con.eval.tasks import TaskSet
 from r3con.llm.types import Usage
-from r3con.tables import query
 
 from ..fakes import ScriptedLLM
 from ._fakes import FakeMethod, judge_llm, make_task

@@ -8,7 +8,7 @@ from r3con.llm.batch import Batched, custom_id
 from r3con.llm.client import OpenAIChat
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message, Usage
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer
 from r3con.testing._batch import headers_from_custom_id
 

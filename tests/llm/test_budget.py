@@ -8,7 +8,7 @@ from r3con.errors import BudgetExceeded, ConfigError
 from r3con.llm.budget import BudgetGuard, CostCap, spent_in
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 
 from ..conftest import r3con_cli
 from ..fakes import ScriptedLLM

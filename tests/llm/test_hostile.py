@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from r3con._json import NoJSON, extract_json
 from r3con.config import Settings
 from r3con.errors import ConfigError, OutputError
 from r3con.llm.budget import BudgetGuard, CostCap
 from r3con.llm.client import OpenAIChat, reply_limit
+from r3con.llm.json_reply import NoJSON, extract_json
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message
 

@@ -2,7 +2,7 @@
 
 import json
 
-from r3con.corpus import documents_from_texts
+from r3con.corpus.documents import documents_from_texts
 from r3con.errors import ProviderError
 from r3con.llm.layers import Progressed
 from r3con.stages.populate import PopulateOptions, populate

@@ -16,7 +16,7 @@ from r3con.llm.pool import FIVE_XX_STREAK, Pooled, PoolEntry, _Member, pool_entr
 from r3con.llm.routing import SHARED_KEY, routing_key
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 from r3con.llm.window import EndpointInfo
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer
 
 TASK = "Which people are named in the documents, and how old are they?"

@@ -12,7 +12,7 @@ import pytest
 
 import r3con
 from r3con.config import Settings, endpoint_flags
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 
 from ..cli.test_failures import r3con as r3con_cli
 from .servers import llama_servers

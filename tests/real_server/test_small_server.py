@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from r3con.config import Settings
-from r3con.corpus import load_corpus, split_documents
+from r3con.corpus.documents import load_corpus, split_documents
 from r3con.errors import OutputError
 from r3con.llm import build_llm
-from r3con.pipeline import part_budget
+from r3con.pipeline.method import part_budget
 from r3con.stages.schema import propose_schema
 
 from ..cli.test_failures import answered, calls_logged, r3con, run_folder

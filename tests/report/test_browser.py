@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 from r3con.report import write_report
 from r3con.testing import FakeLLMServer, FaultPlan
 

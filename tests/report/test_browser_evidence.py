@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 
 from ..fakes import ScriptedLLM, schema_reply, stack
 from .browser import missing_reason, start_chromium

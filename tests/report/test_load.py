@@ -133,7 +133,7 @@ def test_a_large_runs_page_lists_the_documents_it_mentions_and_counts_every_inpu
 def test_records_written_a_row_a_line_are_read_as_records_parsed_whole(tmp_path, monkeypatch):
     """The report reads records.json a record at a time in `write_json_rows`'s layout and parses any other
     layout whole (an indented one, an older run's); a large run's page keeps the same records either way."""
-    from r3con.artifacts import RunDir
+    from r3con.artifacts.folder import RunDir
     from r3con.report import _load
 
     monkeypatch.setattr(_load, "TEXTS_UP_TO", 2)

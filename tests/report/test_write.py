@@ -15,8 +15,8 @@ import pytest
 
 import r3con
 from r3con.cli import main
-from r3con.evidence import Evidence
-from r3con.pipeline import run
+from r3con.evidence.citations import Evidence
+from r3con.pipeline.method import run
 from r3con.report import write_report
 from r3con.testing import FakeLLMServer, FaultPlan
 

@@ -14,7 +14,7 @@ from r3con.config import Settings
 from r3con.llm import build_llm
 from r3con.llm.client import OpenAIChat
 from r3con.llm.types import ChatRequest, Message
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 
 from ..real_server.servers import Process
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import r3con
-from r3con.pipeline import run
+from r3con.pipeline.method import run
 from r3con.sandbox._results import LAYERS
 
 TEXTS = [("Registry", "Ann Lee is 34 years old."), ("Letter", "Bob Stone, aged 41, wrote to Ann Lee.")]

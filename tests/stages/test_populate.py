@@ -1,6 +1,6 @@
 import json
 
-from r3con.corpus import Document, documents_from_texts
+from r3con.corpus.documents import Document, documents_from_texts
 from r3con.errors import ContextTooLong
 from r3con.stages.plan import Placement
 from r3con.stages.populate import MAX_FIELDS, MAX_VALUE_CHARS, PopulateOptions, populate

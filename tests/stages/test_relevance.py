@@ -1,7 +1,7 @@
 import dataclasses
 import re
 
-from r3con.corpus import documents_from_texts
+from r3con.corpus.documents import documents_from_texts
 from r3con.errors import ProviderError
 from r3con.stages.plan import Placement
 from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note, reread

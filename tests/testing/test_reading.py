@@ -5,8 +5,8 @@ from collections.abc import Iterator
 import pytest
 
 import r3con
-from r3con import _prompts
-from r3con.pipeline import run
+from r3con.pipeline.method import run
+from r3con.prompts import render as _prompts
 from r3con.testing._reading import Reading
 
 TASK = "Which ships sank in the harbour, and when?"

@@ -18,17 +18,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from .._fanout import check_failed_share, fan_out
-from .._prompts import Rendered
 from .._version import __version__
-from ..artifacts import RunDir
+from ..artifacts.folder import RunDir
 from ..config import Settings
-from ..corpus import Document, cut_point, split_documents, split_text
+from ..corpus.documents import Document, cut_point, split_documents, split_text
 from ..errors import ConfigError, InputError, R3conError
 from ..llm import LLMStack, build_llm
 from ..llm.replies import reply_text
 from ..llm.types import ChatRequest, Message
+from ..prompts.render import Rendered
 from ..results import Failure, MethodOutcome
+from ..stages.fanout import check_failed_share, fan_out
 from ..tokens import estimate_tokens, longest_prefix_within
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..retrieval import tokenize, unit_rows
+from ..notes.retrieval import tokenize, unit_rows
 from ..tokens import CJK_CHAR
 from ._common import MethodRun
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import jsonschema
 
-from .._json import NoJSON, loads
-from .._prompts import render
 from ..llm import LLM
+from ..llm.json_reply import NoJSON, loads
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message, ToolCall, Usage
+from ..prompts.render import render
 
 
 class ToolError(Exception):

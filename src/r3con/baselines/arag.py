@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
+from ..notes.retrieval import ranking
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import ranking
 from ._common import Chunk, MethodRun, check_options, chunk_documents, method_run
 from ._graph import lexical_vectors, sentences, text_vectors
 from ._toolagent import Tool, ToolError, run_tool_agent

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ..stages.answer import run_agent
 from ..tokens import estimate_tokens

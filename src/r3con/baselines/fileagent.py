@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ._agent import agent_options, sandbox_for
 from ._common import check_options, method_run

@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 from jsonschema import Draft202012Validator
 
-from .._json import NoJSON, extract_json
-from .._prompts import Rendered, render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import OutputError
+from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message
+from ..notes.retrieval import ranking, within_budget
+from ..prompts.render import Rendered, render
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import ranking, within_budget
 from ._common import Chunk, MethodRun, budget_for, check_options, chunk_documents, method_run
 from ._graph import min_max, personalized_pagerank, text_vectors
 

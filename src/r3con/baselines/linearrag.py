@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.replies import final_answer_line
+from ..notes.retrieval import ranking, within_budget
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import ranking, within_budget
 from ._common import budget_for, check_options, chunk_documents, method_run
 from ._graph import min_max, personalized_pagerank, sentences, text_vectors
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import ConfigError
 from ..llm.replies import final_answer_line
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ._common import budget_for, check_options, fit_documents, method_run
 

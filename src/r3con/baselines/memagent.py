@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.replies import final_answer_line
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ..tokens import estimate_tokens
 from ._common import budget_for, check_options, chunk_documents, head, method_run

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.replies import final_answer_line
+from ..notes.retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ._common import budget_for, check_options, chunk_documents, method_run
 
 NAME = "rag"

@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.embeddings import Embedder
 from ..llm.replies import final_answer_line
+from ..notes.retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
-from ..retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ..tokens import estimate_tokens
 from ._common import budget_for, check_options, chunk_documents, head, method_run
 

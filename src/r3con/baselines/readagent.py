@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.replies import final_answer_line
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ..tokens import estimate_tokens
 from ._common import (

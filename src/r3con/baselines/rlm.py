@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._prompts import Rendered, render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
+from ..prompts.render import Rendered, render
 from ..results import MethodFn, MethodOutcome
 from ..stages.answer import run_agent
 from ..tokens import estimate_tokens

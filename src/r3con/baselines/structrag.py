@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._prompts import render
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest
+from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ..stages.messages import document_messages
 from ..stages.plan import Placement

@@ -8,12 +8,12 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..artifacts import is_disk_full
+from ..artifacts.folder import is_disk_full
 from ..display import path_lines
 from ..errors import DiskFull, R3conError
 
 if TYPE_CHECKING:
-    from ..pipeline import RunResult
+    from ..pipeline.method import RunResult
     from ..results import RunEnd
 
 

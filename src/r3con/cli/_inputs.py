@@ -7,9 +7,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..corpus.inputs import Inputs
 from ..display import wrapped
 from ..errors import RunFailed
-from ..inputs import Inputs
 
 _NAMED = 3  # inputs a warning names; the rest are counted, and listed in manifest.json
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from .._names import shown
-from .._readers import READABLE
 from ..config import Settings
-from ..corpus import load_corpus
+from ..corpus.documents import load_corpus
+from ..corpus.names import shown
+from ..corpus.readers import READABLE
+from ..corpus.store import CorpusStore, open_store
 from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
-from ..store import CorpusStore, open_store
 from ._ended import failed, report_line
 from ._inputs import report_inputs, summary_line
 from ._local import with_local_server
@@ -135,7 +135,7 @@ def run(
         raise ConfigError("--sample picks the documents of a new run; continue a sample's run with --resume RUN_DIR "
                           "alone")
     if resume is not None:
-        from ..resume import check_question, check_settings, locate_sources, read_resume
+        from ..pipeline.resume import check_question, check_settings, locate_sources, read_resume
 
         plan = read_resume(resume)
         question = check_question(plan, question)
@@ -162,7 +162,7 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
                 resume: Path | None, *, exclude: list[str] | None, include_hidden: bool, pdf_password: str | None,
                 quiet: bool, as_json: bool, strict: bool, sample: str | None = None) -> None:
     """`run`'s work once the settings are resolved: load (through the corpus store), run, print."""
-    from ..pipeline import run as run_pipeline
+    from ..pipeline.method import run as run_pipeline
 
     # a resumed folder already holds calls: Ctrl-C while its documents are read names it and how to continue
     with interrupt_sends_nothing(*([interrupted_line(None, resumed=resume)] if resume is not None else [])):
@@ -170,11 +170,11 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
                              store=store)
     everything = corpus.documents
     if sample is not None:  # --sample: the run on part of the folder, the estimate for all of it after
-        from ..estimate import sample_documents
+        from ..pipeline.estimate import sample_documents
 
         corpus = dataclasses.replace(corpus, documents=sample_documents(everything, sample))
     if plan is not None:
-        from ..resume import carried_inputs, check_documents
+        from ..pipeline.resume import carried_inputs, check_documents
 
         check_documents(plan, corpus.documents)
         corpus = dataclasses.replace(corpus, inputs=carried_inputs(plan, corpus.inputs))
@@ -206,7 +206,7 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
 
 def _print_projection(question: str, everything: Any, sampled: Any, settings: Settings, result: Any) -> None:
     """After a --sample run: what it cost, beside the estimate for the whole folder with the window it used."""
-    from ..estimate import project
+    from ..pipeline.estimate import project
 
     endpoint = json.loads((Path(result.run_dir) / "manifest.json").read_text(encoding="utf-8"))["endpoint"]
     planned = dataclasses.replace(settings, context_window=settings.context_window or endpoint["context_window"])
@@ -250,7 +250,7 @@ def show(
     open_it: Annotated[bool, typer.Option("--open", help="Open the report in the web browser")] = False,
 ) -> None:
     """Write RUN_DIR/report.html again from the run folder, print its path, and open it with --open."""
-    from .._walk import is_run_folder
+    from ..corpus.walk import is_run_folder
     from ..report import write_report
 
     if not run_dir.is_dir() or not is_run_folder(run_dir):
@@ -376,8 +376,8 @@ def estimate(
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N); it takes
     the options `run` takes, and plans for the endpoint, window and slots `run` would use."""
-    from ..estimate import Assumptions
     from ..llm.tokenize import make_counter
+    from ..pipeline.estimate import Assumptions
 
     warn_unknown_variables()
     settings = Settings.resolve(**(flags or {}))
@@ -411,8 +411,8 @@ async def _estimated(question: str, documents: Any, settings: Settings, assumpti
                      confidence: float) -> tuple[Any, Any]:
     """The estimate (a range with `--sample`) and the endpoint it planned for (None: none named or found). One
     event loop: the endpoint's token counter is bound to it."""
-    from ..estimate import estimate_range, estimate_run, plan_endpoint
-    from ..estimate import sample as sample_calls
+    from ..pipeline.estimate import estimate_range, estimate_run, plan_endpoint
+    from ..pipeline.estimate import sample as sample_calls
 
     planned, measured = None, settings
     try:
@@ -477,8 +477,8 @@ def sql(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of rows instead of a table")] = False,
 ) -> None:
     """Run an SQL query (DuckDB) over RUN_DIR's records: one table per record type."""
-    from ..tables import query as run_query
-    from ..tables import require_duckdb
+    from ..artifacts.tables import query as run_query
+    from ..artifacts.tables import require_duckdb
 
     require_duckdb("r3con sql")
     columns, rows = run_query(run_dir, query)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings
-from ..corpus import load_documents
+from ..corpus.documents import load_documents
 
 if TYPE_CHECKING:
     from ..results import RunEnd
@@ -37,7 +37,7 @@ def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = F
     """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder;
     `on_end` is told how a run that raised left off (as `r3con.run`'s)."""
     from ..display import make_progress, path_lines, usage_line, wrapped
-    from ..pipeline import run
+    from ..pipeline.method import run
     from ..testing import FakeLLMServer
 
     print(NOTICE, file=sys.stderr)

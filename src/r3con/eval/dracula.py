@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import InputError
 from .tasks import EvalTask, TaskFilter, TaskSet
 

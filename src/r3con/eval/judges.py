@@ -37,10 +37,10 @@ from typing import Any
 import jinja2
 import jsonschema
 
-from .._json import NoJSON, extract_json
-from .._prompts import parse_source, render_source
 from ..errors import ConfigError, InputError, R3conError
+from ..llm.json_reply import NoJSON, extract_json
 from ..llm.types import LLM, ChatRequest, Message, Usage
+from ..prompts.render import parse_source, render_source
 from .corpusqa import extract_final_answer
 from .tasks import EvalTask
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import ConfigError, InputError
 from .tasks import EvalTask, TaskFilter, TaskSet, gold_text, read_jsonl
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._files import write_atomic
 from ..errors import InputError
+from ..files import write_atomic
 from ..llm.types import Usage
 from .judges import Verdict
 from .tasks import safe_name

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .._files import write_atomic
 from ..errors import InputError
+from ..files import write_atomic
 from ..llm.types import Usage
 from .judges import CAPPED, EMPTY, FAILED, JUDGE_ERROR, JUDGE_FAILED, OFFICIAL, PAPER_JUDGE
 from .plots import plot_categories, plot_pareto, unavailable
@@ -498,7 +498,7 @@ def write_report(report: Report, out_dir: Path, *, plots: bool = True) -> list[P
     tables: `plots.unavailable()` says so in a line for the caller to print; without DuckDB (the `sql`
     extra) the Parquet files are left out.
     """
-    from ..tables import write_parquet
+    from ..artifacts.tables import write_parquet
 
     written = []
     written.append(write_atomic(out_dir / "report.md", render_markdown(report)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import BudgetExceeded, ConfigError, R3conError
 from ..llm.budget import CostCap, sharing
 from ..llm.types import LLM, ChatRequest, Completion, Usage

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import ConfigError, InputError
 
 BENCHMARKS = ("loong", "corpusqa", "dracula")

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..artifacts import is_disk_full
+from ..artifacts.folder import is_disk_full
 from .cache import CallCache, cache_key, usable
 from .types import LLM, ChatRequest, Completion, Usage
 

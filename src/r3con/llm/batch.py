@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._files import write_atomic
 from ..errors import ContextTooLong, ProviderError
+from ..files import write_atomic
 from .client import OpenAIChat, chat_body, to_completion
 from .endpoint import HTTPFailure
 from .overflow import is_overflow

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import jsonschema
 
-from .._json import NoJSON, extract_json  # the very extraction the stages apply
-from .._sqlite import open_private
+from ..db import open_private
 from ..errors import ConfigError
+from .json_reply import NoJSON, extract_json  # the very extraction the stages apply
 from .replies import without_thinking
 from .types import ChatRequest, Completion
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from .._json import NoJSON, loads
+from .json_reply import NoJSON, loads
 
 CUT_MARK = " (cut)"
 _SENTENCE_END = re.compile(r"[.!?](?:[\"'”’)\]]*)(?=\s|$)|[。！？][」』”’）]*|\n")  # CJK ends need no space

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._files import write_atomic
 from ..errors import InputError
+from ..files import write_atomic
 from ._jupyter import summary_html
 from ._load import load
 from ._render import render

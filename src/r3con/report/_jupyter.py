@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..evidence import Evidence, EvidenceStats
+from ..evidence.citations import Evidence, EvidenceStats
 from ._render import _environment
 
 

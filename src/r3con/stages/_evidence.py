@@ -2,7 +2,7 @@
 
 Every table's records get a required `_passage` (the sentence(s) of the document the record comes
 from, copied verbatim; first, so that a model decoding in schema order quotes before it extracts).
-Each record's passage is then located in its document part (`r3con.evidence.locate`) and the record
+Each record's passage is then located in its document part (`r3con.evidence.citations.locate`) and the record
 gains `_span` (offsets into the whole document's text) and `_match`; a record whose passage is not
 found, or whose values (numbers, dates, negations, names) differ from the document there (`mismatch`,
 with `_mismatch`), or that gave none, is unverified: re-asked once, kept flagged, or dropped
@@ -16,9 +16,9 @@ import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from .._grounding import Source, ungrounded
-from ..corpus import Document
-from ..evidence import Haystack, verify
+from ..corpus.documents import Document
+from ..evidence.citations import Haystack, verify
+from ..evidence.grounding import Source, ungrounded
 
 PASSAGE = "_passage"
 PASSAGE_SPEC = {

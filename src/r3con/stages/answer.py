@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .._prompts import Rendered, render
-from ..evidence import split_sources
+from ..artifacts.tables import table_name, unique_name
+from ..evidence.citations import split_sources
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import LLM, ChatRequest, Message
+from ..prompts.render import Rendered, render
 from ..sandbox import Sandbox, SandboxLimits
-from ..tables import table_name, unique_name
 
 STAGE = "reason"
 _CODE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", flags=re.DOTALL)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .._prompts import Rendered, render
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.types import Message
+from ..prompts.render import Rendered, render
 from ..tokens import estimate_tokens
 
 SHARED_OVERHEAD = 120  # tokens of a stage's instructions besides the task, schema and notes (an estimate)

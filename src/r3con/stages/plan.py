@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..corpus import Document
+from ..corpus.documents import Document
 from .messages import SYSTEM_TOKENS
 
 if TYPE_CHECKING:

@@ -18,19 +18,19 @@ from typing import Any
 
 import jsonschema
 
-from .._fanout import DOCUMENT_ERRORS, fan_out
-from .._grounding import Source
-from .._json import NoJSON, extract_json
-from .._prompts import render
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..errors import OutputError
-from ..evidence import EvidenceStats, Haystack
+from ..evidence.citations import EvidenceStats, Haystack
+from ..evidence.grounding import Source
+from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ..notes import NotesChoice, NotesSelector, fitting
+from ..notes.selection import NotesChoice, NotesSelector, fitting
+from ..prompts.render import render
 from ..results import Failure
 from ..tokens import estimate_tokens
 from ._evidence import FLAGGED, Unverified, categorical, check, ordered, record_id, unverified, with_passage
+from .fanout import DOCUMENT_ERRORS, fan_out
 from .messages import SHARED_OVERHEAD, document_messages, reply_excerpt
 from .plan import CacheSeen, CallPlan, Placement, Shared, plan_populate
 from .schema import schema_text

@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from .._fanout import fan_out
-from .._prompts import render
-from ..corpus import Document
+from ..corpus.documents import Document
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
-from ..notes import Embed, NotesChoice, NotesSelector, Selections, Shown, fitting, note_refs
+from ..notes.selection import Embed, NotesChoice, NotesSelector, Selections, Shown, fitting, note_refs
+from ..prompts.render import render
 from ..results import Failure
 from ..tokens import estimate_tokens
+from .fanout import fan_out
 from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import jsonschema
 
-from .._json import NoJSON, extract_json
-from .._prompts import render
 from ..errors import OutputError
+from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
+from ..prompts.render import render
 from .messages import reply_excerpt
 
 STAGE = "schema"

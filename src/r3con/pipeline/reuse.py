@@ -38,14 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._sqlite import open_private
-from .config import Settings
-from .corpus import Document
-from .errors import ConfigError
-from .llm.answered import Answered
-from .llm.cache import CallCache
-from .llm.types import LLM, Completion
-from .notes import round_entries
+from ..config import Settings
+from ..corpus.documents import Document
+from ..db import open_private
+from ..errors import ConfigError
+from ..llm.answered import Answered
+from ..llm.cache import CallCache
+from ..llm.types import LLM, Completion
+from ..notes.selection import round_entries
 
 Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
 

@@ -17,9 +17,9 @@ from fnmatch import fnmatch
 from pathlib import Path, PurePath
 from typing import NamedTuple
 
-from ._names import shown, special_kind
-from .errors import InputError
+from ..errors import InputError
 from .inputs import ExcludedInput, UnreadableInput
+from .names import shown, special_kind
 
 RUNS_FOLDER = "r3con-runs"  # the default --out
 _VCS = frozenset({".git", ".hg", ".svn", ".bzr"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .llm.types import Usage
+from ..llm.types import Usage
 
 
 class Progress(Protocol):

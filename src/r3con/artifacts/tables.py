@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     import pandas as pd

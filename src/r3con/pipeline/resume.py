@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._names import from_name_bytes, shown
-from .config import Settings
-from .corpus import Document
-from .errors import ConfigError, InputError
-from .inputs import DuplicateInput, ExcludedInput, Inputs, SkippedInput, UnreadableInput
+from ..config import Settings
+from ..corpus.documents import Document
+from ..corpus.inputs import DuplicateInput, ExcludedInput, Inputs, SkippedInput, UnreadableInput
+from ..corpus.names import from_name_bytes, shown
+from ..errors import ConfigError, InputError
 
 T = TypeVar("T")
 

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TypeVar
 
-from .errors import OutputError, ProviderError, R3conError, RunFailed
-from .results import Failure
+from ..errors import OutputError, ProviderError, R3conError, RunFailed
+from ..results import Failure
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -28,12 +28,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ._prompts import attribute
-from .corpus import Document
-from .errors import ContextTooLong
-from .evidence import document_refs
+from ..corpus.documents import Document
+from ..errors import ContextTooLong
+from ..evidence.citations import document_refs
+from ..prompts.render import attribute
+from ..tokens import CJK_CHAR, estimate_tokens
 from .retrieval import BM25, unit_rows
-from .tokens import CJK_CHAR, estimate_tokens
 
 T = TypeVar("T")
 INDEX_WORDS = 12

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from ..config import Settings
 
 PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 

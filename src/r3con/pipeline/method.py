@@ -10,31 +10,31 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ._fanout import DOCUMENT_ERRORS
-from .artifacts import RunDir
+from ..artifacts.folder import RunDir
+from ..config import DEFAULT_CONCURRENCY, Settings
+from ..corpus.documents import Document, FilesSeen, split_documents, split_documents_async
+from ..corpus.inputs import Inputs
+from ..corpus.store import CorpusStore, EmbeddingsSeen, Split
+from ..engine import open_engine
+from ..errors import ConfigError, InputError, OutputError
+from ..evidence.citations import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
+from ..llm import CostCap, EndpointInfo, EndpointView, LLMStack, build_llm
+from ..llm.answered import Answered
+from ..llm.local import local_ports, use_local_server
+from ..llm.overflow import is_overflow
+from ..llm.types import LLM, Usage
+from ..notes.selection import Embed, FinalNotes
+from ..report import try_write_report
+from ..results import Failure, RunEnd
+from ..sandbox import SandboxLimits
+from ..stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
+from ..stages.fanout import DOCUMENT_ERRORS
+from ..stages.plan import Placement
+from ..stages.populate import PopulateOptions, populate
+from ..stages.relevance import RelevanceOptions, extract_relevance
+from ..stages.schema import propose_schema, schema_text
 from .budgets import Budgets, part_budget
-from .config import DEFAULT_CONCURRENCY, Settings
-from .corpus import Document, FilesSeen, split_documents, split_documents_async
-from .engine import open_engine
-from .errors import ConfigError, InputError, OutputError
-from .evidence import Evidence, EvidenceStats, resolve_citations, unsupported_in_answer
-from .inputs import Inputs
-from .llm import CostCap, EndpointInfo, EndpointView, LLMStack, build_llm
-from .llm.answered import Answered
-from .llm.local import local_ports, use_local_server
-from .llm.overflow import is_overflow
-from .llm.types import LLM, Usage
-from .notes import Embed, FinalNotes
 from .progress import NoProgress, Progress
-from .report import try_write_report
-from .results import Failure, RunEnd
-from .sandbox import SandboxLimits
-from .stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
-from .stages.plan import Placement
-from .stages.populate import PopulateOptions, populate
-from .stages.relevance import RelevanceOptions, extract_relevance
-from .stages.schema import propose_schema, schema_text
-from .store import CorpusStore, EmbeddingsSeen, Split
 from .watch import Watch, check_failures
 
 __all__ = ["RunResult", "StageOptions", "part_budget", "run", "stage_options"]
@@ -81,13 +81,13 @@ class RunResult:
 
     def _repr_html_(self) -> str:
         """Jupyter's view: the answer, its evidence and the counts, escaped (documents and replies are untrusted)."""
-        from .report import summary_html
+        from ..report import summary_html
 
         return summary_html(self)
 
     def records_frame(self) -> dict[str, Any]:
-        """The records as pandas DataFrames, one per record type (`r3con.tables` names the columns)."""
-        from .tables import frames
+        """The records as pandas DataFrames, one per record type (`r3con.artifacts.tables` names the columns)."""
+        from ..artifacts.tables import frames
 
         return frames(self.records)
 

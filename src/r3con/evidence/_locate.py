@@ -1,4 +1,4 @@
-"""Locating a passage in its document: exactly, tolerantly (folded), or fuzzily (rapidfuzz); see `r3con.evidence`."""
+"""Locating a passage in its document: exactly, tolerantly (folded), or fuzzily (rapidfuzz); see `r3con.evidence.citations`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Literal
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 
+from ..tokens import CJK_CHAR
 from ._fold import MARKS, PARTICLES, fold
 from ._values import Vocabulary
-from .tokens import CJK_CHAR
 
 MatchKind = Literal["exact", "tolerant", "fuzzy"]
 

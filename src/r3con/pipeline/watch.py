@@ -8,26 +8,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._fanout import check_failed_share
-from .artifacts import RunDir
+from ..artifacts.folder import RunDir
+from ..config import Settings
+from ..corpus.documents import Document
+from ..corpus.inputs import Inputs
+from ..llm import LLMStack
+from ..llm.answered import Answered
+from ..llm.layers import Progressed
+from ..llm.types import LLM
+from ..notes.selection import Embed, FinalNotes
+from ..results import Failure
+from ..stages.answer import AnswerResult
+from ..stages.fanout import check_failed_share
+from ..stages.plan import CacheSeen, Placement
+from ..stages.populate import PopulateResult
+from ..stages.relevance import RelevanceResult
+from ..stages.schema import SchemaResult
 from .budgets import Budgets
-from .config import Settings
-from .corpus import Document
-from .inputs import Inputs
-from .llm import LLMStack
-from .llm.answered import Answered
-from .llm.layers import Progressed
-from .llm.types import LLM
-from .notes import Embed, FinalNotes
 from .progress import Progress
-from .recording import RunRecord
-from .results import Failure
+from .record import RunRecord
 from .reuse import Reuse, Tables
-from .stages.answer import AnswerResult
-from .stages.plan import CacheSeen, Placement
-from .stages.populate import PopulateResult
-from .stages.relevance import RelevanceResult
-from .stages.schema import SchemaResult
 
 
 @dataclass

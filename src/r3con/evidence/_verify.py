@@ -1,6 +1,6 @@
 """Verifying a located passage's values against its document: what carries meaning in it (numbers,
-dates, negations, names, units, directions, CJK terms: `r3con._values`) must be in the document at the
-span as it is there; see `r3con.evidence` and docs/evidence.md."""
+dates, negations, names, units, directions, CJK terms: `r3con.evidence._values`) must be in the document at the
+span as it is there; see `r3con.evidence.citations` and docs/evidence.md."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ class _Chunk:
 
 
 def differences(passage: str, text: str | Haystack, match: Match) -> tuple[Difference, ...]:
-    """The pieces that carry meaning (`r3con._values`) and differ between `passage` and the document at
+    """The pieces that carry meaning (`r3con.evidence._values`) and differ between `passage` and the document at
     `match`: the passage's own tokens and the document's, aligned word by word. A piece of the passage
     that the document does not have there differs; a piece of the document the passage replaces with
     other words differs; one it only leaves out differs if it is a negation. Where the passage has "...",

@@ -5,7 +5,7 @@ A model asked to copy a passage verbatim mostly does, but changes white space, q
 case, sometimes a word or two, and sometimes invents one. `locate` tries, in order:
 
     exact      the passage occurs in the text as given (after trimming its ends)
-    tolerant   it occurs once both are folded (`r3con._fold`: white space, dashes and hyphens, quotation
+    tolerant   it occurs once both are folded (`r3con.evidence._fold`: white space, dashes and hyphens, quotation
                marks and thousands separators dropped, "per cent" read as "%", Unicode compatibility
                forms and case folded); a passage the model shortened with "..." when its pieces occur in
                order, close together; a CJK passage once the particles 的 之 了 地 得 are dropped from both
@@ -13,7 +13,7 @@ case, sometimes a word or two, and sometimes invents one. `locate` tries, in ord
                (passages of at least FUZZY_MIN_CHARS folded characters only: short ones align anywhere)
 
 `verify` then compares what carries meaning in a passage found tolerantly or fuzzily (numbers, dates,
-negations, names, units, directions, CJK terms: `r3con._values`) with the document at the span: a
+negations, names, units, directions, CJK terms: `r3con.evidence._values`) with the document at the span: a
 difference makes the outcome `mismatch`, with the differing pieces (`Difference`).
 
 Spans always index the original text: folding keeps, for each folded character, the index of the
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._fold import fold
-from ._grounding import unsupported_numbers
 from ._locate import FUZZY_MIN_CHARS, FUZZY_THRESHOLD, Haystack, Match, MatchKind, fuzzy_score, locate
 from ._verify import Difference, Outcome, Verdict, differences, verify
+from .grounding import unsupported_numbers
 
 __all__ = ["FUZZY_MIN_CHARS", "FUZZY_THRESHOLD", "MATCH_KINDS", "VERIFIED", "Citations", "Difference", "Evidence",
            "EvidenceStats", "Haystack", "Match", "MatchKind", "Outcome", "Verdict", "differences", "document_refs",

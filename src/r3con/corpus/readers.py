@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ..errors import EncryptedDocument, InputError
 from ._formats import OFFICE_SUFFIXES, read_office
-from .errors import EncryptedDocument, InputError
 
 SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".json", ".jsonl", ".csv", ".html", ".htm", ".pdf",
                                 *OFFICE_SUFFIXES})

@@ -19,24 +19,24 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
-from ._fanout import cause_of
-from ._names import name_bytes
-from ._names import shown as shown_name
-from ._version import __version__
-from .artifacts import RunDir, disk_full, is_disk_full
-from .config import Settings
-from .corpus import Document
-from .errors import R3conError
-from .inputs import Inputs
-from .llm import EndpointInfo, EndpointView
-from .llm.budget import folder_cost
-from .notes import FinalNotes, Selections, round_entries
-from .results import Failure
-from .stages.answer import AnswerResult
-from .stages.plan import CacheSeen, Placement
-from .stages.populate import PopulateResult
-from .stages.relevance import RelevanceResult
-from .stages.schema import SchemaResult
+from .._version import __version__
+from ..artifacts.folder import RunDir, disk_full, is_disk_full
+from ..config import Settings
+from ..corpus.documents import Document
+from ..corpus.inputs import Inputs
+from ..corpus.names import name_bytes
+from ..corpus.names import shown as shown_name
+from ..errors import R3conError
+from ..llm import EndpointInfo, EndpointView
+from ..llm.budget import folder_cost
+from ..notes.selection import FinalNotes, Selections, round_entries
+from ..results import Failure
+from ..stages.answer import AnswerResult
+from ..stages.fanout import cause_of
+from ..stages.plan import CacheSeen, Placement
+from ..stages.populate import PopulateResult
+from ..stages.relevance import RelevanceResult
+from ..stages.schema import SchemaResult
 
 
 def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
@@ -237,8 +237,8 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
 
 def _price_sources(settings: Settings, endpoint: EndpointInfo) -> dict[str, str]:
     """Where each model's price comes from: the --prices file, genai-prices, a local server (free), or why it is unknown."""
-    from .config import STAGES
-    from .llm.pricing import PriceTable
+    from ..config import STAGES
+    from ..llm.pricing import PriceTable
 
     prices = PriceTable.load(settings.prices_file, base_url=endpoint.base_url)
     models = dict.fromkeys(settings.model_for(s) or endpoint.model for s in STAGES)
@@ -247,7 +247,7 @@ def _price_sources(settings: Settings, endpoint: EndpointInfo) -> dict[str, str]
 
 def _write_tables(run_dir: RunDir, tables: Mapping[str, Any]) -> dict[str, Any]:
     """The records as Parquet and a DuckDB file (with r3con[sql]); what was written, or why not, for the manifest."""
-    from .tables import NEEDS_DUCKDB, write_tables
+    from ..artifacts.tables import NEEDS_DUCKDB, write_tables
 
     try:
         written = write_tables(run_dir.path, tables)

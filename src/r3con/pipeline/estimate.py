@@ -17,17 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._prompts import render
+from ..config import DEFAULT_CONTEXT_WINDOW, Settings
+from ..corpus.documents import Document, split_documents_async
+from ..errors import ConfigError, OutputError
+from ..llm.pricing import PriceTable
+from ..llm.types import LLM, ChatRequest, Completion, Usage
+from ..prompts.render import render
+from ..stages.messages import SHARED_OVERHEAD
+from ..stages.plan import CacheSeen, Shared, plan_populate, plan_round
+from ..tokens import EstimateCounter, TokenCounter
 from ._ranges import Interval, Spread, draw, interval
-from .config import DEFAULT_CONTEXT_WINDOW, Settings
-from .corpus import Document, split_documents_async
-from .errors import ConfigError, OutputError
-from .llm.pricing import PriceTable
-from .llm.types import LLM, ChatRequest, Completion, Usage
-from .pipeline import part_budget, stage_options
-from .stages.messages import SHARED_OVERHEAD
-from .stages.plan import CacheSeen, Shared, plan_populate, plan_round
-from .tokens import EstimateCounter, TokenCounter
+from .method import part_budget, stage_options
 
 PER_MESSAGE = 4  # chat-template tokens around each message
 
@@ -359,7 +359,7 @@ async def plan_endpoint(settings: Settings) -> PlannedEndpoint:
     window) and say what it found; no chat call is made."""
     from dataclasses import replace as replaced
 
-    from .llm import build_llm
+    from ..llm import build_llm
 
     async with build_llm(replaced(settings, cache=False, max_cost_usd=None)) as stack:
         info = stack.endpoint
@@ -455,12 +455,12 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
     cache the run does not pay for them again.
     Long on purpose (the other function in src/ over 80 lines): one real, small run of the stages in their
     order, each measurement taken from the replies of the stage before it."""
-    from .llm import build_llm
-    from .notes import format_notes, note_refs, notes_bm25
-    from .retrieval import ranking
-    from .stages.populate import populate, sent_schema
-    from .stages.relevance import extract_relevance, reread
-    from .stages.schema import propose_schema, schema_text
+    from ..llm import build_llm
+    from ..notes.retrieval import ranking
+    from ..notes.selection import format_notes, note_refs, notes_bm25
+    from ..stages.populate import populate, sent_schema
+    from ..stages.relevance import extract_relevance, reread
+    from ..stages.schema import propose_schema, schema_text
 
     counter = counter or EstimateCounter()
     base = base or Assumptions()

@@ -13,15 +13,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ._names import shown, special_kind
-from ._readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
-from ._walk import WalkRules, walk_paths
-from .errors import EncryptedDocument, InputError
+from ..errors import EncryptedDocument, InputError
+from ..tokens import estimate_tokens, longest_prefix_within, max_piece_chars
 from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
-from .tokens import estimate_tokens, longest_prefix_within, max_piece_chars
+from .names import shown, special_kind
+from .readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
+from .walk import WalkRules, walk_paths
 
 if TYPE_CHECKING:
-    from ._readers import FileText
+    from .readers import FileText
 
 
 class FileReader(Protocol):

@@ -39,11 +39,11 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._readers import FileText, NotText, read_document
-from ._sqlite import open_private
-from ._walk import real_path
-from .corpus import Document, FilesSeen, split_documents, with_tokens
-from .errors import ConfigError, InputError
+from ..db import open_private
+from ..errors import ConfigError, InputError
+from .documents import Document, FilesSeen, split_documents, with_tokens
+from .readers import FileText, NotText, read_document
+from .walk import real_path
 
 STORE_FILE = "corpus.sqlite"
 READER_VERSION = "1"  # bump when a reader's output changes: readings are keyed by it
@@ -445,7 +445,7 @@ class StoredReader:
         except NotText as exc:  # a property of the bytes: kept, so the file is not read again
             row: tuple[Any, ...] = (None, None, None, None, exc.kind, exc.reason, None)
         else:
-            from .tokens import estimate_tokens
+            from ..tokens import estimate_tokens
 
             sha = text_hash(got.text)
             self._texts.append((sha, _bytes(got.text), estimate_tokens(got.text)))

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._files import PRIVATE_DIR, make_private, write_atomic
-from .errors import ConfigError, DiskFull, InputError, R3conError
+from ..errors import ConfigError, DiskFull, InputError, R3conError
+from ..files import PRIVATE_DIR, make_private, write_atomic
 
 
 def _slug(text: str, limit: int = 40) -> str:

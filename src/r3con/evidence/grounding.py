@@ -5,7 +5,7 @@ in what it cites (or in what the agent's code printed).
     unsupported_numbers(answer, ...)   the answer's numbers that no cited record, cited document,
                                        code output or the question states
 
-Numbers compare as numbers (`r3con._values`): separators, scale words ("4.2 million", 万, 亿), a
+Numbers compare as numbers (`r3con.evidence._values`): separators, scale words ("4.2 million", 万, 亿), a
 percentage as a fraction (5.2% and 0.052); a document that declares its unit ("单位：万元",
 "in thousands") has its numbers counted at that unit too. A value written with fewer decimals stands
 for its rounding (4.2 for 4.21, "4.2 million" for 4,213,000); an integer must be exact.

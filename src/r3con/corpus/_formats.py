@@ -16,7 +16,7 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from typing import Any, cast
 
-from .errors import InputError
+from ..errors import InputError
 
 OFFICE_SUFFIXES = frozenset({".docx", ".xlsx", ".eml", ".epub"})
 _NEEDS = {".docx": ("docx", "python-docx"), ".xlsx": ("openpyxl", "openpyxl"), ".epub": ("ebooklib", "EbookLib")}
