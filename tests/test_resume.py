@@ -189,7 +189,7 @@ def test_a_resume_with_the_same_question_and_paths_given_again_continues(finishe
 
 
 @pytest.mark.parametrize("case", ["unreachable endpoint", "unpriced model", "missing document", "bad setting"])
-def test_a_failed_start_leaves_no_run_folder(corpus, tmp_path, case):
+def test_a_failed_start_leaves_no_run_folder(corpus, tmp_path, case, monkeypatch):
     from .conftest import free_port
 
     runs = tmp_path / "runs"
@@ -198,7 +198,10 @@ def test_a_failed_start_leaves_no_run_folder(corpus, tmp_path, case):
     with FakeLLMServer() as server:
         if case == "unreachable endpoint":
             args += ["--base-url", base]
-        elif case == "unpriced model":
+        elif case == "unpriced model":  # on a provider's endpoint (a local server's model is free)
+            from r3con.llm import pricing
+
+            monkeypatch.setattr(pricing, "is_local_url", lambda url: False)
             args += ["--base-url", server.base_url, "--max-cost", "1"]
         elif case == "missing document":
             args = ["run", QUESTION, str(corpus / "nope.txt"), "--out", str(runs), "--base-url", server.base_url]

@@ -75,6 +75,11 @@ Stat = tuple[int, int, int, int, int]  # what decides "unchanged": size, mtime_n
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
 
 
+def raw_hash(data: bytes) -> str:
+    """The SHA-256 of a file's bytes: what the store knows a file's content by."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def text_hash(text: str) -> str:
     """The SHA-256 of a text (as `Document.sha256`): the key of everything the store keeps of it."""
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
@@ -390,7 +395,7 @@ class StoredReader:
             raw_bytes = path.read_bytes()
         except OSError as exc:
             raise InputError(f"cannot read it: {exc.strerror or exc}; check the path and its permissions") from exc
-        raw = hashlib.sha256(raw_bytes).hexdigest()
+        raw = raw_hash(raw_bytes)
         del raw_bytes
         reading = self._reading(raw, suffix)
         if reading is not None:
