@@ -148,7 +148,15 @@ class PriceTable:
         return cls(prices, base_url)
 
     def quote(self, model: str) -> Quote:
-        """The model's price and its source; an unknown price says why."""
+        """The model's price and its source; an unknown price says why (looked up once per model: every
+        completion is priced)."""
+        memo: dict[str, Quote] = self.__dict__.setdefault("_quotes", {})
+        found = memo.get(model)
+        if found is None:
+            found = memo[model] = self._quote(model)
+        return found
+
+    def _quote(self, model: str) -> Quote:
         name = _normalise(model)
         if name in self.prices:
             return Quote(self.prices[name], FROM_FILE)
