@@ -281,3 +281,26 @@ def test_sigkill_while_a_large_file_is_split_leaves_no_empty_run_folder(after_s,
     proc.wait(timeout=10)
     folders = list(out.iterdir()) if out.exists() else []
     assert all((f / "manifest.json").is_file() for f in folders), "a run folder is made with its manifest, or not at all"
+
+
+def test_a_resume_keeps_the_numbers_of_documents_in_nested_folders(fake_server, tmp_path, cli):
+    """Numbers come from names (a file's path below the folder named); a resume names the files one by one,
+    so it keeps the numbers its manifest gave them, and every request is the first attempt's."""
+    import json
+
+    for sub, name, text in (("a", "ledger.txt", "Ann Lee, 34, keeps the ledger in Oslo."),
+                            ("b", "diary.txt", "Bob Stone, 41, wrote the diary in Bergen.")):
+        (tmp_path / "docs" / sub).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "docs" / sub / name).write_text(f"{name}\n\n{text}\n")
+    runs = tmp_path / "runs"
+    first = cli("run", "How old are they?", str(tmp_path / "docs"), "--base-url", fake_server.base_url,
+                "--out", str(runs), "--quiet")
+    assert first.returncode == 0, first.stderr
+    (folder,) = runs.iterdir()
+    before = json.loads((folder / "manifest.json").read_text())["documents"]
+    asked = len(fake_server.calls())
+    again = cli("run", "--resume", str(folder), "--base-url", fake_server.base_url, "--quiet")
+    assert again.returncode == 0, again.stderr
+    after = json.loads((folder / "manifest.json").read_text())["documents"]
+    assert [(d["source"], d["doc"]) for d in after] == [(d["source"], d["doc"]) for d in before]
+    assert len(fake_server.calls()) == asked, "the resume's requests are the first attempt's: nothing is sent"

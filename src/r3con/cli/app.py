@@ -166,8 +166,9 @@ def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, 
 
     # a resumed folder already holds calls: Ctrl-C while its documents are read names it and how to continue
     with interrupt_sends_nothing(*([interrupted_line(None, resumed=resume)] if resume is not None else [])):
+        numbers = {str(d["source"]): int(d["doc"]) for d in plan.documents if "doc" in d} if plan is not None else None
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password,
-                             store=store)
+                             store=store, numbers=numbers)
     everything = corpus.documents
     if sample is not None:  # --sample: the run on part of the folder, the estimate for all of it after
         from ..pipeline.estimate import sample_documents

@@ -7,7 +7,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -129,7 +129,8 @@ def with_tokens(doc: Document, tokens: int) -> Document:
 
 
 def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), include_hidden: bool = False,
-                pdf_password: str | None = None, store: ReadsFiles | None = None) -> Corpus:
+                pdf_password: str | None = None, store: ReadsFiles | None = None,
+                numbers: Mapping[str, int] | None = None) -> Corpus:
     """Read every file under `specs` into numbered documents, accounting for each file that was not read.
 
     Folder walks leave out run folders, hidden files, version control, virtualenvs and dependency
@@ -137,7 +138,9 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     text layer are skipped; files that cannot be read are unreadable; a file whose text equals an
     earlier one's is read once. InputError when no document is left. With a `store`, a file whose
     content the store has seen is not read again (see `store`), and paths under the folders named that
-    are gone are forgotten.
+    are gone are forgotten. `numbers`: the number an earlier attempt gave each source (a resumed run's
+    manifest), kept, so that its requests are the attempt's whatever the sources are named by now (a folder
+    named then, its files one by one now).
     """
     walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
     docs: list[Document] = []
@@ -191,7 +194,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         names.append(_name(path, roots))
         first_with[digest] = source
         doc.__dict__["sha256"] = digest  # what `cached_property` would store on first use
-    for number, (doc, entry) in zip(document_numbers(names, [d.sha256 for d, _ in found]), found, strict=True):
+    computed = document_numbers(names, [d.sha256 for d, _ in found])
+    if numbers:
+        computed = [numbers.get(doc.source, n) for n, (doc, _) in zip(computed, found, strict=True)]
+    for number, (doc, entry) in zip(computed, found, strict=True):
         docs.append(_numbered(doc, number))
         read.append(replace(entry, doc=number))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
