@@ -145,13 +145,24 @@ async def test_a_worker_gone_for_good_hands_its_documents_to_the_next(ray_cluste
     assert sum(n - 1 for n in answered.values()) <= 2, "only calls in flight on the lost worker asked again"
 
 
-def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(ray_cluster, tmp_path):
+def _corpus(tmp_path):
+    """The test texts as files, one a document, in tmp_path/docs."""
     corpus = tmp_path / "docs"
     corpus.mkdir()
     for i, (title, text) in enumerate(_texts()):
         (corpus / f"{i:02d}.txt").write_text(f"{title}\n\n{text}")
+    return corpus
+
+
+def _driver_env() -> dict[str, str]:
+    """A driver process's environment: no r3con settings of ours, the cluster joined as a user's would."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_")) and k != "RAY_ADDRESS"}
+
+
+def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(ray_cluster, tmp_path):
+    corpus = _corpus(tmp_path)
     # the cluster's own variables (its token authentication) stay: the driver joins it as a user's would
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_")) and k != "RAY_ADDRESS"}
+    env = _driver_env()
     with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
         args = ["run", TASK, str(corpus), "--base-url", server.base_url, "--out", str(tmp_path / "runs"),
                 "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "2", "--json", "--quiet",
@@ -189,11 +200,8 @@ def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(
 
 
 def test_sigterm_stops_a_ray_run_cleanly_and_says_how_to_resume(ray_cluster, tmp_path):
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for i, (title, text) in enumerate(_texts()):
-        (corpus / f"{i:02d}.txt").write_text(f"{title}\n\n{text}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_")) and k != "RAY_ADDRESS"}
+    corpus = _corpus(tmp_path)
+    env = _driver_env()
     with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
         driver = subprocess.Popen(
             [sys.executable, "-m", "r3con", "run", TASK, str(corpus), "--base-url", server.base_url, "--quiet",
