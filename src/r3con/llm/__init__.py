@@ -145,6 +145,10 @@ class EndpointView:
     def usage_by_stage(self) -> dict[str, Usage]:
         return self._stack.ledger.by_stage()
 
+    def folder_cost(self) -> float | None:
+        """USD the run folder's logged calls cost, earlier attempts' included (None: a price unknown)."""
+        return self._stack.log.folder_cost()
+
     def endpoints(self) -> list[dict[str, object]] | None:
         """Per endpoint of a pool (None for one endpoint)."""
         return self._stack.endpoints() if self._stack.pool is not None else None

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import BudgetExceeded, ConfigError
 from ..tokens import estimate_tokens
-from .layers import logged_calls
+from .layers import FolderCost
 from .pricing import Price, PriceTable
 from .types import LLM, ChatRequest, Completion
 
@@ -133,23 +133,7 @@ def check_prices(prices: PriceTable, models: Iterable[str]) -> None:
 
 def spent_in(calls_log: Path | None) -> float:
     """USD the calls in a run folder's calls.jsonl cost (cache hits cost nothing); 0.0 when there is none."""
-    total = 0.0
-    for record in logged_calls(calls_log):
-        usage = record.get("usage")
-        if isinstance(usage, dict) and not record.get("from_cache"):
-            cost = usage.get("cost_usd")
-            if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
-                total += float(cost)
-    return total
-
-
-def folder_cost(calls_log: Path | None) -> float | None:
-    """`spent_in`, or None when a call in the log had no known price (its `cost_usd` is null)."""
-    for record in logged_calls(calls_log):
-        usage = record.get("usage")
-        if isinstance(usage, dict) and not record.get("from_cache") and usage.get("unpriced"):
-            return None
-    return spent_in(calls_log)
+    return FolderCost.of(calls_log).usd
 
 
 class BudgetGuard:

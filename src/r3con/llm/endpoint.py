@@ -202,6 +202,8 @@ async def _read(response: aiohttp.ClientResponse, max_bytes: int | None, base_ur
                        "(R3CON_MAX_REPLY_BYTES raises the limit; docs/resilience.md)")
     if response.content_length is not None and response.content_length > max_bytes:
         raise over
+    if response.content_length is not None and response.headers.get("Content-Encoding", "identity") == "identity":
+        return await response.read()  # read no further than the length told (a compressed body may grow)
     chunks, total = [], 0
     async for chunk in response.content.iter_chunked(1 << 16):
         total += len(chunk)

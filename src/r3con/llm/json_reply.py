@@ -44,7 +44,7 @@ def loads(text: str, *, repair: bool = False) -> Any:
         raise NoJSON(f"the JSON nests deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
         raise NoJSON(f"not JSON ({exc.msg})") from None
-    if depth(value) > MAX_DEPTH:
+    if text.count("[") + text.count("{") > MAX_DEPTH and depth(value) > MAX_DEPTH:  # fewer brackets: not as deep
         raise NoJSON(f"the JSON nests deeper than {MAX_DEPTH} levels")
     return value
 

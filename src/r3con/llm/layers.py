@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import functools
 import json
+import math
 import os
 import threading
 import time
@@ -131,6 +132,42 @@ def logged_calls(calls_log: Path | None) -> Iterator[dict[str, Any]]:
                 yield record
 
 
+def logged_cost(record: dict[str, Any]) -> tuple[float, bool]:
+    """What one calls.jsonl record cost in USD (cache hits and failed calls nothing), and whether its price was
+    unknown."""
+    usage = record.get("usage")
+    if not isinstance(usage, dict) or record.get("from_cache"):
+        return 0.0, False
+    cost = usage.get("cost_usd")
+    known = isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0
+    return (float(cost) if known else 0.0), bool(usage.get("unpriced"))
+
+
+class FolderCost:
+    """What the calls of a calls.jsonl cost, kept as they are written (so the total is never read back from a
+    log of many megabytes): the log's earlier lines (a resumed folder's) are read once, when it is opened."""
+
+    def __init__(self) -> None:
+        self.usd, self.unpriced = 0.0, False
+
+    def add(self, record: dict[str, Any]) -> None:
+        usd, unpriced = logged_cost(record)
+        self.usd += usd
+        self.unpriced = self.unpriced or unpriced
+
+    @classmethod
+    def of(cls, calls_log: Path | None) -> FolderCost:
+        """The cost of the calls already in `calls_log`."""
+        total = cls()
+        for record in logged_calls(calls_log):
+            total.add(record)
+        return total
+
+    def total(self) -> float | None:
+        """The USD spent, or None when a call had no known price."""
+        return None if self.unpriced else self.usd
+
+
 RESERVE_BYTES = 4 << 20  # disk space calls.jsonl keeps reserved beyond its end, for the replies of a full disk
 
 
@@ -178,6 +215,7 @@ class CallLog:
         self._fh: IO[str] | None = None
         self._seen: set[str] = set()
         self._reserved_at: int | None = None  # the file's size when space was last reserved beyond its end
+        self._cost: FolderCost | None = None  # what the logged calls cost, earlier attempts' included
 
     def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.detail == "full" or "request" not in record:
@@ -196,13 +234,23 @@ class CallLog:
         with self._lock:
             line = json.dumps(self._kept(record), ensure_ascii=False, default=str) + "\n"
             if self._fh is None:
+                self._cost = self._cost or FolderCost.of(self.path)
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
                 self._fh = os.fdopen(fd, "a", encoding="utf-8")
                 self._reserved_at = reserve(fd)
             self._fh.write(line)
             self._fh.flush()
+            self._cost.add(record)
             self._reserved_at = reserve(self._fh.fileno(), self._reserved_at)
+
+    def folder_cost(self) -> float | None:
+        """USD the calls in the log cost, this attempt's and a resumed folder's earlier ones (0.0 without a log);
+        None when a call had no known price."""
+        if self.path is None:
+            return 0.0
+        with self._lock:
+            return (self._cost or FolderCost.of(self.path)).total()
 
     def close(self) -> None:
         with self._lock:

@@ -28,7 +28,6 @@ from ..corpus.names import name_bytes
 from ..corpus.names import shown as shown_name
 from ..errors import R3conError
 from ..llm import EndpointInfo, EndpointView
-from ..llm.budget import folder_cost
 from ..notes.selection import FinalNotes, Selections, round_entries
 from ..results import Failure
 from ..stages.answer import AnswerResult
@@ -190,7 +189,7 @@ class RunRecord:
             self._docs = None
         total = self.llm.usage().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.usage_by_stage().items()}
-        total["run_folder_cost_usd"] = folder_cost(self.run_dir.calls_path)  # this attempt and earlier ones (--resume)
+        total["run_folder_cost_usd"] = self.llm.folder_cost()  # this attempt and earlier ones (--resume)
         manifest, selections = self.manifest, self.selections
         pooled = self.llm.endpoints()
         if pooled is not None:  # per endpoint of a pool, in both
