@@ -58,3 +58,18 @@ def test_a_sample_that_is_no_count_or_share_is_refused(tmp_path, spec):
     folder = letters(tmp_path / "docs")
     proc = cli_in_process("run", QUESTION, str(folder), "--sample", spec, "--base-url", "http://127.0.0.1:9/v1")
     assert proc.returncode == 2 and "--sample" in proc.stderr
+
+
+def test_a_sampled_document_keeps_the_number_the_whole_folder_gives_it(tmp_path):
+    folder = letters(tmp_path / "docs")
+    with FakeLLMServer() as server:
+        runs = [cli_in_process("run", QUESTION, str(folder), *extra, "--base-url", server.base_url, "--json", "--quiet",
+                               "--out", str(tmp_path / "runs")) for extra in (("--sample", "3"), ())]
+    numbers = []
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        manifest = json.loads((Path(json.loads(proc.stdout)["run_dir"]) / "manifest.json").read_text())
+        numbers.append({d["sha256"]: d["doc"] for d in manifest["documents"]})
+    sampled, whole = numbers
+    assert len(sampled) == 3 and all(whole[sha] == number for sha, number in sampled.items())
+    assert sorted(sampled.values()) != [1, 2, 3]

@@ -604,7 +604,8 @@ class _ByRound:
 
 def sample_documents(documents: Sequence[Document], spec: str) -> tuple[Document, ...]:
     """The documents a `--sample` run takes: N of them (or a share, "0.1"), those whose text has the lowest
-    SHA-256, so the same files give the same sample whatever their names or order; renumbered from 1."""
+    SHA-256, so the same files give the same sample whatever their names or order. They keep their numbers (a
+    document is known by the same number in a sample and in the whole folder's run: reuse carries over)."""
     try:
         share = float(spec)
     except ValueError:
@@ -612,8 +613,7 @@ def sample_documents(documents: Sequence[Document], spec: str) -> tuple[Document
     if share <= 0 or (share >= 1 and not share.is_integer()):
         raise ConfigError(f"--sample {spec!r}: give a number of documents (5) or a share of them (0.1)")
     count = int(share) if share >= 1 else max(1, math.ceil(share * len(documents)))
-    chosen = sorted(sorted(documents, key=lambda d: d.sha256)[:count], key=lambda d: d.number)
-    return tuple(replace(d, number=i) for i, d in enumerate(chosen, 1))
+    return tuple(sorted(sorted(documents, key=lambda d: d.sha256)[:count], key=lambda d: d.number))
 
 
 @dataclass(frozen=True)
