@@ -6,7 +6,7 @@ import pytest
 import r3con
 from r3con.errors import BudgetExceeded, ConfigError
 from r3con.llm.budget import BudgetGuard, CostCap, spent_in
-from r3con.llm.layers import CallLog, FolderCost
+from r3con.llm.layers import CallLog, LogSummary
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message
 from r3con.pipeline.method import run
@@ -152,16 +152,16 @@ def test_the_call_log_keeps_the_folders_cost_as_it_writes_and_reads_earlier_atte
     path = tmp_path / "calls.jsonl"
     path.write_text(json.dumps({"stage": "relevance", "usage": {"cost_usd": 0.003}}) + "\n")  # an earlier attempt
     log = CallLog(path)
-    assert log.folder_cost() == pytest.approx(0.003), "before this attempt writes, the file says it"
+    assert log.summary().total() == pytest.approx(0.003), "before this attempt writes, the file says it"
     log.write({"stage": "relevance", "usage": {"cost_usd": 0.002}})
     reads = []
-    monkeypatch.setattr(FolderCost, "of", classmethod(lambda cls, p: reads.append(p) or cls()))
+    monkeypatch.setattr(LogSummary, "of", classmethod(lambda cls, p: reads.append(p) or cls()))
     log.write({"stage": "populate", "from_cache": True, "usage": {"cost_usd": 0.5}})  # a cache hit: free
     log.write({"stage": "populate", "error": "ProviderError: 500"})
-    assert log.folder_cost() == pytest.approx(0.005) and reads == [], "kept as written, not read back"
+    assert log.summary().total() == pytest.approx(0.005) and reads == [], "kept as written, not read back"
     log.write({"stage": "answer", "usage": {"cost_usd": None, "unpriced": ["m"]}})
-    assert log.folder_cost() is None, "a call without a known price makes the total unknown"
+    assert log.summary().total() is None, "a call without a known price makes the total unknown"
     log.close()
     monkeypatch.undo()
     assert spent_in(path) == pytest.approx(0.005), "the same as reading the whole log"
-    assert CallLog(None).folder_cost() == 0.0
+    assert CallLog(None).summary().total() == 0.0

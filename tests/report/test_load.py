@@ -4,6 +4,7 @@ left out, and a broken or partial folder read as far as it goes."""
 import json
 
 from r3con.config import Settings
+from r3con.llm.layers import CallLog
 from r3con.report._diff import changed_share, word_diff
 from r3con.report._load import load, redact
 
@@ -60,6 +61,26 @@ def test_time_per_stage_runs_from_the_first_call_start_to_the_last_call_end(tmp_
     data = load(_folder(tmp_path, **{"calls.jsonl": "".join(json.dumps(c) + "\n" for c in calls)}))
     assert data["timing"] == {"relevance": {"wall_s": 4.0, "latency_s": 2.5}, "reason": {"wall_s": 1.0, "latency_s": 1.0}}
     assert data["calls"] == 3
+
+
+def test_the_timing_the_run_kept_is_used_while_it_covers_the_log_and_the_log_is_read_once_it_does_not(tmp_path):
+    calls = [{"stage": "relevance", "time": 10.0, "latency_s": 2.0, "end": 12.0, "usage": {"cost_usd": 0.5}},
+             {"stage": "populate", "time": 13.0, "latency_s": 1.0, "end": 14.0, "usage": {"cost_usd": 0.25}}]
+    log = CallLog(tmp_path / "calls.jsonl")
+    for call in calls:
+        log.write(call)
+    kept = log.summary()
+    log.close()
+    assert kept.total() == 0.75 and kept.bytes == (tmp_path / "calls.jsonl").stat().st_size
+    scanned = load(tmp_path)
+    assert scanned["timing"] == kept.timing() and scanned["calls"] == 2, "the same figures as reading the log"
+    marked = {**kept.to_dict(), "stages": {"relevance": {"wall_s": 99.0, "latency_s": 99.0}}}  # to tell them apart
+    (tmp_path / "usage.json").write_text(json.dumps({"calls": 2, "calls_log": marked}))
+    assert load(tmp_path)["timing"] == marked["stages"], "usage.json's summary covers the log: the log is not read"
+    with (tmp_path / "calls.jsonl").open("a") as more:  # a later attempt, killed before it wrote usage.json
+        more.write(json.dumps({"stage": "answer", "time": 20.0, "latency_s": 1.0}) + "\n")
+    again = load(tmp_path)
+    assert again["calls"] == 3 and again["timing"]["answer"] == {"wall_s": 1.0, "latency_s": 1.0}
 
 
 def test_secrets_never_reach_the_report():

@@ -16,7 +16,7 @@ from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
 from .cache import CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
-from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Shaped
+from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, LogSummary, Recorded, Shaped
 from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
 from .overflow import LearnedWindow, Overflows
@@ -145,9 +145,9 @@ class EndpointView:
     def usage_by_stage(self) -> dict[str, Usage]:
         return self._stack.ledger.by_stage()
 
-    def folder_cost(self) -> float | None:
-        """USD the run folder's logged calls cost, earlier attempts' included (None: a price unknown)."""
-        return self._stack.log.folder_cost()
+    def calls_logged(self) -> LogSummary:
+        """The run folder's calls.jsonl as written so far, earlier attempts' included: cost, count, timing."""
+        return self._stack.log.summary()
 
     def endpoints(self) -> list[dict[str, object]] | None:
         """Per endpoint of a pool (None for one endpoint)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import BudgetExceeded, ConfigError
 from ..tokens import estimate_tokens
-from .layers import FolderCost
+from .layers import LogSummary
 from .pricing import Price, PriceTable
 from .types import LLM, ChatRequest, Completion
 
@@ -133,7 +133,7 @@ def check_prices(prices: PriceTable, models: Iterable[str]) -> None:
 
 def spent_in(calls_log: Path | None) -> float:
     """USD the calls in a run folder's calls.jsonl cost (cache hits cost nothing); 0.0 when there is none."""
-    return FolderCost.of(calls_log).usd
+    return LogSummary.of(calls_log).usd
 
 
 class BudgetGuard:

@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, cast
@@ -139,44 +139,79 @@ def logged_cost(record: dict[str, Any]) -> tuple[float, bool]:
     if not isinstance(usage, dict) or record.get("from_cache"):
         return 0.0, False
     cost = usage.get("cost_usd")
-    known = isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0
-    return (float(cost) if known else 0.0), bool(usage.get("unpriced"))
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost > 0:
+        return float(cost), bool(usage.get("unpriced"))
+    return 0.0, bool(usage.get("unpriced"))
 
 
-class FolderCost:
-    """What the calls of a calls.jsonl cost, kept as they are written (so the total is never read back from a
-    log of many megabytes): the log's earlier lines (a resumed folder's) are read once, when it is opened."""
+class LogSummary:
+    """What a calls.jsonl holds, kept as its lines are written so that nothing reads a log of many megabytes
+    back: the calls' cost (`total()`, None once a price was unknown), how many calls, per stage the span from
+    its first call's start to its last call's end and the calls' summed latency, and the log's size in bytes
+    it covers (a reader trusts the summary only while the log is that size). A log's earlier lines (a resumed
+    folder's) are read once, when it is opened."""
 
     def __init__(self) -> None:
-        self.usd, self.unpriced = 0.0, False
+        self.usd, self.unpriced, self.calls, self.bytes = 0.0, False, 0, 0
+        self.spans: dict[str, list[float]] = {}
+        self.latency: dict[str, float] = {}
 
     def add(self, record: dict[str, Any]) -> None:
         usd, unpriced = logged_cost(record)
         self.usd += usd
         self.unpriced = self.unpriced or unpriced
+        self.calls += 1
+        stage, start, took = record.get("stage"), record.get("time"), record.get("latency_s") or 0.0
+        if not isinstance(stage, str) or not isinstance(start, int | float) or not isinstance(took, int | float):
+            return
+        end = record.get("end")
+        end = end if isinstance(end, int | float) and end >= start else start + took  # older logs: no "end"
+        lo_hi = self.spans.setdefault(stage, [start, end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
+        self.latency[stage] = self.latency.get(stage, 0.0) + took
 
     @classmethod
-    def of(cls, calls_log: Path | None) -> FolderCost:
-        """The cost of the calls already in `calls_log`."""
-        total = cls()
-        for record in logged_calls(calls_log):
-            total.add(record)
-        return total
+    def of(cls, calls_log: Path | None) -> LogSummary:
+        """The summary of the calls already in `calls_log`."""
+        summary = cls.of_records(logged_calls(calls_log))
+        summary.bytes = calls_log.stat().st_size if calls_log is not None and calls_log.is_file() else 0
+        return summary
+
+    @classmethod
+    def of_records(cls, records: Iterable[dict[str, Any]]) -> LogSummary:
+        summary = cls()
+        for record in records:
+            summary.add(record)
+        return summary
+
+    def copy(self) -> LogSummary:
+        kept = LogSummary()
+        kept.usd, kept.unpriced, kept.calls, kept.bytes = self.usd, self.unpriced, self.calls, self.bytes
+        kept.spans, kept.latency = {k: list(v) for k, v in self.spans.items()}, dict(self.latency)
+        return kept
 
     def total(self) -> float | None:
         """The USD spent, or None when a call had no known price."""
         return None if self.unpriced else self.usd
 
+    def timing(self) -> dict[str, dict[str, float]]:
+        """Per stage: `wall_s`, from its first call's start to its last call's end, and `latency_s`, summed."""
+        return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(self.latency[s], 3)}
+                for s, (lo, hi) in self.spans.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "calls": self.calls, "stages": self.timing()}
+
 
 RESERVE_BYTES = 4 << 20  # disk space calls.jsonl keeps reserved beyond its end, for the replies of a full disk
 
 
-def reserve(fd: int, reserved_at: int | None = None) -> int | None:
+def reserve(fd: int, reserved_at: int | None = None, size: int | None = None) -> int | None:
     """Keep RESERVE_BYTES allocated beyond the end of the file `fd` (fallocate KEEP_SIZE: the size does not
     change), renewed once half is used; the size it was renewed at. So the replies that arrive once the disk
     is full are still written to calls.jsonl, and a resume pays for none of them again. Where the system has
     no such call, or the disk is full already, nothing is reserved."""
-    size = os.fstat(fd).st_size
+    size = os.fstat(fd).st_size if size is None else size
     if reserved_at is not None and size - reserved_at < RESERVE_BYTES // 2:
         return reserved_at
     fallocate = _fallocate()
@@ -215,7 +250,7 @@ class CallLog:
         self._fh: IO[str] | None = None
         self._seen: set[str] = set()
         self._reserved_at: int | None = None  # the file's size when space was last reserved beyond its end
-        self._cost: FolderCost | None = None  # what the logged calls cost, earlier attempts' included
+        self._summary: LogSummary | None = None  # the logged calls' cost, count and timing, earlier attempts' included
 
     def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.detail == "full" or "request" not in record:
@@ -233,24 +268,23 @@ class CallLog:
             return
         with self._lock:
             line = json.dumps(self._kept(record), ensure_ascii=False, default=str) + "\n"
+            summary = self._summary = self._summary or LogSummary.of(self.path)
             if self._fh is None:
-                self._cost = self._cost or FolderCost.of(self.path)
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
                 self._fh = os.fdopen(fd, "a", encoding="utf-8")
                 self._reserved_at = reserve(fd)
             self._fh.write(line)
             self._fh.flush()
-            self._cost.add(record)
-            self._reserved_at = reserve(self._fh.fileno(), self._reserved_at)
+            size = os.fstat(self._fh.fileno()).st_size
+            summary.add(record)
+            summary.bytes = size
+            self._reserved_at = reserve(self._fh.fileno(), self._reserved_at, size)
 
-    def folder_cost(self) -> float | None:
-        """USD the calls in the log cost, this attempt's and a resumed folder's earlier ones (0.0 without a log);
-        None when a call had no known price."""
-        if self.path is None:
-            return 0.0
+    def summary(self) -> LogSummary:
+        """The calls in the log, this attempt's and a resumed folder's earlier ones: cost, count, timing."""
         with self._lock:
-            return (self._cost or FolderCost.of(self.path)).total()
+            return self._summary.copy() if self._summary is not None else LogSummary.of(self.path)
 
     def close(self) -> None:
         with self._lock:

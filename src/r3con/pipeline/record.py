@@ -189,7 +189,9 @@ class RunRecord:
             self._docs = None
         total = self.llm.usage().to_dict()
         total["by_stage"] = {k: v.to_dict() for k, v in self.llm.usage_by_stage().items()}
-        total["run_folder_cost_usd"] = self.llm.folder_cost()  # this attempt and earlier ones (--resume)
+        logged = self.llm.calls_logged()  # this attempt and earlier ones (--resume)
+        total["run_folder_cost_usd"] = logged.total()
+        total["calls_log"] = logged.to_dict()  # the report's timing, without reading calls.jsonl back
         manifest, selections = self.manifest, self.selections
         pooled = self.llm.endpoints()
         if pooled is not None:  # per endpoint of a pool, in both

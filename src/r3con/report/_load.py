@@ -6,6 +6,7 @@ report shows what the folder holds and names what it could not read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.folder import NotRows, json_rows
+from ..llm.layers import LogSummary
 from ._diff import changed_share, word_diff
 
 TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)
@@ -168,26 +170,18 @@ def _schema_tables(schema: Any) -> list[dict[str, Any]]:
     return tables
 
 
-def _timing(calls: Iterable[dict[str, Any]]) -> tuple[dict[str, dict[str, float]], int]:
+def _timing(folder: Folder, usage: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], int]:
     """Per stage: wall time from its first call's start to its last call's end, and the calls' summed
-    latency; and how many calls there were.
-
-    A call's `time` is when it started; `end` when it ended (its start plus its latency in logs written
-    before calls said when they ended)."""
-    spans: dict[str, list[float]] = {}
-    latency: dict[str, float] = defaultdict(float)
-    count = 0
-    for call in calls:
-        count += 1
-        stage, start, took = call.get("stage"), call.get("time"), call.get("latency_s") or 0.0
-        if not isinstance(stage, str) or not isinstance(start, int | float) or not isinstance(took, int | float):
-            continue
-        end = call.get("end")
-        end = end if isinstance(end, int | float) and end >= start else start + took
-        lo_hi = spans.setdefault(stage, [start, end])
-        lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
-        latency[stage] += took
-    return {s: {"wall_s": round(hi - lo, 3), "latency_s": round(latency[s], 3)} for s, (lo, hi) in spans.items()}, count
+    latency; and how many calls there were. From usage.json's `calls_log` when it covers calls.jsonl as it
+    is (the run kept it as it wrote), else read from calls.jsonl."""
+    kept = _dict(usage.get("calls_log"))
+    log = folder.path / "calls.jsonl"
+    with contextlib.suppress(OSError):
+        if isinstance(kept.get("stages"), dict) and isinstance(kept.get("calls"), int) \
+                and kept.get("bytes") == log.stat().st_size:
+            return kept["stages"], kept["calls"]
+    summary = LogSummary.of_records(folder.each_line("calls.jsonl"))
+    return summary.timing(), summary.calls
 
 
 def _inputs_within(inputs: Mapping[str, Any], mentioned: set[str]) -> dict[str, Any]:
@@ -253,7 +247,7 @@ def load(path: Path) -> dict[str, Any]:
     records = folder.records(RECORDS_UP_TO if large else None, cited)
     schema = folder.json("schema.json")
     usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
-    timing, calls = _timing(folder.each_line("calls.jsonl"))
+    timing, calls = _timing(folder, usage)
     settings = redact(_dict(manifest.get("settings")))
     inputs = _dict(manifest.get("inputs"))
     evidence_stats = manifest.get("evidence_stats") or result.get("evidence_stats")
