@@ -68,7 +68,7 @@ async def test_a_report_that_cannot_be_written_never_fails_the_run(tmp_path, mon
     def broken(data):
         raise RuntimeError("template missing")
 
-    monkeypatch.setattr("r3con.report.render", broken)
+    monkeypatch.setattr("r3con.report.render_pieces", broken)
     docs = r3con.load_documents(sorted(FIXTURES.glob("*.txt")))
     with FakeLLMServer() as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path)
@@ -88,7 +88,7 @@ def test_the_cli_prints_the_report_line_or_one_warning(tmp_path, monkeypatch, ca
         err = capsys.readouterr().err
         (folder,) = tmp_path.iterdir()
         assert f"report:\n  {folder / 'report.html'}\n" in err  # the path on a line of its own
-        monkeypatch.setattr("r3con.report.render", lambda data: 1 / 0)
+        monkeypatch.setattr("r3con.report.render_pieces", lambda data: 1 / 0)
         with pytest.raises(SystemExit) as exited:
             main()
         assert not exited.value.code, "the run succeeded; its report did not"

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..files import write_atomic
 from ._jupyter import summary_html
 from ._load import load
-from ._render import render
+from ._render import render_pieces
 
 REPORT = "report.html"
 
@@ -25,7 +25,7 @@ def write_report(run_dir: Path | str) -> Path:
     folder = Path(run_dir)
     if not folder.is_dir():
         raise InputError(f"{folder} is not a run folder: pass the folder a run wrote (r3con-runs/...)")
-    return write_atomic(folder / REPORT, render(load(folder)))
+    return write_atomic(folder / REPORT, render_pieces(load(folder)))
 
 
 def try_write_report(run_dir: Path | str) -> tuple[Path | None, str | None]:

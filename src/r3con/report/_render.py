@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -17,8 +18,15 @@ from ..config import STAGES
 
 def json_for_script(data: Any) -> str:
     """`data` as JSON that cannot close or open a tag inside <script>: `<`, `>` and `&` as \\u escapes."""
+    return "".join(script_json(data))
+
+
+def script_json(data: Any, piece: int = 1 << 20) -> Iterator[str]:
+    """`json_for_script(data)` a piece at a time: a large run's page is written without a second copy of its
+    JSON (escaped) or of the page (joined, then encoded)."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    for start in range(0, len(text), piece):
+        yield text[start:start + piece].replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def csp_hash(source: str) -> str:
@@ -77,6 +85,11 @@ def chart(rows: list[dict[str, Any]], width: int = 520, bar: int = 18) -> dict[s
 
 def render(data: dict[str, Any]) -> str:
     """The whole page as one string."""
+    return "".join(render_pieces(data))
+
+
+def render_pieces(data: dict[str, Any]) -> Iterator[str]:
+    """The page, a piece at a time (for writing it as it is made)."""
     script, style = _asset("report.js"), _asset("report.css")
     if "</script" in script.lower() or "</style" in style.lower():  # our own assets; a guard against editing mistakes
         raise ValueError("report assets must not close their own tags")
@@ -84,7 +97,7 @@ def render(data: dict[str, Any]) -> str:
            f"script-src {csp_hash(script)}; style-src {csp_hash(style)}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
     rows = usage_rows(data)
-    return _environment().get_template("report.html.j2").render(
-        data=data, payload=json_for_script(data), script=script, style=style, csp=csp,
+    return _environment().get_template("report.html.j2").generate(
+        data=data, payload=script_json(data), script=script, style=style, csp=csp,
         usage_rows=rows, chart=chart(rows), settings=sorted(data["settings"].items()), cost_text=cost_text,
     )
