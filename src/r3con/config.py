@@ -95,10 +95,11 @@ class Settings:
     max_tokens_cap: int = _role("request", 4096)  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
     max_call_s: float = _role("operational", 300.0)  # the longest one call may take, retries and their waits included
     max_reply_bytes: int | None = _role("operational", None)  # the most bytes one chat reply is read to; None: 1 MiB + 64 bytes per max_tokens (docs/resilience.md)
-    # seconds a pool endpoint may keep a call without a word before it is asked whether it is alive
-    # (GET /models, `probe_timeout_s`); one that does not answer the probe is out, its calls move at once
+    # seconds an endpoint may keep a call without a word before it is asked whether it is alive (GET /models,
+    # `probe_timeout_s`); one that does not answer is wedged: in a pool it is out and its calls move at once,
+    # alone its calls are cancelled and waited out as an outage (`outage_s`; llm/liveness.py)
     first_byte_s: float = _role("operational", 15.0)
-    probe_timeout_s: float = _role("operational", 5.0)  # how long a liveness probe of a pool endpoint may take
+    probe_timeout_s: float = _role("operational", 5.0)  # how long a liveness probe of an endpoint may take
     out_dir: Path = _role("operational", Path("r3con-runs"))
     log_calls: Literal["full", "compact", "meta"] = _role("operational", "compact")  # what calls.jsonl keeps of each request and reply
     prices_file: Path | None = _role("operational", None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -183,19 +182,3 @@ async def test_a_post_is_not_sent_on_by_a_redirect():
                 await client.aclose()
     assert seen == [] and "secret" not in str(caught.value)
 
-
-async def test_a_wedged_server_is_given_up_on_by_the_whole_call_limit_only_without_a_pool():
-    """Without a pool there is nowhere to move the call: the per-request timeout ends it (here 1 s)."""
-    async def handler(request: web.Request) -> web.Response:
-        await asyncio.sleep(30)
-        return reply()
-
-    async with stub(handler) as url:
-        client = OpenAIChat(Settings(base_url=url, model="m", request_timeout_s=1))
-        started = time.monotonic()
-        try:
-            with pytest.raises(Exception, match="timed out"):
-                await client.complete(REQUEST)
-        finally:
-            await client.aclose()
-    assert time.monotonic() - started < 3
