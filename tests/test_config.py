@@ -1,4 +1,5 @@
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,27 @@ def test_typed_env_values_and_stage_models():
 def test_bad_values_are_config_errors_naming_the_source(env, message):
     with pytest.raises(ConfigError, match=message):
         Settings.resolve(env=env)
+
+
+@pytest.mark.parametrize("variable", ["R3CON_MAX_RECORDS", "R3CON_MAX_RECORD_FIELDS", "R3CON_MAX_VALUE_CHARS"])
+@pytest.mark.parametrize("raw, message", [("0", "=0 cannot work: give a whole number of at least 1"),
+                                          ("-3", "=-3 cannot work: give a whole number of at least 1"),
+                                          ("nan", "='nan' is not valid"), ("1.5", "='1.5' is not valid")])
+def test_a_record_limit_that_cannot_work_is_one_line_naming_the_variable(variable, raw, message):
+    with pytest.raises(ConfigError, match=re.escape(variable + message)) as caught:
+        Settings.resolve(env={variable: raw})
+    assert "\n" not in str(caught.value)
+
+
+def test_record_limits_come_from_the_environment_and_a_nan_given_in_code_is_refused():
+    from r3con.stages.populate import RecordLimits
+
+    settings = Settings.resolve(env={"R3CON_MAX_RECORDS": "50", "R3CON_MAX_RECORD_FIELDS": "12",
+                                     "R3CON_MAX_VALUE_CHARS": "30000"})
+    assert RecordLimits.of(settings) == RecordLimits(records=50, fields=12, value_chars=30_000)
+    assert RecordLimits.of() == RecordLimits(records=2_000, fields=256, value_chars=20_000)
+    with pytest.raises(ConfigError, match="--max-value-chars nan is not a number"):
+        Settings(max_value_chars=float("nan")).check()  # type: ignore[arg-type]
 
 
 def test_missing_endpoint_says_what_to_set():

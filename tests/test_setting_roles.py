@@ -77,6 +77,11 @@ CASES = [
     Case("populate_attempts", 1,
          server={"faults": FaultPlan(rate_truncate=1.0, only="populate", max_faults_per_request=1)}),
     Case("unverified", "keep", server={"faults": FaultPlan(invent=1.0)}),
+    # a reply over a record limit degrades its document: the answer's request no longer holds its records and
+    # names it as missing (three of SPREAD's documents yield five records each; Ann's passage passes 40 characters)
+    Case("max_records", 1, base={"max_failed_share": 1.0}, docs=tuple(SPREAD)),
+    Case("max_record_fields", 1, base={"max_failed_share": 1.0}),
+    Case("max_value_chars", 40, base={"max_failed_share": 1.0}),
 ]
 
 

@@ -95,10 +95,16 @@ class Settings:
     max_tokens_cap: int = _role("request", 4096)  # the most reply tokens one call may ask for (a cut reply is kept, not asked again)
     max_call_s: float = _role("operational", 300.0)  # the longest one call may take, retries and their waits included
     max_reply_bytes: int | None = _role("operational", None)  # the most bytes one chat reply is read to; None: 1 MiB + 64 bytes per max_tokens (docs/resilience.md)
-    # seconds a pool endpoint may keep a call without a word before it is asked whether it is alive
-    # (GET /models, `probe_timeout_s`); one that does not answer the probe is out, its calls move at once
+    # seconds an endpoint may keep a call without a word before it is asked whether it is alive (GET /models,
+    # `probe_timeout_s`); one that does not answer is wedged: in a pool it is out and its calls move at once,
+    # alone its calls are cancelled and waited out as an outage (`outage_s`; llm/liveness.py)
     first_byte_s: float = _role("operational", 15.0)
-    probe_timeout_s: float = _role("operational", 5.0)  # how long a liveness probe of a pool endpoint may take
+    probe_timeout_s: float = _role("operational", 5.0)  # how long a liveness probe of an endpoint may take
+    # what one reply's records may hold (`stages.populate.RecordLimits`): a reply over them degrades its document
+    # with the reason. They decide which records a run keeps, so they are part of the question, as `unverified` is
+    max_records: int = _role("question", 2_000)  # records one document part may yield
+    max_record_fields: int = _role("question", 256)  # fields one record may have (the schema's and the passage)
+    max_value_chars: int = _role("question", 20_000)  # characters one field's value may take, as JSON
     out_dir: Path = _role("operational", Path("r3con-runs"))
     log_calls: Literal["full", "compact", "meta"] = _role("operational", "compact")  # what calls.jsonl keeps of each request and reply
     prices_file: Path | None = _role("operational", None)
@@ -227,6 +233,11 @@ class Settings:
         for name, value in (("R3CON_FIRST_BYTE_S", self.first_byte_s), ("R3CON_PROBE_TIMEOUT_S", self.probe_timeout_s)):
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name}={value} cannot work: give a number of seconds above 0 (docs/resilience.md)")
+        for name, count in (("R3CON_MAX_RECORDS", self.max_records), ("R3CON_MAX_RECORD_FIELDS", self.max_record_fields),
+                            ("R3CON_MAX_VALUE_CHARS", self.max_value_chars)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"{name}={count} cannot work: give a whole number of at least 1, or leave it unset "
+                                  "(docs/resilience.md gives the default)")
         if self.max_tokens_cap < 16:
             raise ConfigError("R3CON_MAX_TOKENS_CAP must be at least 16 reply tokens (default 4096)")
         if self.base_url:

@@ -59,6 +59,7 @@ REFUSED = [
     ("R3CON_REQUEST_TIMEOUT_S of 0", {"R3CON_REQUEST_TIMEOUT_S": "0"}, (), "R3CON_REQUEST_TIMEOUT_S=0"),
     ("R3CON_MAX_FAILED_SHARE of 2", {"R3CON_MAX_FAILED_SHARE": "2"}, (), "R3CON_MAX_FAILED_SHARE=2"),
     ("R3CON_ROUNDS not a number", {"R3CON_ROUNDS": "two"}, (), "R3CON_ROUNDS='two'"),
+    ("R3CON_MAX_RECORD_FIELDS of 0", {"R3CON_MAX_RECORD_FIELDS": "0"}, (), "R3CON_MAX_RECORD_FIELDS=0 cannot work"),
     ("--rounds below 0 names the flag", {}, ("--rounds", "-1"), "--rounds must be"),
     ("--max-cost of 0 names the flag", {}, ("--max-cost", "0"), "--max-cost must be"),
 ]

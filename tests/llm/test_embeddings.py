@@ -99,10 +99,10 @@ async def test_embeddings_count_against_max_cost_and_stop_before_passing_it(tmp_
     prices.write_text('{"hash-embed": {"input": 1000000, "output": 0}}')  # $1 a token: the cap binds at once
     with _faulty("") as server:
         settings = Settings.resolve(env={}, base_url=server.base_url, embedding_model="hash-embed", prices_file=prices)
-        cap = CostCap(10.0)
+        cap = CostCap(20.0)  # a reply may claim a token per byte sent, plus 8 a text: "one two" reserves $15
         async with open_embedder(settings, stage="rag-embed", cap=cap) as emb:
             assert emb is not None
-            await emb.embed(["one two"])  # within the cap: 2-3 tokens
+            await emb.embed(["one two"])  # within the cap: 2 tokens
             spent = cap.spent_usd
             with pytest.raises(BudgetExceeded, match="--max-cost"):
                 await emb.embed(["many words " * 10])

@@ -12,10 +12,12 @@ import pytest
 from aiohttp import web
 
 from r3con.config import Settings
-from r3con.errors import ConfigError, OutputError
+from r3con.errors import BudgetExceeded, ConfigError, OutputError
 from r3con.llm.budget import BudgetGuard, CostCap
 from r3con.llm.client import OpenAIChat, reply_limit
+from r3con.llm.embeddings import open_embedder
 from r3con.llm.json_reply import NoJSON, extract_json
+from r3con.llm.layers import Ledger
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message
 
@@ -184,18 +186,55 @@ async def test_a_post_is_not_sent_on_by_a_redirect():
     assert seen == [] and "secret" not in str(caught.value)
 
 
-async def test_a_wedged_server_is_given_up_on_by_the_whole_call_limit_only_without_a_pool():
-    """Without a pool there is nowhere to move the call: the per-request timeout ends it (here 1 s)."""
-    async def handler(request: web.Request) -> web.Response:
-        await asyncio.sleep(30)
-        return reply()
 
+async def test_a_reply_claiming_the_most_usage_believed_cannot_lift_the_spend_past_the_cap():
+    """The usage check believes a prompt of a token per byte sent and max_tokens + 64 reply tokens; the cap
+    reserves as much, so the spend recorded is what the replies claim and never passes --max-cost (reserving the
+    prompt's estimate, about a token per 4 bytes, let the second call through: $0.000972 against $0.0009)."""
+    sent = sum(len(m.content.encode()) for m in REQUEST.messages) + 64 * (len(REQUEST.messages) + 1)
+    claimed = {"prompt_tokens": sent, "completion_tokens": (REQUEST.max_tokens or 0) + 64}
+
+    async def handler(request: web.Request) -> web.Response:
+        return reply("Three ships.", claimed)
+
+    prices = PriceTable({"m": Price(input=1.0, output=2.0)})  # $0.000486 a reply as claimed
     async with stub(handler) as url:
-        client = OpenAIChat(Settings(base_url=url, model="m", request_timeout_s=1))
-        started = time.monotonic()
+        client = chat(url)
         try:
-            with pytest.raises(Exception, match="timed out"):
-                await client.complete(REQUEST)
+            cap = CostCap(0.0009)
+            guard = BudgetGuard(client, cap, prices)
+            answered = [await guard.complete(REQUEST)]
+            with pytest.raises(BudgetExceeded):
+                answered.append(await guard.complete(REQUEST))
+            together = CostCap(0.002)  # calls in flight at once reserve as much each
+            outcomes = await asyncio.gather(*(BudgetGuard(client, together, prices).complete(REQUEST)
+                                              for _ in range(8)), return_exceptions=True)
         finally:
             await client.aclose()
-    assert time.monotonic() - started < 3
+    (only,) = answered
+    assert (only.usage.prompt_tokens, only.usage.completion_tokens, only.usage.events) == (sent, 164, {}), \
+        "the claim was believed, and charged as claimed"
+    assert cap.spent_usd == pytest.approx(0.000486) and cap.spent_usd <= cap.limit_usd
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 4
+    assert together.spent_usd == pytest.approx(4 * 0.000486) and together.spent_usd <= together.limit_usd
+
+
+async def test_an_embeddings_reply_claiming_more_tokens_than_it_was_sent_bytes_is_estimated_and_flagged(tmp_path):
+    async def handler(request: web.Request) -> web.Response:
+        if request.path.endswith("/embeddings"):
+            return web.json_response({"data": [{"index": 0, "embedding": [0.1, 0.2]}],
+                                      "usage": {"prompt_tokens": 10**9}})
+        return web.json_response({"data": [{"id": "e"}]})
+
+    prices_file = tmp_path / "prices.json"
+    prices_file.write_text('{"e": {"input": 1.0, "output": 0}}')
+    async with stub(handler) as url:
+        cap = CostCap(0.001)
+        ledger = Ledger()
+        async with open_embedder(Settings(base_url=url, embedding_model="e", prices_file=prices_file),
+                                 stage="rag-embed", cap=cap, ledger=ledger) as embedder:
+            assert embedder is not None
+            assert await embedder.embed(["one two"]) == [[0.1, 0.2]]
+    usage = ledger.by_stage()["rag-embed"]
+    assert usage.events == {"usage_estimated": 1} and 1 <= usage.prompt_tokens <= 15, usage
+    assert 0 < cap.spent_usd <= cap.limit_usd

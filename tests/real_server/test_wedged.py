@@ -1,9 +1,11 @@
 """Real llama-servers stopped with SIGSTOP, killed and restarted: a wedged pool member is left in seconds and
-let back in by a probe; a server that is down is waited for, said on stderr, and counted as waits."""
+let back in by a probe; one server alone that is wedged, or down, is waited for, said on stderr, and counted as
+waits."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -16,6 +18,7 @@ from r3con.llm.pool import OUT_S, open_pool, pool_entries
 from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
 from r3con.llm.types import ChatRequest, Message
 
+from ..cli.test_failures import calls_logged, r3con, run_folder
 from .conftest import Llama
 from .servers import llama_servers
 
@@ -78,3 +81,50 @@ async def test_a_killed_server_that_restarts_is_waited_for_said_and_counted_as_w
         assert all(" until " in line for line in heard)
     finally:
         server.stop()
+
+
+def test_a_run_on_one_server_sigstopped_mid_run_finishes_after_sigcont_long_before_the_timeout(clean_env, capsys,
+                                                                                             monkeypatch, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"{i}.txt").write_text(f"Letter {i}\n\nPerson {i} is {20 + i} years old and lives in town {i}.")
+    runs = tmp_path / "runs"
+    for name, value in (("R3CON_NOTE_MAX_TOKENS", "64"), ("R3CON_POPULATE_MAX_TOKENS", "128"),
+                        ("R3CON_REASON_MAX_TOKENS", "256"), ("R3CON_FIRST_BYTE_S", "1"), ("R3CON_PROBE_TIMEOUT_S", "1")):
+        monkeypatch.setenv(name, value)
+    server = Llama(tmp_path / "server.log", "-c", "8192", "-np", "2")
+    server.start().wait_ready()
+    assert server.proc is not None
+    pid = server.proc.pid
+
+    def stop_mid_run() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (runs.is_dir() and any(
+                c.get("error") is None for f in runs.iterdir() if f.is_dir() for c in calls_logged(f))):
+            time.sleep(0.02)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(5)
+        os.kill(pid, signal.SIGCONT)
+
+    stopper = threading.Thread(target=stop_mid_run)
+    stopper.start()
+    started = time.monotonic()
+    try:
+        code, _, err = r3con(capsys, monkeypatch, "run", "How old are the people named?", str(docs), "--base-url",
+                             server.url, "--out", str(runs), "--no-cache", "--rounds", "2", "--max-steps", "2",
+                             "--reasoning", "direct", "--max-failed-share", "1", "--timeout", "120")
+    finally:
+        stopper.join()
+        os.kill(pid, signal.SIGCONT)
+        server.stop()
+    took = time.monotonic() - started
+    assert code == 0 and "Traceback" not in err, err
+    assert took < 90, f"the run took {took:.0f} s: its calls waited for --timeout 120"
+    said = [line for line in err.splitlines() if "wedged for" in line]
+    assert said and all("waiting" in line and f"for {server.url} (no reply, and it answered no liveness probe"
+                        in line and " until " in line for line in said), err
+    events = json.loads((run_folder(runs) / "usage.json").read_text())["events"]
+    assert events.get("waits", 0) >= 1, events
+    paid = [c["request_hash"] for c in calls_logged(run_folder(runs)) if c.get("error") is None]
+    assert len(paid) == len(set(paid)), "no answered call was sent (nor paid) twice"

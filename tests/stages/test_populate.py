@@ -3,7 +3,7 @@ import json
 from r3con.corpus.documents import Document, documents_from_texts
 from r3con.errors import ContextTooLong
 from r3con.stages.plan import Placement
-from r3con.stages.populate import MAX_FIELDS, MAX_VALUE_CHARS, PopulateOptions, populate
+from r3con.stages.populate import PopulateOptions, RecordLimits, populate
 from r3con.stages.schema import validate_schema
 
 from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote
@@ -164,10 +164,29 @@ async def test_a_record_over_the_limits_degrades_its_document_with_the_reason_an
     result = await populate(llm, "ages", SCHEMA, DOCS, "", PopulateOptions(attempts=3))
     assert [r["name"] for r in result.tables["people"]] == ["Ann"]
     (failure,) = result.failures
-    assert failure.doc == "2" and f"record 1 of 'people' has 100,003 fields, more than the {MAX_FIELDS}" in failure.error
+    assert failure.doc == "2" and f"record 1 of 'people' has 100,003 fields, more than the {RecordLimits.of().fields}" in failure.error
     assert len(llm.history) == 2, "a reply over the limits is not asked again"
 
     long_value = ScriptedLLM({"populate": lambda r: json.dumps({"people": [
-        {"_passage": quote(r), "name": "x" * (MAX_VALUE_CHARS + 1), "age": 1}]})})
+        {"_passage": quote(r), "name": "x" * (RecordLimits.of().value_chars + 1), "age": 1}]})})
     result = await populate(long_value, "ages", SCHEMA, DOCS[:1], "")
     assert "field 'name' of record 1 of 'people' holds 20,001 characters" in result.failures[0].error
+
+
+async def test_the_record_limits_are_settings_a_lower_one_degrades_naming_it_and_a_higher_one_keeps_the_record():
+    def reply(request):
+        rows = [{"_passage": quote(request), "name": "x" * 25_000, "age": 1}, *json.loads(records(request))["people"]]
+        return json.dumps({"people": rows})
+
+    llm = ScriptedLLM({"populate": reply})
+    kept = await populate(llm, "ages", SCHEMA, DOCS[:1], "",
+                          PopulateOptions(limits=RecordLimits(records=2_000, fields=256, value_chars=30_000)))
+    assert not kept.failures and len(kept.tables["people"]) == 2, "raised, the limit keeps the long value"
+    for limits, said in [(RecordLimits.of(), "holds 25,000 characters, more than the 20,000 a value may take "
+                                             "(R3CON_MAX_VALUE_CHARS)"),
+                         (RecordLimits(records=1, fields=256, value_chars=30_000),
+                          "2 records, more than the 1 one document part may yield (R3CON_MAX_RECORDS)"),
+                         (RecordLimits(records=2_000, fields=2, value_chars=30_000),
+                          "has 3 fields, more than the 2 a record may have (R3CON_MAX_RECORD_FIELDS)")]:
+        (failure,) = (await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(limits=limits))).failures
+        assert said in failure.error, failure.error

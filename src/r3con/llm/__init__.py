@@ -17,6 +17,7 @@ from .cache import CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
 from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, LogSummary, Recorded, Shaped
+from .liveness import Liveness, Watched
 from .nearwindow import NearWindow, window_was_asked
 from .output import OutputChecked
 from .overflow import LearnedWindow, Overflows
@@ -184,7 +185,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     sent), the call log, accounting, `Answered` (the one owner of replies given before: an earlier run's,
     the cache's, a resumed folder's; the fingerprint is taken here), output checks, retries, what "too
     long" replies teach of the window (`overflow`), rate and concurrency limits, the spending cap (only
-    calls in flight reserve against it), the HTTP client.
+    calls in flight reserve against it), the HTTP client (watched for a wedge: `liveness`).
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
@@ -237,7 +238,9 @@ async def _open(settings: Settings, model: LLM | None) -> _Opened:
     except BaseException:
         await chat.aclose()
         raise
-    return _Opened(chat, endpoint, concurrency, chat=chat, close=chat.aclose)
+    # a call held without a word by a server that answers no probe is cancelled and waited out as an outage
+    liveness = Liveness(chat.probe, first_byte_s=settings.first_byte_s, probe_timeout_s=settings.probe_timeout_s)
+    return _Opened(Watched(chat, liveness, chat.base_url), endpoint, concurrency, chat=chat, close=chat.aclose)
 
 
 def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: CostCap | None,

@@ -120,7 +120,7 @@ class Batched:
         found = self.state.find(request.fingerprint())
         if found is not None:
             batch_id, cid = found
-            return await self._result(batch_id, cid, model, request.fingerprint())
+            return await self._result(batch_id, cid, model, request)
         loop = asyncio.get_running_loop()
         body = chat_body(request, model)
         pending = _Pending(request, body, loop.create_future(), size=len(json.dumps(body)))
@@ -167,10 +167,10 @@ class Batched:
                           requests={p.request.fingerprint(): cid for cid, p in ids.items()})
         for cid, p in ids.items():
             model = p.body["model"]
-            fut = asyncio.ensure_future(self._result(created["id"], cid, model, p.request.fingerprint()))
+            fut = asyncio.ensure_future(self._result(created["id"], cid, model, p.request))
             fut.add_done_callback(functools.partial(_forward, target=p.future))
 
-    async def _result(self, batch_id: str, cid: str, model: str, fingerprint: str) -> Completion:
+    async def _result(self, batch_id: str, cid: str, model: str, request: ChatRequest) -> Completion:
         task = self._jobs.get(batch_id)
         if task is None:
             task = self._jobs[batch_id] = asyncio.ensure_future(self._wait(batch_id))
@@ -182,12 +182,12 @@ class Batched:
         status = int(response.get("status_code") or 0)
         body = response.get("body") or {}
         if status != 200:
-            self.state.forget(batch_id, fingerprint)  # a retry of this request goes into a new batch
+            self.state.forget(batch_id, request.fingerprint())  # a retry of this request goes into a new batch
             message = json.dumps(body)[:300] if body else json.dumps(line.get("error"))[:300]
             kind = ContextTooLong if status == 400 and is_overflow(message) else ProviderError
             raise kind(f"{self.base.base_url}: batch {batch_id} answered HTTP {status} for a request: {message}",
                        status=status, body=message, endpoint=self.base.base_url)
-        completion = to_completion(body, model, 0.0)
+        completion = to_completion(body, model, 0.0, request)  # its usage checked against what was sent
         raw: Mapping[str, Any] = {**completion.raw, "batch_id": batch_id}
         return Completion(content=completion.content, finish_reason=completion.finish_reason, usage=completion.usage,
                           model=completion.model, reasoning=completion.reasoning, raw=raw)

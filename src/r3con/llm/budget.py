@@ -1,7 +1,8 @@
 """`--max-cost`: never let a run folder's spend pass the cap, and use as much of it as is safe.
 
-A call reserves its worst case (the estimated prompt plus `max_tokens` of output, at the model's
-price) only while it is in flight: the guard sits below the concurrency limit, so at most
+A call reserves its worst case (the most prompt and reply tokens a reply to it may claim and still be
+believed, `client.usage_bounds`: a token per byte sent, `max_tokens` of output; at the model's price)
+only while it is in flight: the guard sits below the concurrency limit, so at most
 `--concurrency` reservations are open, and each is replaced by the call's actual cost when the reply
 comes. A call that does not fit waits for the calls in flight to settle; only a call that does not
 fit with nothing in flight stops the run (BudgetExceeded), so a run spends all but the last call's
@@ -24,12 +25,10 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from ..errors import BudgetExceeded, ConfigError
-from ..tokens import estimate_tokens
+from .client import usage_bounds
 from .layers import LogSummary
 from .pricing import Price, PriceTable
 from .types import LLM, ChatRequest, Completion
-
-DEFAULT_MAX_TOKENS = 4096  # assumed output bound of a request that sets none
 
 PRICE_HINT = ('pass --prices FILE (or set R3CON_PRICES_FILE=FILE) with JSON like {{"{model}": {{"input": 0.1, '
               '"output": 0.2}}}} in USD per million tokens')
@@ -146,12 +145,14 @@ class BudgetGuard:
         self.batch = batch
 
     def worst_case(self, request: ChatRequest) -> float:
-        """USD of the request if every prompt token is uncached and the reply takes all of `max_tokens`."""
+        """USD of the request if its reply claims the most tokens `client.checked_usage` believes (a prompt token per
+        byte sent, all of `max_tokens`), every prompt token at the dearer of the input prices: no reply can cost
+        more, so none passes the cap (the prompt's own estimate, about a token per 4 bytes, could be passed)."""
         price = priced(self.prices, request.model or "")
-        prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)
-        output = request.max_tokens or DEFAULT_MAX_TOKENS
+        prompt, output = usage_bounds(request)
         scale = self.prices.batch_discount if self.batch else 1.0
-        return (prompt * price.input + output * price.output) * scale / 1_000_000
+        per_prompt_token = max(price.input, price.cached_input or 0.0)
+        return (prompt * per_prompt_token + output * price.output) * scale / 1_000_000
 
     async def complete(self, request: ChatRequest) -> Completion:
         worst = self.worst_case(request)

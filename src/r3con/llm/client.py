@@ -211,16 +211,15 @@ def to_completion(data: dict[str, Any], model: str, latency: float, request: Cha
 
 def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: str) -> Usage:
     """The reply's token counts if they can be true: whole numbers, 0 or more, a prompt no longer than the
-    bytes sent (plus a chat template's share), a reply no longer than `max_tokens`. Otherwise (or when the
-    reply has no usage) r3con's own estimate of both, with the event `usage_estimated`: a reply can never
+    bytes sent (plus a chat template's share), a reply no longer than `max_tokens` (`usage_bounds`). Otherwise (or
+    when the reply has no usage) r3con's own estimate of both, with the event `usage_estimated`: a reply can never
     lower what a run spent, nor claim more than the request could cost."""
     usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    if prompt is not None and request is not None and prompt > _sent_bytes(request):
-        prompt = None
-    if completion is not None and request is not None and request.max_tokens is not None \
-            and completion > request.max_tokens + TEMPLATE_TOKENS:
-        completion = None
+    if request is not None:
+        most_prompt, most_reply = usage_bounds(request)
+        prompt = None if prompt is not None and prompt > most_prompt else prompt
+        completion = None if completion is not None and completion > most_reply else completion
     if prompt is not None and completion is not None:
         cached = min(_cached_tokens(data, usage), prompt)
         return Usage(calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
@@ -230,6 +229,15 @@ def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: st
     return Usage(calls=1, prompt_tokens=estimated_prompt if prompt is None else prompt,
                  completion_tokens=estimate_tokens(written) if completion is None else completion,
                  events={"usage_estimated": 1})
+
+
+def usage_bounds(request: ChatRequest) -> tuple[int, int]:
+    """The most prompt and reply tokens a reply to `request` may claim: a prompt no longer than the bytes sent
+    (`_sent_bytes`), a reply no longer than `max_tokens` (UNASKED_MAX_TOKENS when it sets none) plus
+    TEMPLATE_TOKENS. `checked_usage` accepts no more, and `--max-cost` reserves as much before the call is
+    sent (`budget.BudgetGuard.worst_case`), so no reply it accepts can lift a run's spend past the cap."""
+    reply = UNASKED_MAX_TOKENS if request.max_tokens is None else request.max_tokens
+    return _sent_bytes(request), reply + TEMPLATE_TOKENS
 
 
 def _sent_bytes(request: ChatRequest) -> int:

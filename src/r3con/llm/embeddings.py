@@ -85,8 +85,7 @@ class OpenAIEmbeddings:
         actual = 0.0
         try:
             response, retries, waits = await self._retrier.run(lambda: self._request(texts))
-            sent: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
-            usage = Usage(calls=1, prompt_tokens=_count(sent.get("prompt_tokens")) or 0)
+            usage = checked_tokens(response, texts)
             usage = self._prices.priced(self.model, usage.with_event("retries", retries).with_event("waits", waits))
             actual = usage.cost_usd
         except R3conError as exc:
@@ -118,10 +117,12 @@ class OpenAIEmbeddings:
         return digest.hexdigest()
 
     def _worst_case(self, texts: list[str]) -> float:
-        """USD the request may cost; under --max-cost the model must have a price."""
+        """USD the request may cost: as many tokens as a reply may claim (`most_tokens`); under --max-cost the model
+        must have a price."""
         if self._cap is None:
             return 0.0
-        return sum(estimate_tokens(t) + 1 for t in texts) * priced(self._prices, self.model).input / 1_000_000
+        price = priced(self._prices, self.model)
+        return most_tokens(texts) * max(price.input, price.cached_input or 0.0) / 1_000_000
 
     async def _request(self, texts: list[str]) -> dict[str, Any]:
         """One embeddings request; endpoint failures as ProviderError (retried when transient) or ConfigError."""
@@ -138,6 +139,25 @@ class OpenAIEmbeddings:
             raise ProviderError(f"{self.base_url}/embeddings answered with something that is not a JSON object",
                                 endpoint=self.base_url)
         return data
+
+
+SPECIAL_TOKENS = 8  # tokens an embedding model may add to a text of its own (BOS, EOS, a separator)
+
+
+def most_tokens(texts: Sequence[str]) -> int:
+    """The most tokens an embeddings reply for `texts` may claim: a token per byte sent, and SPECIAL_TOKENS a
+    text (what `--max-cost` reserves)."""
+    return sum(len((t if t.strip() else " ").encode()) + SPECIAL_TOKENS for t in texts)
+
+
+def checked_tokens(response: dict[str, Any], texts: Sequence[str]) -> Usage:
+    """The reply's prompt tokens if they can be true (a whole number from 0 to `most_tokens`); otherwise, or when
+    the reply has none, r3con's own estimate, with the event `usage_estimated` (as `client.checked_usage`)."""
+    sent: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
+    claimed = _count(sent.get("prompt_tokens"))
+    if claimed is not None and claimed <= most_tokens(texts):
+        return Usage(calls=1, prompt_tokens=claimed)
+    return Usage(calls=1, prompt_tokens=sum(estimate_tokens(t) + 1 for t in texts), events={"usage_estimated": 1})
 
 
 @asynccontextmanager

@@ -15,10 +15,12 @@ bottom of the stack; the layers above (retries, output checks, cache, accounting
   again after `OUT_S` seconds, doubling up to `OUT_MAX_S` each time it fails again, and then only once a
   liveness probe (GET /models, `probe_timeout_s`) answers: a probe, never a real call, finds whether it is back.
   Calls queued for an endpoint that is taken out move at once, without waiting for its slots.
-- Wedged endpoints (a process stopped with SIGSTOP, a hung GPU: connections accepted, nothing answered): a call
-  that has had no reply for `first_byte_s` seconds (R3CON_FIRST_BYTE_S, default 15) has its endpoint probed; an
-  endpoint that does not answer the probe within `probe_timeout_s` is taken out and every call it holds moves
-  at once. A busy endpoint answers the probe, and its calls keep waiting (up to `--timeout`).
+- Wedged endpoints (a process stopped with SIGSTOP, a hung GPU: connections accepted, nothing answered): each
+  endpoint's `liveness.Liveness` watches its calls; a call that has had no reply for `first_byte_s` seconds
+  (R3CON_FIRST_BYTE_S, default 15) has its endpoint probed; an endpoint that does not answer the probe within
+  `probe_timeout_s` is lost, so taken out, and every call it holds moves at once. A busy endpoint answers the
+  probe, and its calls keep waiting (up to `--timeout`). (One endpoint alone is watched the same way, and waits
+  out a lost endpoint as an outage: `liveness.Watched`.)
 - Windows: each endpoint's window is discovered as for one; the pool plans for the smallest, so every
   part and prompt fits every endpoint and a document can move anywhere on failover.
 - Accounting: `stats()` gives, per endpoint, its calls, tokens, errors, time and documents served.
@@ -27,7 +29,7 @@ bottom of the stack; the layers above (retries, output checks, cache, accounting
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -42,7 +44,8 @@ from typing import Any
 from ..config import Settings, check_base_url, same_endpoint
 from ..errors import ConfigError, ProviderError
 from .client import OpenAIChat
-from .endpoint import Account, Endpoint, HTTPFailure
+from .endpoint import Account, Endpoint
+from .liveness import Liveness, Silent
 from .retry import retryable
 from .routers import through_router
 from .routing import SHARED_KEY, routing_key
@@ -154,10 +157,8 @@ class _Member:
     def __init__(self, entry: PoolEntry, chat: OpenAIChat, info: EndpointInfo, concurrency: int):
         self.entry, self.chat, self.info, self.concurrency = entry, chat, info, concurrency
         self.semaphore = asyncio.Semaphore(concurrency)
-        self.gone = asyncio.Event()  # set when it is taken out: wakes the calls queued for it or waiting on it
-        self.doubted = False  # taken out earlier: a probe must answer before it gets a real call again
-        self.alive_at = -math.inf  # when it last answered (a call or a probe), on the pool's clock
-        self.probing: asyncio.Lock = asyncio.Lock()  # one probe at a time
+        # whether it answers (`liveness`): lost, it is taken out, and its calls, held or queued, wake and move
+        self.liveness = Liveness(getattr(chat, "probe", None))
         self.keys = 0  # keys placed here
         self.stats = EndpointStats(entry.url, info.model, info.context_window, entry.weight, concurrency)
         self.served: set[str] = set()
@@ -178,7 +179,10 @@ class Pooled:
     def __init__(self, members: Sequence[_Member], *, unreachable: Sequence[str] = (),
                  clock: Callable[[], float] = time.monotonic, first_byte_s: float = 15.0, probe_timeout_s: float = 5.0):
         self._members = list(members)
-        self.first_byte_s, self.probe_timeout_s = first_byte_s, probe_timeout_s
+        for member in self._members:
+            member.liveness = Liveness(getattr(member.chat, "probe", None), first_byte_s=first_byte_s,
+                                       probe_timeout_s=probe_timeout_s, clock=clock)
+            member.liveness.subscribe(functools.partial(self._left, member))
         self._listeners: list[Callable[[str], None]] = []
         self.unreachable = tuple(unreachable)  # endpoints that did not answer when the pool opened, and why
         self._home: dict[str, _Member] = {}
@@ -243,21 +247,21 @@ class Pooled:
                 raise ProviderError(f"{self.base_url}: every endpoint of the pool is out (refused, timed out or "
                                     f"failing); the first is tried again in {max(back, 0):.0f} s",
                                     endpoint=self.base_url, retry_after=max(back, 0.0))
-            if member.doubted and not await self._alive(member):
+            if member.liveness.doubted and not await self._alive(member):
                 continue  # let back in by the clock, but its probe was not answered: out again, ask another
             if not await self._enter(member):
                 failed_over += 1  # taken out while the call waited for one of its slots: it moves at once
                 continue
             started = time.perf_counter()
             try:
-                completion = await self._watched(member, request)
+                completion = await member.liveness.watched(member.chat.complete(self._for(member, request)))
             except ProviderError as failure:
                 self._failed(member, failure, time.perf_counter() - started)
                 if member.out_until <= self._clock():
                     raise
                 failed_over += 1  # taken out: the call goes to another endpoint now
                 continue
-            except _Wedged:
+            except Silent:  # it stopped answering while it held the call: the call moves
                 failed_over += 1
                 continue
             finally:
@@ -272,7 +276,7 @@ class Pooled:
         if not member.semaphore.locked():
             await member.semaphore.acquire()
             return True
-        gone = member.gone
+        gone = member.liveness.gone
         slot = asyncio.ensure_future(member.semaphore.acquire())
         left = asyncio.ensure_future(gone.wait())
         try:
@@ -292,52 +296,11 @@ class Pooled:
             return True
         return False
 
-    async def _watched(self, member: _Member, request: ChatRequest) -> Completion:
-        """`member`'s answer to `request`; _Wedged when the endpoint stops answering probes (or is taken out by
-        another call that found so) before the reply comes."""
-        call = asyncio.ensure_future(member.chat.complete(self._for(member, request)))
-        gone = member.gone
-        try:
-            while True:
-                left = asyncio.ensure_future(gone.wait())
-                try:
-                    done, _ = await asyncio.wait({call, left}, timeout=self.first_byte_s,
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    left.cancel()
-                if call in done:
-                    return call.result()
-                if gone.is_set() or not await self._alive(member):
-                    raise _Wedged(member.entry.url)
-        finally:
-            if not call.done():
-                call.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await call
-
     async def _alive(self, member: _Member) -> bool:
-        """Whether `member` answers a liveness probe (shared by the calls that ask at once); one that does not is
-        taken out."""
-        async with member.probing:
-            if member.out_until > self._clock():
-                return False  # another call's probe found it out already
-            if self._clock() - member.alive_at < min(self.first_byte_s, self.probe_timeout_s):
-                return True  # it answered a call or a probe a moment ago
-            probe = getattr(member.chat, "probe", None)
-            try:
-                if probe is not None:
-                    await asyncio.wait_for(probe(self.probe_timeout_s), self.probe_timeout_s)
-            except HTTPFailure as failure:
-                if failure.status >= 500:  # loading (503) or failing: not back
-                    self._take_out(member, f"its liveness probe answered HTTP {failure.status}")
-                    return False
-            except (ProviderError, ConfigError, TimeoutError, OSError):
-                self._take_out(member, f"it answered no liveness probe (GET /models) within {self.probe_timeout_s:g} s "
-                                       "(stopped or hung?)")
-                return False
-            member.alive_at = self._clock()
-            member.doubted = False
-            return True
+        """Whether `member` is in and answers a liveness probe (`Liveness.alive`); one that does not is taken out."""
+        if member.out_until > self._clock():
+            return False  # another call's probe (or failure) took it out already
+        return await member.liveness.alive()
 
     def _for(self, member: _Member, request: ChatRequest) -> ChatRequest:
         """`request` with the endpoint's own model (its pool entry's, or the one it serves) where the stage asked the
@@ -355,7 +318,6 @@ class Pooled:
                                completion_tokens=member.stats.completion_tokens + u.completion_tokens,
                                time_s=member.stats.time_s + elapsed)
         member.served.add(key)
-        member.alive_at = self._clock()
         member.stats = replace(member.stats, out=False)
         member.streak = 0
         member.out_s = OUT_S
@@ -370,14 +332,15 @@ class Pooled:
                 return
         self._take_out(member, f"no reply ({str(exc)[:160]})" if exc.status is None else f"{FIVE_XX_STREAK} HTTP 5xx in a row")
 
-    def _take_out(self, member: _Member, why: str = "") -> None:
-        """Out for its time out (doubling each time), its keys free to move, the calls waiting on it woken."""
+    def _take_out(self, member: _Member, why: str) -> None:
+        """Lost (`Liveness.lost`): its calls wake and move, and the pool leaves it for its time out (`_left`)."""
+        if member.out_until <= self._clock():
+            member.liveness.lost(why)
+
+    def _left(self, member: _Member, why: str) -> None:
+        """Out for its time out (doubling each time), its keys free to move (its `Liveness` heard it lost)."""
         if member.out_until > self._clock():
             return  # already out (another call saw it first)
-        member.doubted = True
-        member.alive_at = -math.inf  # what it answered before it went out says nothing about its return
-        member.gone.set()
-        member.gone = asyncio.Event()
         member.out_until = self._clock() + member.out_s
         member.out_s = min(member.out_s * 2, OUT_MAX_S)
         member.streak = 0
@@ -391,10 +354,6 @@ class Pooled:
             if home is member:
                 del self._home[key]
                 member.keys -= 1
-
-
-class _Wedged(Exception):
-    """A pool endpoint stopped answering while it held a call (internal: the call moves to another)."""
 
 
 async def open_pool(settings: Settings, entries: Sequence[PoolEntry]) -> Pooled:

@@ -10,7 +10,10 @@ A server that is down or restarting (connection refused, or HTTP 503 as llama.cp
 loads its model: "Loading model") is waited for instead: such a call is tried again every few seconds
 (doubling from `base_s` up to `OUTAGE_STEP_S`) until it is answered or the server has been unavailable
 to it for `outage_s` seconds (R3CON_OUTAGE_S, 180 by default: a restart of a minute or two is ridden
-out). These waits cost no tokens, so they spend neither the call's attempts nor the run's budget.
+out). A server that holds calls without a word and answers no liveness probe (wedged: SIGSTOP, a hung
+GPU; `liveness.Watched` cancels its calls) is waited for the same way, within the same `outage_s`; each
+try is a probe first, never a real call while it does not answer. These waits cost no tokens, so they
+spend neither the call's attempts nor the run's budget.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ..errors import ContextTooLong, ProviderError
+from .liveness import Silent
 from .types import LLM, ChatRequest, Completion, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -66,16 +70,26 @@ class RetryBudget:
 
 
 def unavailable(exc: ProviderError) -> bool:
-    """Whether the server is down or starting: HTTP 503, or the connection refused."""
+    """Whether the server is down, starting or wedged: HTTP 503, the connection refused, or no reply and no
+    answer to a liveness probe (`liveness.Silent`)."""
     if exc.status is not None:
         return exc.status == 503
     link: BaseException | None = exc
     while link is not None:
-        if isinstance(link, ConnectionRefusedError) or isinstance(getattr(link, "os_error", None),
-                                                                  ConnectionRefusedError):
+        if isinstance(link, ConnectionRefusedError | Silent) or isinstance(getattr(link, "os_error", None),
+                                                                           ConnectionRefusedError):
             return True
         link = link.__cause__
     return False
+
+
+def silenced(exc: BaseException) -> Silent | None:
+    """What the liveness probe found when `exc` came from an endpoint that holds calls without a word and
+    answers no probe (wedged: `liveness.Silent`); None otherwise."""
+    link: BaseException | None = exc
+    while link is not None and not isinstance(link, Silent):
+        link = link.__cause__
+    return link if isinstance(link, Silent) else None
 
 
 def retryable(exc: ProviderError) -> bool:
@@ -123,7 +137,7 @@ class Retrier:
                         raise _gave_up(exc, self.endpoint, f"the server was unavailable for {spent - down:.0f} s "
                                        f"(R3CON_OUTAGE_S={self.policy.outage_s:g})", retries, waits=waits) from exc
                     if self.policy.call_s is None or spent + delay <= self.policy.call_s:
-                        if delay >= 1:
+                        if delay >= 1 or silenced(exc):  # a wedge has cost first_byte_s already: said at once
                             self._tell(exc, delay, down=spent - down)
                         await self._sleep(delay)
                         spent += delay
@@ -153,7 +167,11 @@ class Retrier:
 
     def _tell(self, exc: ProviderError, delay: float, down: float | None = None) -> None:
         why = "a rate limit (HTTP 429)" if exc.status == 429 else (f"HTTP {exc.status}" if exc.status else "no reply")
-        if down is not None:  # an outage: say how long it has lasted and how long it is waited out
+        wedge = silenced(exc)
+        if down is not None and wedge is not None:  # calls held without a word, no probe answered
+            why = (f"no reply, and {wedge.why}: wedged for {down:.0f} s of the {self.policy.outage_s:g} s "
+                   "waited out, R3CON_OUTAGE_S; its calls were cancelled, and are sent again once a probe answers")
+        elif down is not None:  # an outage: say how long it has lasted and how long it is waited out
             why = (f"{'HTTP 503' if exc.status == 503 else 'connection refused'}: down or loading for {down:.0f} s "
                    f"of the {self.policy.outage_s:g} s waited out, R3CON_OUTAGE_S")
         told = f"; it asked for {exc.retry_after:g} s" if exc.retry_after is not None else ""
@@ -161,7 +179,8 @@ class Retrier:
             return  # another call's wait, ending with this one, was said
         self._told_until = time.time() + delay
         until = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
-        line = (f"waiting {delay:.0f} s for {self.endpoint or exc.endpoint} ({why}{told}) until {until}; "
+        shown = f"{delay:.0f}" if delay >= 1 else f"{delay:.1f}"
+        line = (f"waiting {shown} s for {self.endpoint or exc.endpoint} ({why}{told}) until {until}; "
                 "Ctrl-C stops, --resume continues")
         for listener in list(self._listeners):
             listener(line)
@@ -196,6 +215,9 @@ def _gave_up(exc: ProviderError, endpoint: str, why: str, retries: int, *, hint:
 
 def _helps(exc: ProviderError) -> str:
     """What helps against the last error: a busy server, one that is down, or one that refuses."""
+    if silenced(exc):
+        return ("the server accepts connections but answers nothing, not even GET /models (stopped with SIGSTOP? "
+                "a hung GPU?): restart it, or raise R3CON_OUTAGE_S")
     if "timed out" in str(exc):
         return ("the server is busy or slow: lower --concurrency (to its slots, llama.cpp's -np), or raise "
                 "--timeout and R3CON_MAX_CALL_S")

@@ -30,7 +30,7 @@ from ..sandbox import SandboxLimits
 from ..stages.answer import AgentStep, AnswerOptions, AnswerResult, answer_direct, answer_with_code
 from ..stages.fanout import DOCUMENT_ERRORS
 from ..stages.plan import Placement
-from ..stages.populate import PopulateOptions, populate
+from ..stages.populate import PopulateOptions, RecordLimits, populate
 from ..stages.relevance import RelevanceOptions, extract_relevance
 from ..stages.schema import propose_schema, schema_text
 from .budgets import Budgets, part_budget
@@ -383,7 +383,7 @@ def stage_options(settings: Settings, budgets: Budgets | int, *, breakpoints: bo
         populate=PopulateOptions(
             max_tokens=budgets.records_tokens, attempts=settings.populate_attempts,
             temperature=settings.temperature, breakpoints=breakpoints, placement=placement,
-            unverified=settings.unverified, in_flight=in_flight(settings),
+            unverified=settings.unverified, in_flight=in_flight(settings), limits=RecordLimits.of(settings),
         ),
         answer=AnswerOptions(
             mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=budgets.answer_tokens,

@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from ..config import Settings
 from ..corpus.documents import Document
 from ..errors import OutputError
 from ..evidence.citations import EvidenceStats, Haystack
@@ -58,6 +59,21 @@ class PopulateResult:
 
 
 @dataclass(frozen=True)
+class RecordLimits:
+    """What one reply's records may hold (R3CON_MAX_RECORDS, R3CON_MAX_RECORD_FIELDS, R3CON_MAX_VALUE_CHARS): a
+    reply over them (broken or hostile: one record of 100,000 fields took a run to 4 GiB) degrades its document."""
+
+    records: int  # records one document part may yield
+    fields: int  # fields one record may have (the schema's and the passage field)
+    value_chars: int  # characters one field's value may take, as JSON
+
+    @classmethod
+    def of(cls, settings: Settings = Settings()) -> RecordLimits:
+        """The limits `settings` set (by default, their defaults: Settings is their one source)."""
+        return cls(settings.max_records, settings.max_record_fields, settings.max_value_chars)
+
+
+@dataclass(frozen=True)
 class PopulateOptions:
     max_tokens: int = 4096
     attempts: int = 3
@@ -67,6 +83,7 @@ class PopulateOptions:
     reverse: bool = False  # send the calls backwards (`Placement.order`): after an odd number of rounds
     cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
+    limits: RecordLimits = RecordLimits.of()  # what one reply's records may hold
     selector: NotesSelector | None = field(default=None, compare=False)
     in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Callable[[Document], Mapping[str, list[dict[str, Any]]] | None] | None = field(default=None, compare=False)
@@ -107,29 +124,24 @@ class _Form:
         return cls(sent, text, validator, estimate_tokens(f"{task}\n{text}") + SHARED_OVERHEAD)
 
 
-MAX_RECORDS = 2_000  # records one document part may yield
-MAX_FIELDS = 256  # fields one record may have (the schema's and r3con's own _ fields)
-MAX_VALUE_CHARS = 20_000  # characters one field's value may take, as JSON
-
-
-def over_limits(tables: Mapping[str, Sequence[Any]]) -> str | None:
-    """What in a reply's records is over MAX_RECORDS, MAX_FIELDS or MAX_VALUE_CHARS (a broken or hostile
-    reply: one record of 100,000 fields took a run to 4 GiB); None when nothing is."""
+def over_limits(tables: Mapping[str, Sequence[Any]], limits: RecordLimits) -> str | None:
+    """What in a reply's records is over `limits`, naming the setting that raises it; None when nothing is."""
     count = sum(len(rows) for rows in tables.values())
-    if count > MAX_RECORDS:
-        return f"{count:,} records, more than the {MAX_RECORDS:,} one document part may yield"
+    if count > limits.records:
+        return f"{count:,} records, more than the {limits.records:,} one document part may yield (R3CON_MAX_RECORDS)"
     for name, rows in tables.items():
         for i, row in enumerate(rows, start=1):
             if not isinstance(row, Mapping):
                 continue
-            if len(row) > MAX_FIELDS:
-                return f"record {i} of {name!r} has {len(row):,} fields, more than the {MAX_FIELDS} a record may have"
+            if len(row) > limits.fields:
+                return (f"record {i} of {name!r} has {len(row):,} fields, more than the {limits.fields:,} a record may "
+                        "have (R3CON_MAX_RECORD_FIELDS)")
             for field_name, value in row.items():
                 size = len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False, default=str)) \
                     if isinstance(value, list | dict) else 0
-                if size > MAX_VALUE_CHARS:
+                if size > limits.value_chars:
                     return (f"field {str(field_name)[:40]!r} of record {i} of {name!r} holds {size:,} characters, more "
-                            f"than the {MAX_VALUE_CHARS:,} a value may take")
+                            f"than the {limits.value_chars:,} a value may take (R3CON_MAX_VALUE_CHARS)")
     return None
 
 
@@ -188,7 +200,7 @@ async def _populate_once(
             if error is None:
                 repaired_any = repaired_any or repaired
                 tables = {name: list(value.get(name) or []) for name in schema["properties"]}
-                over = over_limits(tables)
+                over = over_limits(tables, options.limits)
                 if over is not None:  # not a mistake a re-ask mends: the document degrades, saying why
                     raise OutputError(f"the reply's records are over r3con's limits: {over}")
                 return _DocRecords(records=tables, repaired=repaired_any, reasks=attempt, shared_first=first,
@@ -227,7 +239,7 @@ async def _checked(llm: LLM, form: _Form, doc: Document, result: _DocRecords, op
     if jsonschema.exceptions.best_match(form.validator.iter_errors(value)) is not None:
         return replace(result, evidence_reasked=True)
     tables = {name: list(value.get(name) or []) for name in form.schema["properties"]}
-    if over_limits(tables) is not None:
+    if over_limits(tables, options.limits) is not None:
         return replace(result, evidence_reasked=True)  # the first records stand, flagged
     check(tables, doc, hay, skip, source)
     return replace(result, records=tables, evidence_reasked=True)
