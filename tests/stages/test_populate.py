@@ -2,6 +2,7 @@ import json
 
 from r3con.corpus.documents import Document, documents_from_texts
 from r3con.errors import ContextTooLong
+from r3con.notes.selection import FinalNotes
 from r3con.stages.plan import Placement
 from r3con.stages.populate import MAX_FIELDS, MAX_VALUE_CHARS, PopulateOptions, populate
 from r3con.stages.schema import validate_schema
@@ -171,3 +172,34 @@ async def test_a_record_over_the_limits_degrades_its_document_with_the_reason_an
         {"_passage": quote(r), "name": "x" * (MAX_VALUE_CHARS + 1), "age": 1}]})})
     result = await populate(long_value, "ages", SCHEMA, DOCS[:1], "")
     assert "field 'name' of record 1 of 'people' holds 20,001 characters" in result.failures[0].error
+
+
+FINAL = {"1": "Ann sails into Whitby harbour on a storm-tossed schooner.",
+         "2": "Bob climbs the abbey steps and counts the graves.",
+         "3": "Cid, the harbour master, logs the schooner's wreck.",
+         "4": "Dee keeps the abbey's keys and its ledger of graves."}
+FOUR = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7."), ("Three", "Cid is 50."), ("Four", "Dee is 60.")])
+
+
+def _notes_of(request) -> str:
+    text = request.messages[1].content
+    return text[text.index("<notes>"):text.rindex("</notes")]
+
+
+async def test_notes_that_do_not_fit_are_chosen_for_each_document_and_all_of_them_when_they_fit():
+    llm = ScriptedLLM({"populate": records})
+    final = await FinalNotes.of("Who was at Whitby?", FOUR, FINAL, budget=60)  # about one note in full
+    assert final.per_document
+    result = await populate(llm, "Who was at Whitby?", SCHEMA, FOUR[:2], final)
+    sent = {r.doc: _notes_of(r) for r in llm.history}
+    assert 'document="1"' in sent[1] and "Ann sails" in sent[1] and "Bob climbs" not in sent[1]
+    assert 'document="2"' in sent[2] and "Bob climbs" in sent[2] and "Ann sails" not in sent[2]
+    assert [(s.doc, s.why) for s in result.shown] == [("1", "selected"), ("2", "selected")]
+    assert "1" in result.shown[0].full and "2" in result.shown[1].full
+
+    every = await FinalNotes.of("Who was at Whitby?", FOUR, FINAL, budget=None)
+    assert not every.per_document
+    llm = ScriptedLLM({"populate": records})
+    result = await populate(llm, "Who was at Whitby?", SCHEMA, FOUR[:2], every)
+    texts = [_notes_of(r) for r in llm.history]
+    assert texts[0] == texts[1] and all(note in texts[0] for note in FINAL.values()) and result.shown == ()

@@ -37,6 +37,7 @@ from .retrieval import BM25, unit_rows
 
 T = TypeVar("T")
 INDEX_WORDS = 12
+QUERY_WORDS = 100  # words of a document without a note that rank the final notes for its population call
 _INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
 _STOP = frozenset(
@@ -483,27 +484,58 @@ async def fitting(call: Callable[[NotesChoice], Awaitable[T]], choice: NotesChoi
 
 
 class FinalNotes:
-    """The last round's notes as the schema, population and the answer are shown them: one selection for
-    the task (`choice`), and a smaller one whenever a call does not fit the window (`fit`)."""
+    """The last round's notes as the schema, population and the answer are shown them.
 
-    def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice):
+    The schema and the answer (one call each) are shown one selection for the task (`choice`). Population
+    (a call per document) is shown the same when every note fits; when they do not, each document is shown
+    its own selection (`for_document`): ranked for the task and the document's own final note, as a later
+    relevance round ranks the notes for a read (its own note included here: population, as the paper,
+    shows every note, its own too), or, for a document without a note, the task and its title and opening
+    words (`QUERY_WORDS`), so that it too has its own. So a new, changed or deleted note changes only the
+    population requests whose selection holds it, where one selection for the task put it in every
+    request. A call that does not fit the window is sent again with a smaller selection (`fit`,
+    `for_document(budget=)`)."""
+
+    def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice,
+                 notes: Mapping[str, str] | None = None):
         self.task, self.selector, self.choice = task, selector, choice
+        self.notes: Mapping[str, str] = notes or {}
 
     @classmethod
     async def of(cls, task: str, docs: Sequence[Document], notes: Mapping[str, str], budget: int | None,
                  embed: Embed | None = None) -> FinalNotes:
         selector = NotesSelector(note_refs(docs, notes), budget, embed=embed)
-        return cls(task, selector, await selector.select(task))
+        return cls(task, selector, await selector.select(task), notes)
 
     @property
     def text(self) -> str:
         return self.choice.text
 
+    @property
+    def per_document(self) -> bool:
+        """Whether population's calls are shown each their own selection (the notes do not all fit)."""
+        return self.choice.selected
+
+    def query(self, doc: Document) -> str:
+        """What ranks the notes for `doc`'s population call: the task and its own final note, or without
+        one its title and the first `QUERY_WORDS` words of its text."""
+        own = self.notes.get(doc.key, "") or f"{doc.title}\n{' '.join(doc.text.split()[:QUERY_WORDS])}"
+        return f"{self.task}\n{own}"
+
+    async def for_document(self, doc: Document, budget: int | None = None, *, compact: bool = False) -> NotesChoice:
+        """The notes population shows `doc`: every note when they all fit (`choice`, the same for every
+        document), else its own selection within the budget (`budget`: a smaller one, after a refusal as
+        too long); `compact`: without its text (`NotesSelector.text_of` renders it)."""
+        if budget is None and not self.per_document:
+            return self.selector.compact(self.choice) if compact else self.choice
+        return await self.selector.select(self.query(doc), budget=budget, compact=compact)
+
     def summary(self) -> dict[str, Any]:
         """How the final notes were chosen, for the manifest."""
         choice = self.choice
         return {"notes": len(self.selector.refs), "shown": choice.shown, "indexed": choice.indexed,
-                "omitted": choice.omitted, "tokens": choice.tokens, "full_tokens": self.selector.full_tokens()}
+                "omitted": choice.omitted, "tokens": choice.tokens, "full_tokens": self.selector.full_tokens(),
+                "population": "per document" if self.per_document else "every note"}
 
     async def fit(self, call: Callable[[str], Awaitable[T]]) -> T:
         """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""
