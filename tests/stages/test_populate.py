@@ -177,8 +177,13 @@ async def test_a_record_over_the_limits_degrades_its_document_with_the_reason_an
 FINAL = {"1": "Ann sails into Whitby harbour on a storm-tossed schooner.",
          "2": "Bob climbs the abbey steps and counts the graves.",
          "3": "Cid, the harbour master, logs the schooner's wreck.",
-         "4": "Dee keeps the abbey's keys and its ledger of graves."}
-FOUR = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7."), ("Three", "Cid is 50."), ("Four", "Dee is 60.")])
+         "4": "Dee keeps the abbey's keys and its ledger of graves."}  # the fifth document has no note
+FIVE = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7."), ("Three", "Cid is 50."),
+                             ("Four", "Dee is 60."), ("Five", "Eve is 9.")])
+
+
+def _anyone(request):
+    return json.dumps({"people": [{"_passage": quote(request), "name": "someone"}]})
 
 
 def _notes_of(request) -> str:
@@ -186,20 +191,22 @@ def _notes_of(request) -> str:
     return text[text.index("<notes>"):text.rindex("</notes")]
 
 
-async def test_notes_that_do_not_fit_are_chosen_for_each_document_and_all_of_them_when_they_fit():
-    llm = ScriptedLLM({"populate": records})
-    final = await FinalNotes.of("Who was at Whitby?", FOUR, FINAL, budget=60)  # about one note in full
+async def test_notes_that_do_not_fit_are_the_tasks_first_then_each_documents_own_and_all_of_them_when_they_fit():
+    llm = ScriptedLLM({"populate": _anyone})
+    final = await FinalNotes.of("Who was at Whitby?", FIVE, FINAL, budget=100)  # about three notes in full
     assert final.per_document
-    result = await populate(llm, "Who was at Whitby?", SCHEMA, FOUR[:2], final)
+    result = await populate(llm, "Who was at Whitby?", SCHEMA, [FIVE[0], FIVE[1], FIVE[4]], final)
     sent = {r.doc: _notes_of(r) for r in llm.history}
-    assert 'document="1"' in sent[1] and "Ann sails" in sent[1] and "Bob climbs" not in sent[1]
-    assert 'document="2"' in sent[2] and "Bob climbs" in sent[2] and "Ann sails" not in sent[2]
-    assert [(s.doc, s.why) for s in result.shown] == [("1", "selected"), ("2", "selected")]
-    assert "1" in result.shown[0].full and "2" in result.shown[1].full
+    first = '<notes>\n<note document="1" title="One">\nAnn sails'  # the note that ranks first for the task
+    assert all(text.startswith(first) for text in sent.values()), "every call is shown it first"
+    assert "Cid, the harbour master" in sent[1] and "Bob climbs" not in sent[1]  # ranked for Ann's own note
+    assert "Bob climbs" in sent[2] and "Cid, the harbour master" not in sent[2]
+    assert "Bob climbs" not in sent[5] and "Cid" not in sent[5], "a document without a note: the first part alone"
+    assert [(s.doc, s.full) for s in result.shown] == [("1", ("1", "3")), ("2", ("1", "2")), ("5", ("1",))]
 
-    every = await FinalNotes.of("Who was at Whitby?", FOUR, FINAL, budget=None)
+    every = await FinalNotes.of("Who was at Whitby?", FIVE, FINAL, budget=None)
     assert not every.per_document
-    llm = ScriptedLLM({"populate": records})
-    result = await populate(llm, "Who was at Whitby?", SCHEMA, FOUR[:2], every)
+    llm = ScriptedLLM({"populate": _anyone})
+    result = await populate(llm, "Who was at Whitby?", SCHEMA, FIVE[:2], every)
     texts = [_notes_of(r) for r in llm.history]
     assert texts[0] == texts[1] and all(note in texts[0] for note in FINAL.values()) and result.shown == ()

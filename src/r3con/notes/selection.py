@@ -257,6 +257,22 @@ class NotesSelector:
     def ranking(self) -> str:
         return "embeddings" if self._embed is not None else "bm25"
 
+    @property
+    def embed(self) -> Embed | None:
+        return self._embed
+
+    def full_cost(self, position: int) -> int:
+        """Estimated tokens of the note at `position` in full (less the <notes> tags)."""
+        return self._full_cost[position]
+
+    async def best_in_full(self, query: str, budget: int) -> list[int]:
+        """The positions (ascending) of the notes that rank first for `query`, each taken in full while it
+        fits what is left of `budget`, as `select` takes them."""
+        if budget <= 0 or not self.refs:
+            return []
+        shown, _ = _Ranked(await self._scores(query), None).pick(self._costs("full"), budget)
+        return sorted(shown)
+
     def shared_text(self, exclude: str | None = None) -> str:
         """Every note but that of `exclude`, in `prefix_order`: for calls that put the notes first."""
         pos = self._positions.get(exclude) if exclude is not None else None
@@ -483,23 +499,51 @@ async def fitting(call: Callable[[NotesChoice], Awaitable[T]], choice: NotesChoi
             choice = await reselect(budget)
 
 
+@dataclass(frozen=True)
+class _Head:
+    """The notes every population call is shown first when the final notes do not all fit: those that rank
+    first for the task, in full, within `HEAD_SHARE` of the budget; and a selector for the others."""
+
+    keys: tuple[str, ...]
+    text: str
+    tokens: int
+    rest: NotesSelector
+    budget: int  # what is left of the budget for the others
+
+    def alone(self, others: int) -> NotesChoice:
+        """The head as a choice of its own (for a document without a note), `others` notes left out."""
+        return NotesChoice(self.text, shown=len(self.keys), indexed=0, omitted=others, tokens=self.tokens,
+                           full=self.keys)
+
+    def joined(self, tail: NotesChoice) -> NotesChoice:
+        """The head, then `tail` (a choice of the other notes; its text left out when it has none)."""
+        text = "\n".join(t for t in (self.text, tail.text) if t) if tail.text else ""
+        return replace(tail, text=text, shown=len(self.keys) + tail.shown, tokens=self.tokens + tail.tokens,
+                       full=self.keys + tail.full)
+
+
+HEAD_SHARE = 0.5  # of the notes budget: the notes in full every population call is shown first
+
+
 class FinalNotes:
     """The last round's notes as the schema, population and the answer are shown them.
 
     The schema and the answer (one call each) are shown one selection for the task (`choice`). Population
-    (a call per document) is shown the same when every note fits; when they do not, each document is shown
-    its own selection (`for_document`): ranked for the task and the document's own final note, as a later
-    relevance round ranks the notes for a read (its own note included here: population, as the paper,
-    shows every note, its own too), or, for a document without a note, the task and its title and opening
-    words (`QUERY_WORDS`), so that it too has its own. So a new, changed or deleted note changes only the
-    population requests whose selection holds it, where one selection for the task put it in every
-    request. A call that does not fit the window is sent again with a smaller selection (`fit`,
-    `for_document(budget=)`)."""
+    (a call per document) is shown the same when every note fits. When they do not, a population call is
+    shown first the notes that rank first for the task, in full, within half the budget (`HEAD_SHARE`):
+    the same for every call, so that a caching endpoint prefills them once; then, for a document with a
+    final note, its own selection of the other notes within what is left (full and index lines, ranked
+    for the task and its own note, as a later relevance round ranks the notes for a read); a document
+    without a note (found irrelevant) is shown the first part alone. So a new, changed or deleted note
+    changes only the population requests whose own selection holds it, but for a note among the first
+    part (one selection for the task put every note it showed in every request). A call that does not
+    fit the window is sent again with a smaller selection (`fit`, `for_document(budget=)`)."""
 
     def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice,
                  notes: Mapping[str, str] | None = None):
         self.task, self.selector, self.choice = task, selector, choice
         self.notes: Mapping[str, str] = notes or {}
+        self._head: _Head | None = None
 
     @classmethod
     async def of(cls, task: str, docs: Sequence[Document], notes: Mapping[str, str], budget: int | None,
@@ -516,19 +560,50 @@ class FinalNotes:
         """Whether population's calls are shown each their own selection (the notes do not all fit)."""
         return self.choice.selected
 
-    def query(self, doc: Document) -> str:
-        """What ranks the notes for `doc`'s population call: the task and its own final note, or without
-        one its title and the first `QUERY_WORDS` words of its text."""
-        own = self.notes.get(doc.key, "") or f"{doc.title}\n{' '.join(doc.text.split()[:QUERY_WORDS])}"
-        return f"{self.task}\n{own}"
+    async def head(self, budget: int | None = None) -> _Head:
+        """The notes every population call is shown first (within `HEAD_SHARE` of `budget`, by default the
+        selector's), with a selector for the others within what is left."""
+        if budget is None and self._head is not None:
+            return self._head
+        selector = self.selector
+        within = selector.budget if budget is None else budget
+        first = await selector.best_in_full(self.task, int(HEAD_SHARE * (within or 0)))
+        chosen = set(first)
+        refs = [selector.refs[i] for i in first]
+        tokens = sum(selector.full_cost(i) for i in first) + 4 if first else 0
+        left = max(0, (within or 0) - tokens)
+        rest = NotesSelector([r for i, r in enumerate(selector.refs) if i not in chosen], left, embed=selector.embed)
+        head = _Head(tuple(r.label for r in refs), format_notes(refs) if refs else "", tokens, rest, left)
+        if budget is None:
+            self._head = head
+        return head
 
-    async def for_document(self, doc: Document, budget: int | None = None, *, compact: bool = False) -> NotesChoice:
-        """The notes population shows `doc`: every note when they all fit (`choice`, the same for every
-        document), else its own selection within the budget (`budget`: a smaller one, after a refusal as
-        too long); `compact`: without its text (`NotesSelector.text_of` renders it)."""
+    @property
+    def head_tokens(self) -> int:
+        """Tokens of the notes every population call is shown first, once `head` chose them (else 0)."""
+        return self._head.tokens if self._head is not None else 0
+
+    def query(self, key: str) -> str:
+        """What ranks the other notes for document `key`'s population call: the task and its own final note."""
+        return f"{self.task}\n{self.notes.get(key, '')}"
+
+    async def for_document(self, key: str, budget: int | None = None, *, compact: bool = False) -> NotesChoice:
+        """The notes population shows document `key`: every note when they all fit (`choice`, the same for
+        every document), else the head and, when it has a final note, its own selection of the others
+        (`budget`: a smaller one, after a refusal as too long); `compact`: without the text of its own
+        selection (`text_of` renders it)."""
         if budget is None and not self.per_document:
             return self.selector.compact(self.choice) if compact else self.choice
-        return await self.selector.select(self.query(doc), budget=budget, compact=compact)
+        head = await self.head(budget)
+        if not self.notes.get(key):
+            return head.alone(len(head.rest.refs))
+        return head.joined(await head.rest.select(self.query(key), budget=head.budget, compact=compact))
+
+    def text_of(self, choice: NotesChoice) -> str:
+        """The text of a population choice, rendered again when `for_document(compact=True)` left it out."""
+        if choice.text or self._head is None:
+            return choice.text
+        return "\n".join(t for t in (self._head.text, self._head.rest.text_of(choice)) if t)
 
     def summary(self) -> dict[str, Any]:
         """How the final notes were chosen, for the manifest."""

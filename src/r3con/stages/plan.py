@@ -19,7 +19,7 @@ endpoint reports no cached tokens, nothing changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -244,11 +244,8 @@ def probe_positions(eligible: Sequence[int]) -> list[int]:
 
 
 def plan_populate(placement: Placement, docs: Sequence[Document], shared: Shared, seen: CacheSeen,
-                  reverse: bool, own: Mapping[str, Shared] | None = None) -> tuple[CallPlan, ...]:
+                  reverse: bool) -> tuple[CallPlan, ...]:
     """Population's calls in the order they go out: the same shared part for every document, first
-    where it is longer than the document, or everywhere when the relevance probes found the cache cold.
-    `own`: per document key, its own shared part instead (the final notes chosen per document: not
-    common to the calls, so the document leads unless the cache is cold)."""
+    where it is longer than the document, or everywhere when the relevance probes found the cache cold."""
     cold = seen.cold(placement.adaptive)
-    return tuple(placement.call(doc, shared if own is None else own[doc.key], cold=cold)
-                 for doc in placement.order(docs, reverse))
+    return tuple(placement.call(doc, shared, cold=cold) for doc in placement.order(docs, reverse))

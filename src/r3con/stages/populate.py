@@ -146,28 +146,30 @@ async def populate_document(
 
     async def once(choice: NotesChoice) -> _DocRecords:
         placed = call if choice is first else options.placement.call(
-            doc, _shared(form, choice, final), cold=call.cold)
+            doc, Shared(form.tokens + choice.tokens, common=final is None or not final.per_document),
+            cold=call.cold)  # a smaller selection than the other calls': not common to them
         done = await _checked(llm, form, doc, await _populate_once(llm, task, form, placed, choice.text, options),
                               options)
         return done if final is None or not final.per_document else replace(done, shown=Shown.of(
             doc.key, 0, choice, choice.text, refit=choice is not first))
 
-    return await fitting(once, first, None if final is None else _fewer(final, doc),
+    return await fitting(once, first, None if final is None else _fewer(final, doc.key),
                          f"document {doc.key} with its notes does not fit the context window; "
                          "pass a smaller --part-tokens or --notes-budget")
 
 
-def _shared(form: _Form, choice: NotesChoice, final: FinalNotes | None) -> Shared:
-    """The part of a call besides its document: the task, the schema and its notes; common to every call
-    unless the notes are chosen per document."""
-    per_document = final is not None and final.per_document
-    return Shared(form.tokens + choice.tokens, common=not per_document, selected=per_document)
+def _shared(form: _Form, final: FinalNotes) -> Shared:
+    """The part of a call besides its document that every call shares: the task, the schema and the notes
+    every document is shown first (`FinalNotes.head`: all of its notes, when every note fits)."""
+    if not final.per_document:
+        return Shared(form.tokens + final.choice.tokens)
+    return Shared(form.tokens + final.head_tokens, selected=True)
 
 
-def _fewer(final: FinalNotes, doc: Document) -> Callable[[int], Awaitable[NotesChoice]]:
-    """`doc`'s notes within a smaller budget, counted by their text (as the first notes are)."""
+def _fewer(final: FinalNotes, key: str) -> Callable[[int], Awaitable[NotesChoice]]:
+    """Document `key`'s notes within a smaller budget, counted by their text (as the first notes are)."""
     async def select(budget: int) -> NotesChoice:
-        choice = await final.for_document(doc, budget=budget)
+        choice = await final.for_document(key, budget=budget)
         return replace(choice, tokens=estimate_tokens(choice.text))
 
     return select
@@ -273,9 +275,8 @@ async def populate(
     choices = await _choices(final, docs)  # per document key, kept without their text while the calls are planned
     text = notes if isinstance(notes, str) else notes.text
     common = NotesChoice(text, shown=0, indexed=0, tokens=estimate_tokens(text))  # when every document's is the same
-    own = None if choices is None else {k: _shared(form, c, final) for k, c in choices.items()}
-    calls = plan_populate(options.placement, docs, Shared(form.tokens + common.tokens), options.cache,
-                          options.reverse, own=own)
+    shared = Shared(form.tokens + common.tokens) if final is None else _shared(form, final)
+    calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     async def one(call: CallPlan) -> _DocRecords:
         first = common if choices is None or final is None else _rendered(final, choices.pop(call.doc.key))
@@ -339,12 +340,12 @@ async def _choices(final: FinalNotes | None, docs: Sequence[Document]) -> dict[s
     """Each document's own choice of the final notes, without its text, when they are chosen per document."""
     if final is None or not final.per_document:
         return None
-    picked = [await final.for_document(d, compact=True) for d in docs[:1]]  # ranks once
+    picked = [await final.for_document(d.key, compact=True) for d in docs[:1]]  # ranks once
     for at in range(1, len(docs), _PLANNED_AT_ONCE):
-        picked += await asyncio.gather(*(final.for_document(d, compact=True) for d in docs[at:at + _PLANNED_AT_ONCE]))
+        picked += await asyncio.gather(*(final.for_document(d.key, compact=True) for d in docs[at:at + _PLANNED_AT_ONCE]))
     return {d.key: c for d, c in zip(docs, picked, strict=True)}
 
 
 def _rendered(final: FinalNotes, choice: NotesChoice) -> NotesChoice:
     """`choice` with its text, rendered as its call goes out."""
-    return replace(choice, text=final.selector.text_of(choice))
+    return replace(choice, text=final.text_of(choice))
