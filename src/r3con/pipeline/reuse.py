@@ -45,7 +45,7 @@ from ..errors import ConfigError
 from ..llm.answered import Answered
 from ..llm.cache import CallCache
 from ..llm.types import LLM, Completion
-from ..notes.selection import round_entries
+from ..notes.selection import Shown, round_entries
 from ..stages.populate import PopulateResult
 
 Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
@@ -128,7 +128,9 @@ class Previous:
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # content -> the number of the document it was in
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
-    shown: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # content -> final notes its population was shown (chosen per document)
+    shown: dict[str, tuple[frozenset[tuple[str, str]], str]] = field(default_factory=dict)
+    """content -> the final notes its population call was shown (in full or listed), and a digest of their
+    text; for the documents shown a selection of them (`FinalNotes.per_document`)"""
     schema: Mapping[str, Any] | None = None
 
     @property
@@ -177,7 +179,9 @@ class ReuseStore:
         for content, final_note, records, shown in db.execute(
                 "SELECT content, final_note, records, shown FROM records WHERE run = ?", (run,)):
             found.records[content] = (final_note, json.loads(records))
-            found.shown[content] = frozenset(tuple(p) for p in json.loads(shown))
+            seen = json.loads(shown)
+            if isinstance(seen, dict):  # '[]': every note was shown, or a record from before
+                found.shown[content] = (frozenset(tuple(p) for p in seen["notes"]), seen["digest"])
         schema = db.execute("SELECT schema FROM schemas WHERE run = ?", (run,)).fetchone()
         found.schema = json.loads(schema[0]) if schema else None
         return found
@@ -225,11 +229,12 @@ class ReuseStore:
 
     def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
                                                   Sequence[tuple[str, str]], Sequence[str]]],
-               records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]], Sequence[tuple[str, str]]]],
+               records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]], Mapping[str, Any] | None]],
                schema: Mapping[str, Any] | None) -> None:
         """The run's reads (round, content, source, note, shown in full, refs, top), records (content, final
-        note, records, the final notes its population was shown when chosen per document) and schema, in one
-        transaction; then the run counts as finished."""
+        note, records, and the final notes its population was shown when chosen per document with a digest
+        of their text, as {"notes": [...], "digest": ...}, or None) and schema, in one transaction; then the
+        run counts as finished."""
         with self._transaction() as db:
             self._write_calls(db)
             db.executemany("INSERT INTO reads (run, round, content, source, note, full, refs, top) "
@@ -237,7 +242,8 @@ class ReuseStore:
                            ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)), json.dumps(sorted(top)))
                             for r, c, s, n, full, refs, top in reads))
             db.executemany("INSERT INTO records (run, content, final_note, records, shown) VALUES (?, ?, ?, ?, ?)",
-                           ((run, c, n, json.dumps(list(rows), ensure_ascii=False), json.dumps(sorted(shown)))
+                           ((run, c, n, json.dumps(list(rows), ensure_ascii=False),
+                             json.dumps(shown if shown is not None else []))
                             for c, n, rows, shown in records))
             if schema is not None:
                 db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
@@ -318,7 +324,7 @@ class Reuse:
         self._shown: tuple[Sequence[Any], ...] = ()
         self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
         self._populated: tuple[str, ...] = ()
-        self._filled: dict[str, tuple[str, ...]] = {}  # per document key, the final notes its population was shown
+        self._filled: dict[str, Shown] = {}  # per document key, the final notes its population was shown
 
     @classmethod
     def open(cls, mode: str, cache_path: Path | None, task: str, settings: Settings, run_dir: Path,
@@ -462,7 +468,7 @@ class Reuse:
         """What each document's population reused, and why it was recomputed otherwise; `finish` records
         the records of the documents populated, and the final notes each was shown (chosen per document)."""
         self._tables, self._populated = filled.tables, tuple(filled.per_doc)
-        self._filled = {s.doc: (*s.full, *s.listed) for s in filled.shown}
+        self._filled = {s.doc: s for s in filled.shown}
         layer = self._layer
         for doc in self.parts:
             if doc.key not in filled.per_doc:
@@ -488,13 +494,19 @@ class Reuse:
             return "final note changed"
         if self.previous.schema is not None and dict(self.previous.schema) != dict(schema):
             return "schema changed"
-        shown = self._filled.get(doc.key)
-        if shown is not None or self.previous.shown.get(content):
-            if self._identities({k: final.get(k, "") for k in shown or ()}) != self.previous.shown.get(content, frozenset()):
+        shown, before = self._filled.get(doc.key), self.previous.shown.get(content)
+        if shown is not None or before is not None:
+            if shown is None or before is None or self._population_notes(shown, final) != before[0]:
                 return "notes shown changed"
+            if shown.digest != before[1]:
+                return "notes shown arranged otherwise (the same notes)"
         elif self._every_final(final) != self._every_earlier_final():
             return "every note is shown, and the notes changed"
         return "request changed (placement or notes shown)"
+
+    def _population_notes(self, shown: Shown, final: Mapping[str, str]) -> set[tuple[str, str]]:
+        """The final notes a population call was shown, in full or listed (document content, note digest)."""
+        return self._identities({k: final.get(k, "") for k in (*shown.full, *shown.listed)})
 
     def _every_final(self, final: Mapping[str, str]) -> set[tuple[str, str]]:
         """The final notes (document content and note digest), every one: what population shows when all fit."""
@@ -546,9 +558,10 @@ class Reuse:
                 key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
                 per_doc.setdefault(key, []).append((name, row))
         final = rounds[-1] if rounds else {}
+        filled = self._filled
         records = ((content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])],
-                    sorted(self._identities({s: final.get(s, "") for s in self._filled.get(k, ())})))
-                   for k in populated)
+                    {"notes": sorted(self._population_notes(filled[k], final)), "digest": filled[k].digest}
+                    if k in filled else None) for k in populated)
         self.store.finish(self.run, reads(), records, schema)
 
     def close(self) -> None:
