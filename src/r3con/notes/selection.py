@@ -3,8 +3,9 @@
 One module owns them: the notes of a round (`round_entries`, with the documents each names), the
 selection each call is shown (`NotesSelector`, recorded as a `Shown`), their formatting, fitting a call
 to the window (`fitting`), and the references between notes. The relevance stage asks it for each
-read's notes, population and the answer for the final notes (`FinalNotes`), the run folder keeps its
-records (notes/round-N.json, notes/shown-N.jsonl) and the report reads them.
+read's notes, population and the answer for the final notes (`FinalNotes`: for population, when they do
+not all fit, the task's first notes and each document's own), the run folder keeps its records
+(notes/round-N.json, notes/shown-N.jsonl, notes/shown-populate.jsonl) and the report reads them.
 
 When the other documents' notes exceed a token budget, the most relevant go in full and the rest become
 a compact index (document number, title, first words), so the model still knows they exist. Both are in

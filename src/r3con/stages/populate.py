@@ -3,8 +3,9 @@
 Replies are requested with `response_format` json_schema, validated with a real JSON Schema validator,
 repaired when slightly broken, and re-asked with the validation error. Records are stamped with their
 source document (`_doc`, and `_part` for split documents, `_title`) and merged into one data set.
-Each document is shown the final notes: every note when they all fit the notes budget, else its own
-selection (`FinalNotes.for_document`). A request refused as too long for the window is sent again with
+Each document is shown the final notes: every note when they all fit the notes budget, else those
+that rank first for the task (the same for every call) and, for a document with a note, its own
+selection of the others (`FinalNotes.for_document`). A request refused as too long for the window is sent again with
 half the notes (when the final notes are given, not a text), never cut silently. Each record also carries the passage it comes from, checked
 against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 """
