@@ -137,6 +137,9 @@ async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_say
     old = [d.key for d in documents_from_texts(TEXTS[:6], stable=True)]
     assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in old)
     assert all("relevance-1" not in recomputed.get(k, {}) for k in old), "round 1 is the same request"
+    why = [recomputed[k]["populate"] for k in old]
+    assert set(why) <= {"every note is shown, and the notes changed", "final note changed"}
+    assert "every note is shown, and the notes changed" in why
 
 
 async def test_a_document_inserted_among_the_others_costs_what_one_appended_costs(fake_server, tmp_path):

@@ -325,6 +325,7 @@ class Reuse:
         self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
         self._populated: tuple[str, ...] = ()
         self._filled: dict[str, Shown] = {}  # per document key, the final notes its population was shown
+        self._finals_differ: bool | None = None  # `_finals_changed`, once compared
 
     @classmethod
     def open(cls, mode: str, cache_path: Path | None, task: str, settings: Settings, run_dir: Path,
@@ -500,7 +501,7 @@ class Reuse:
                 return "notes shown changed"
             if shown.digest != before[1]:
                 return "notes shown arranged otherwise (the same notes)"
-        elif self._every_final(final) != self._every_earlier_final():
+        elif self._finals_changed(final):
             return "every note is shown, and the notes changed"
         return "request changed (placement or notes shown)"
 
@@ -508,12 +509,14 @@ class Reuse:
         """The final notes a population call was shown, in full or listed (document content, note digest)."""
         return self._identities({k: final.get(k, "") for k in (*shown.full, *shown.listed)})
 
-    def _every_final(self, final: Mapping[str, str]) -> set[tuple[str, str]]:
-        """The final notes (document content and note digest), every one: what population shows when all fit."""
-        return self._identities({k: v for k, v in final.items() if v and k in self.content})
-
-    def _every_earlier_final(self) -> set[tuple[str, str]]:
-        return {(c, note_digest(note)) for c, (note, _) in self.previous.records.items() if note}
+    def _finals_changed(self, final: Mapping[str, str]) -> bool:
+        """Whether the final notes (every one: what population shows when all fit) differ from the earlier
+        run's; compared once a run (each set holds a note per document)."""
+        if self._finals_differ is None:
+            now = self._identities({k: v for k, v in final.items() if v and k in self.content})
+            before = {(c, note_digest(note)) for c, (note, _) in self.previous.records.items() if note}
+            self._finals_differ = now != before
+        return self._finals_differ
 
     def summary(self) -> dict[str, Any]:
         """For the manifest and `--json`: the mode, the earlier run, counts per stage, calls reused."""
