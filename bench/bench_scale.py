@@ -21,7 +21,8 @@ a call); it runs only with --full-at-1000.
 
 Printed per configuration: wall time, calls, prompt tokens (all stages and relevance + populate),
 the share of prompt tokens served from the prefix cache, the share of the documents' own tokens
-served from it, harness CPU per call (this process's CPU time over calls: the pipeline and the
+served from it, population's own prompt tokens, uncached tokens and cached share (its calls share the
+task, schema and final notes), harness CPU per call (this process's CPU time over calls: the pipeline and the
 HTTP transport, not the server nor the sandbox worker), peak RSS; and, for reference, the CPU per call of
 a bare aiohttp session posting the same bodies against the same server (the floor under r3con's).
 `--note-sentences N` makes the scripted notes quote up to N sentences (3 by default).
@@ -143,6 +144,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     doc_prompt = sum(u.prompt_tokens for u in per_doc)
     doc_cached = sum(u.cached_tokens for u in per_doc)
     total = result.usage
+    filling = result.by_stage.get("populate")
     return {
         "D": size, "layout": layout, "notes": notes, "budget": budget if notes == "on" else None, "rounds": rounds,
         "note_sentences": sentences, "note_tokens": round(note_tokens, 1), "transport": transport,
@@ -153,6 +155,10 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
         "cached_share": round(total.cached_tokens / max(1, total.prompt_tokens), 3),
         "doc_prompt_tokens": doc_prompt, "doc_uncached_tokens": doc_prompt - doc_cached,
         "doc_cached_share": round(doc_cached / max(1, doc_prompt), 3),
+        "populate_calls": filling.calls if filling else 0,
+        "populate_prompt_tokens": filling.prompt_tokens if filling else 0,
+        "populate_uncached_tokens": filling.prompt_tokens - filling.cached_tokens if filling else 0,
+        "populate_cached_share": round(filling.cached_tokens / max(1, filling.prompt_tokens), 3) if filling else 0.0,
         "cpu_ms_per_call": round(1000 * cpu / max(1, total.calls), 3),
         "peak_rss_mib": round(peak_rss, 1),
         "doc_part_tokens": part_tokens, "doc_part_cached_share": round(part_cached / max(1, part_tokens), 3),
@@ -240,6 +246,7 @@ def spawn(**config: Any) -> dict[str, Any]:
 
 COLUMNS = ("D", "layout", "notes", "budget", "order", "adapt", "cache_tokens", "rounds", "parts", "wall_s", "calls", "prompt_tokens", "cached_share",
            "doc_prompt_tokens", "doc_uncached_tokens", "doc_cached_share", "doc_part_cached_share",
+           "populate_prompt_tokens", "populate_uncached_tokens", "populate_cached_share",
            "cpu_ms_per_call", "transport", "peak_rss_mib", "selected_calls", "note_tokens")
 
 

@@ -1,6 +1,7 @@
 """The same question over a changed corpus: exact reuse is a fresh run's result, approximate reuse reads less."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,9 @@ async def test_with_every_note_shown_a_new_note_repeats_every_later_read_and_say
     old = [d.key for d in documents_from_texts(TEXTS[:6], stable=True)]
     assert all(recomputed[k]["relevance-2"] == "every note is shown, and the notes changed" for k in old)
     assert all("relevance-1" not in recomputed.get(k, {}) for k in old), "round 1 is the same request"
+    why = [recomputed[k]["populate"] for k in old]
+    assert set(why) <= {"every note is shown, and the notes changed", "final note changed"}
+    assert "every note is shown, and the notes changed" in why
 
 
 async def test_a_document_inserted_among_the_others_costs_what_one_appended_costs(fake_server, tmp_path):
@@ -200,3 +204,38 @@ async def test_a_file_added_in_the_middle_or_edited_by_one_character_leaves_the_
     mattered = {s["doc"] for s in shown if number in s.get("top", ())} | {number}
     reread = {k for k, stages in again.reuse["recomputed"].items() if "relevance-2" in stages}
     assert number in reread and reread <= mattered  # the edited one, and reads its note ranks first for
+
+
+def _population_seen(result) -> dict[str, tuple]:
+    """Per document: its final note, and the notes (key, text) its population call was shown."""
+    folder = result.run_dir
+    final = {e["doc"]: e["note"] for e in json.loads((folder / "notes" / "round-2.json").read_text())}
+    shown = [json.loads(line) for line in (folder / "notes" / "shown-populate.jsonl").read_text().splitlines()]
+    return {s["doc"]: (final.get(s["doc"], ""), tuple((k, final.get(k)) for k in s["full"] + s["listed"]))
+            for s in shown}
+
+
+BUDGET = {"notes_budget_tokens": 300}  # the notes do not all fit: half of it for those that rank first for the task
+
+
+def _held(result, name: str) -> Counter:
+    """How many calls' notes (in full or as index lines) held each document's note, per notes/shown-NAME.jsonl."""
+    lines = (result.run_dir / "notes" / f"shown-{name}.jsonl").read_text().splitlines()
+    return Counter(k for line in lines for k in json.loads(line)["full"] + json.loads(line)["listed"])
+
+
+async def test_a_deleted_note_repopulates_only_the_documents_whose_own_selection_held_it(fake_server, tmp_path):
+    docs = documents_from_texts(TEXTS, stable=True)
+    first = await run(TASK, docs, settings(fake_server, tmp_path, "p.sqlite", **BUDGET))
+    before, populated, read = _population_seen(first), _held(first, "populate"), _held(first, "2")
+    assert len(set(before.values())) == len(before), "each document is shown its own selection"
+    # a document no later read was shown (so no other final note changes), whose note only its own population held
+    gone = next(d for d in docs if populated[d.key] == 1 and not read[d.key])
+    fewer = documents_from_texts([t for t in TEXTS if t[0] != gone.title], stable=True)
+    again = await run(TASK, fewer, settings(fake_server, tmp_path, "p.sqlite", **BUDGET))
+    fresh = await run(TASK, fewer, settings(fake_server, tmp_path, None, **BUDGET))
+    assert outputs(again) == outputs(fresh)
+    decisions = json.loads((again.run_dir / "reuse.json").read_text())["documents"]
+    assert {k: d["populate"] for k, d in decisions.items()} == {
+        d.key: {"reused": True, "why": "same request"} for d in fewer}, "one selection for all would hold it"
+

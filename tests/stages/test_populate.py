@@ -2,6 +2,7 @@ import json
 
 from r3con.corpus.documents import Document, documents_from_texts
 from r3con.errors import ContextTooLong
+from r3con.notes.selection import FinalNotes
 from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, RecordLimits, populate
 from r3con.stages.schema import validate_schema
@@ -190,3 +191,41 @@ async def test_the_record_limits_are_settings_a_lower_one_degrades_naming_it_and
                           "has 3 fields, more than the 2 a record may have (R3CON_MAX_RECORD_FIELDS)")]:
         (failure,) = (await populate(llm, "ages", SCHEMA, DOCS[:1], "", PopulateOptions(limits=limits))).failures
         assert said in failure.error, failure.error
+
+
+FINAL = {"1": "Ann sails into Whitby harbour on a storm-tossed schooner.",
+         "2": "Bob climbs the abbey steps and counts the graves.",
+         "3": "Cid, the harbour master, logs the schooner's wreck.",
+         "4": "Dee keeps the abbey's keys and its ledger of graves."}  # the fifth document has no note
+FIVE = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7."), ("Three", "Cid is 50."),
+                             ("Four", "Dee is 60."), ("Five", "Eve is 9.")])
+
+
+def _anyone(request):
+    return json.dumps({"people": [{"_passage": quote(request), "name": "someone"}]})
+
+
+def _notes_of(request) -> str:
+    text = request.messages[1].content
+    return text[text.index("<notes>"):text.rindex("</notes")]
+
+
+async def test_notes_that_do_not_fit_are_the_tasks_first_then_each_documents_own_and_all_of_them_when_they_fit():
+    llm = ScriptedLLM({"populate": _anyone})
+    final = await FinalNotes.of("Who was at Whitby?", FIVE, FINAL, budget=100)  # about three notes in full
+    assert final.per_document
+    result = await populate(llm, "Who was at Whitby?", SCHEMA, [FIVE[0], FIVE[1], FIVE[4]], final)
+    sent = {r.doc: _notes_of(r) for r in llm.history}
+    first = '<notes>\n<note document="1" title="One">\nAnn sails'  # the note that ranks first for the task
+    assert all(text.startswith(first) for text in sent.values()), "every call is shown it first"
+    assert "Cid, the harbour master" in sent[1] and "Bob climbs" not in sent[1]  # ranked for Ann's own note
+    assert "Bob climbs" in sent[2] and "Cid, the harbour master" not in sent[2]
+    assert "Bob climbs" not in sent[5] and "Cid" not in sent[5], "a document without a note: the first part alone"
+    assert [(s.doc, s.full) for s in result.shown] == [("1", ("1", "3")), ("2", ("1", "2")), ("5", ("1",))]
+
+    every = await FinalNotes.of("Who was at Whitby?", FIVE, FINAL, budget=None)
+    assert not every.per_document
+    llm = ScriptedLLM({"populate": _anyone})
+    result = await populate(llm, "Who was at Whitby?", SCHEMA, FIVE[:2], every)
+    texts = [_notes_of(r) for r in llm.history]
+    assert texts[0] == texts[1] and all(note in texts[0] for note in FINAL.values()) and result.shown == ()

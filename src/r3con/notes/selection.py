@@ -3,8 +3,9 @@
 One module owns them: the notes of a round (`round_entries`, with the documents each names), the
 selection each call is shown (`NotesSelector`, recorded as a `Shown`), their formatting, fitting a call
 to the window (`fitting`), and the references between notes. The relevance stage asks it for each
-read's notes, population and the answer for the final notes (`FinalNotes`), the run folder keeps its
-records (notes/round-N.json, notes/shown-N.jsonl) and the report reads them.
+read's notes, population and the answer for the final notes (`FinalNotes`: for population, when they do
+not all fit, the task's first notes and each document's own), the run folder keeps its records
+(notes/round-N.json, notes/shown-N.jsonl, notes/shown-populate.jsonl) and the report reads them.
 
 When the other documents' notes exceed a token budget, the most relevant go in full and the rest become
 a compact index (document number, title, first words), so the model still knows they exist. Both are in
@@ -37,6 +38,7 @@ from .retrieval import BM25, unit_rows
 
 T = TypeVar("T")
 INDEX_WORDS = 12
+QUERY_WORDS = 100  # words of a document without a note that rank the final notes for its population call
 _INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
 _WORD = re.compile(r"[^\W\d_][^\W_]*|\d+", re.UNICODE)
 _STOP = frozenset(
@@ -255,6 +257,22 @@ class NotesSelector:
     @property
     def ranking(self) -> str:
         return "embeddings" if self._embed is not None else "bm25"
+
+    @property
+    def embed(self) -> Embed | None:
+        return self._embed
+
+    def full_cost(self, position: int) -> int:
+        """Estimated tokens of the note at `position` in full (less the <notes> tags)."""
+        return self._full_cost[position]
+
+    async def best_in_full(self, query: str, budget: int) -> list[int]:
+        """The positions (ascending) of the notes that rank first for `query`, each taken in full while it
+        fits what is left of `budget`, as `select` takes them."""
+        if budget <= 0 or not self.refs:
+            return []
+        shown, _ = _Ranked(await self._scores(query), None).pick(self._costs("full"), budget)
+        return sorted(shown)
 
     def shared_text(self, exclude: str | None = None) -> str:
         """Every note but that of `exclude`, in `prefix_order`: for calls that put the notes first."""
@@ -482,28 +500,118 @@ async def fitting(call: Callable[[NotesChoice], Awaitable[T]], choice: NotesChoi
             choice = await reselect(budget)
 
 
-class FinalNotes:
-    """The last round's notes as the schema, population and the answer are shown them: one selection for
-    the task (`choice`), and a smaller one whenever a call does not fit the window (`fit`)."""
+@dataclass(frozen=True)
+class _Head:
+    """The notes every population call is shown first when the final notes do not all fit: those that rank
+    first for the task, in full, within `HEAD_SHARE` of the budget; and a selector for the others."""
 
-    def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice):
+    keys: tuple[str, ...]
+    text: str
+    tokens: int
+    rest: NotesSelector
+    budget: int  # what is left of the budget for the others
+
+    def alone(self, others: int) -> NotesChoice:
+        """The head as a choice of its own (for a document without a note), `others` notes left out."""
+        return NotesChoice(self.text, shown=len(self.keys), indexed=0, omitted=others, tokens=self.tokens,
+                           full=self.keys)
+
+    def joined(self, tail: NotesChoice) -> NotesChoice:
+        """The head, then `tail` (a choice of the other notes; its text left out when it has none)."""
+        text = "\n".join(t for t in (self.text, tail.text) if t) if tail.text else ""
+        return replace(tail, text=text, shown=len(self.keys) + tail.shown, tokens=self.tokens + tail.tokens,
+                       full=self.keys + tail.full)
+
+
+HEAD_SHARE = 0.5  # of the notes budget: the notes in full every population call is shown first
+
+
+class FinalNotes:
+    """The last round's notes as the schema, population and the answer are shown them.
+
+    The schema and the answer (one call each) are shown one selection for the task (`choice`). Population
+    (a call per document) is shown the same when every note fits. When they do not, a population call is
+    shown first the notes that rank first for the task, in full, within half the budget (`HEAD_SHARE`):
+    the same for every call, so that a caching endpoint prefills them once; then, for a document with a
+    final note, its own selection of the other notes within what is left (full and index lines, ranked
+    for the task and its own note, as a later relevance round ranks the notes for a read); a document
+    without a note (found irrelevant) is shown the first part alone. So a new, changed or deleted note
+    changes only the population requests whose own selection holds it, but for a note among the first
+    part (one selection for the task put every note it showed in every request). A call that does not
+    fit the window is sent again with a smaller selection (`fit`, `for_document(budget=)`)."""
+
+    def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice,
+                 notes: Mapping[str, str] | None = None):
         self.task, self.selector, self.choice = task, selector, choice
+        self.notes: Mapping[str, str] = notes or {}
+        self._head: _Head | None = None
 
     @classmethod
     async def of(cls, task: str, docs: Sequence[Document], notes: Mapping[str, str], budget: int | None,
                  embed: Embed | None = None) -> FinalNotes:
         selector = NotesSelector(note_refs(docs, notes), budget, embed=embed)
-        return cls(task, selector, await selector.select(task))
+        return cls(task, selector, await selector.select(task), notes)
 
     @property
     def text(self) -> str:
         return self.choice.text
 
+    @property
+    def per_document(self) -> bool:
+        """Whether population's calls are shown each their own selection (the notes do not all fit)."""
+        return self.choice.selected
+
+    async def head(self, budget: int | None = None) -> _Head:
+        """The notes every population call is shown first (within `HEAD_SHARE` of `budget`, by default the
+        selector's), with a selector for the others within what is left."""
+        if budget is None and self._head is not None:
+            return self._head
+        selector = self.selector
+        within = selector.budget if budget is None else budget
+        first = await selector.best_in_full(self.task, int(HEAD_SHARE * (within or 0)))
+        chosen = set(first)
+        refs = [selector.refs[i] for i in first]
+        tokens = sum(selector.full_cost(i) for i in first) + 4 if first else 0
+        left = max(0, (within or 0) - tokens)
+        rest = NotesSelector([r for i, r in enumerate(selector.refs) if i not in chosen], left, embed=selector.embed)
+        head = _Head(tuple(r.label for r in refs), format_notes(refs) if refs else "", tokens, rest, left)
+        if budget is None:
+            self._head = head
+        return head
+
+    @property
+    def head_tokens(self) -> int:
+        """Tokens of the notes every population call is shown first, once `head` chose them (else 0)."""
+        return self._head.tokens if self._head is not None else 0
+
+    def query(self, key: str) -> str:
+        """What ranks the other notes for document `key`'s population call: the task and its own final note."""
+        return f"{self.task}\n{self.notes.get(key, '')}"
+
+    async def for_document(self, key: str, budget: int | None = None, *, compact: bool = False) -> NotesChoice:
+        """The notes population shows document `key`: every note when they all fit (`choice`, the same for
+        every document), else the head and, when it has a final note, its own selection of the others
+        (`budget`: a smaller one, after a refusal as too long); `compact`: without the text of its own
+        selection (`text_of` renders it)."""
+        if budget is None and not self.per_document:
+            return self.selector.compact(self.choice) if compact else self.choice
+        head = await self.head(budget)
+        if not self.notes.get(key):
+            return head.alone(len(head.rest.refs))
+        return head.joined(await head.rest.select(self.query(key), budget=head.budget, compact=compact))
+
+    def text_of(self, choice: NotesChoice) -> str:
+        """The text of a population choice, rendered again when `for_document(compact=True)` left it out."""
+        if choice.text or self._head is None:
+            return choice.text
+        return "\n".join(t for t in (self._head.text, self._head.rest.text_of(choice)) if t)
+
     def summary(self) -> dict[str, Any]:
         """How the final notes were chosen, for the manifest."""
         choice = self.choice
         return {"notes": len(self.selector.refs), "shown": choice.shown, "indexed": choice.indexed,
-                "omitted": choice.omitted, "tokens": choice.tokens, "full_tokens": self.selector.full_tokens()}
+                "omitted": choice.omitted, "tokens": choice.tokens, "full_tokens": self.selector.full_tokens(),
+                "population": "per document" if self.per_document else "every note"}
 
     async def fit(self, call: Callable[[str], Awaitable[T]]) -> T:
         """`call(notes)`; when the endpoint refuses it as too long for the window, again with half the notes."""

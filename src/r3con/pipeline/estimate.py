@@ -22,6 +22,7 @@ from ..corpus.documents import Document, split_documents_async
 from ..errors import ConfigError, OutputError
 from ..llm.pricing import PriceTable
 from ..llm.types import LLM, ChatRequest, Completion, Usage
+from ..notes.selection import HEAD_SHARE
 from ..prompts.render import render
 from ..stages.messages import SHARED_OVERHEAD
 from ..stages.plan import CacheSeen, Shared, plan_populate, plan_round
@@ -271,12 +272,16 @@ async def _estimate(task: str, documents: int, split: _Parts, settings: Settings
         schema = _Stage("schema")
         schema.call(task_t + 250 + all_notes, 0, a.schema_tokens)
         populate = _Stage("populate")
-        shared_t = pop_t + a.schema_tokens + all_notes
-        calls = plan_populate(placement, parts, Shared(shared_t), CacheSeen(), reverse=settings.rounds % 2 == 1)
+        # notes that do not all fit: every call the first part (`HEAD_SHARE` of them), a document with a note its own after
+        selected = bool(settings.rounds) and notes_size(sum(relevant))[1]
+        head = int(HEAD_SHARE * all_notes) if selected else all_notes
+        shared_t = pop_t + a.schema_tokens + head  # what every call shares
+        calls = plan_populate(placement, parts, Shared(shared_t, selected=selected), CacheSeen(),
+                              reverse=settings.rounds % 2 == 1)
         seen = 0
         for i, call in enumerate(calls):
             d = doc_t[call.doc.key]
-            prompt = sys_t + d + shared_t
+            prompt = sys_t + d + shared_t + (all_notes - head if relevant[position[call.doc.key]] else 0)
             if call.shared_first:  # the same task, schema and notes first: prefilled once for all
                 cached = sys_t + shared_t if seen else sys_t
                 seen += 1

@@ -328,10 +328,10 @@ async def _populate(watch: Watch, task: str, schema: Mapping[str, Any], parts: t
                     ) -> tuple[Mapping[str, tuple[Mapping[str, Any], ...]], EvidenceStats]:
     """Each document's records under `schema`, with the final notes as background."""
     watch.begin("populate", len(parts))
-    filled = await populate(watch.ask("populate"), task, schema, parts, final.text, replace(
-        options.populate, selector=final.selector, reverse=settings.rounds % 2 == 1, cache=watch.seen,
+    filled = await populate(watch.ask("populate"), task, schema, parts, final, replace(
+        options.populate, reverse=settings.rounds % 2 == 1, cache=watch.seen,
         keep=watch.records_keeper(final_notes)))
-    watch.records(filled, final_notes)
+    watch.records(filled, final_notes, schema)
     return filled.tables, filled.evidence
 
 

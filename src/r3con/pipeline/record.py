@@ -125,6 +125,9 @@ class RunRecord:
         self.selections["populate"] = Selections(shared_first=filled.shared_first)
         self.llm.count("populate", {"json_repaired": filled.repaired, "reasks": filled.reasked})
         self.run_dir.write_json_rows("records.json", filled.tables)
+        if filled.shown:  # the final notes chosen per document: what each population call was shown
+            self.run_dir.write_text("notes/shown-populate.jsonl", (
+                json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in filled.shown))
         self.manifest["evidence_stats"] = filled.evidence.to_dict()
         if filled.dropped:  # --unverified drop: listed, never silently lost
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))

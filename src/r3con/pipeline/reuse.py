@@ -45,7 +45,8 @@ from ..errors import ConfigError
 from ..llm.answered import Answered
 from ..llm.cache import CallCache
 from ..llm.types import LLM, Completion
-from ..notes.selection import round_entries
+from ..notes.selection import Shown, round_entries
+from ..stages.populate import PopulateResult
 
 Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
 
@@ -60,7 +61,8 @@ CREATE TABLE IF NOT EXISTS reads (
     full TEXT NOT NULL, refs TEXT NOT NULL, top TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS reads_run ON reads (run);
 CREATE TABLE IF NOT EXISTS records (
-    run INTEGER NOT NULL, content TEXT NOT NULL, final_note TEXT NOT NULL, records TEXT NOT NULL);
+    run INTEGER NOT NULL, content TEXT NOT NULL, final_note TEXT NOT NULL, records TEXT NOT NULL,
+    shown TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS records_run ON records (run);
 CREATE TABLE IF NOT EXISTS schemas (run INTEGER NOT NULL, schema TEXT NOT NULL);
 """
@@ -126,6 +128,9 @@ class Previous:
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # content -> the number of the document it was in
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
+    shown: dict[str, tuple[frozenset[tuple[str, str]], str]] = field(default_factory=dict)
+    """content -> the final notes its population call was shown (in full or listed), and a digest of their
+    text; for the documents shown a selection of them (`FinalNotes.per_document`)"""
     schema: Mapping[str, Any] | None = None
 
     @property
@@ -146,6 +151,8 @@ class ReuseStore:
             self._db.executescript(_SCHEMA)
             if "top" not in {row[1] for row in self._db.execute("PRAGMA table_info(reads)")}:  # a record from before
                 self._db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
+            if "shown" not in {row[1] for row in self._db.execute("PRAGMA table_info(records)")}:
+                self._db.execute("ALTER TABLE records ADD COLUMN shown TEXT NOT NULL DEFAULT '[]'")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 
@@ -169,9 +176,12 @@ class ReuseStore:
                                                     frozenset(tuple(p) for p in json.loads(refs)),
                                                     frozenset(json.loads(top)))
             found.sources[content] = source
-        for content, final_note, records in db.execute(
-                "SELECT content, final_note, records FROM records WHERE run = ?", (run,)):
+        for content, final_note, records, shown in db.execute(
+                "SELECT content, final_note, records, shown FROM records WHERE run = ?", (run,)):
             found.records[content] = (final_note, json.loads(records))
+            seen = json.loads(shown)
+            if isinstance(seen, dict):  # '[]': every note was shown, or a record from before
+                found.shown[content] = (frozenset(tuple(p) for p in seen["notes"]), seen["digest"])
         schema = db.execute("SELECT schema FROM schemas WHERE run = ?", (run,)).fetchone()
         found.schema = json.loads(schema[0]) if schema else None
         return found
@@ -219,18 +229,22 @@ class ReuseStore:
 
     def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
                                                   Sequence[tuple[str, str]], Sequence[str]]],
-               records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]]]],
+               records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]], Mapping[str, Any] | None]],
                schema: Mapping[str, Any] | None) -> None:
         """The run's reads (round, content, source, note, shown in full, refs, top), records (content, final
-        note, records) and schema, in one transaction; then the run counts as finished."""
+        note, records, and the final notes its population was shown when chosen per document with a digest
+        of their text, as {"notes": [...], "digest": ...}, or None) and schema, in one transaction; then the
+        run counts as finished."""
         with self._transaction() as db:
             self._write_calls(db)
             db.executemany("INSERT INTO reads (run, round, content, source, note, full, refs, top) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)), json.dumps(sorted(top)))
                             for r, c, s, n, full, refs, top in reads))
-            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)",
-                           ((run, c, n, json.dumps(list(rows), ensure_ascii=False)) for c, n, rows in records))
+            db.executemany("INSERT INTO records (run, content, final_note, records, shown) VALUES (?, ?, ?, ?, ?)",
+                           ((run, c, n, json.dumps(list(rows), ensure_ascii=False),
+                             json.dumps(shown if shown is not None else []))
+                            for c, n, rows, shown in records))
             if schema is not None:
                 db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
             db.execute("UPDATE runs SET finished = 1 WHERE id = ?", (run,))
@@ -310,6 +324,8 @@ class Reuse:
         self._shown: tuple[Sequence[Any], ...] = ()
         self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
         self._populated: tuple[str, ...] = ()
+        self._filled: dict[str, Shown] = {}  # per document key, the final notes its population was shown
+        self._finals_differ: bool | None = None  # `_finals_changed`, once compared
 
     @classmethod
     def open(cls, mode: str, cache_path: Path | None, task: str, settings: Settings, run_dir: Path,
@@ -449,17 +465,16 @@ class Reuse:
                         why = "request changed (placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why, top)
 
-    def decide_populate(self, tables: Mapping[str, Sequence[Mapping[str, Any]]], populated: Iterable[str],
-                        kept: frozenset[str], final: Mapping[str, str]) -> None:
+    def decide_populate(self, filled: PopulateResult, final: Mapping[str, str], schema: Mapping[str, Any]) -> None:
         """What each document's population reused, and why it was recomputed otherwise; `finish` records
-        the records of the documents `populated`."""
-        self._tables, self._populated = tables, tuple(populated)
-        tables_docs = set(self._populated)
+        the records of the documents populated, and the final notes each was shown (chosen per document)."""
+        self._tables, self._populated = filled.tables, tuple(filled.per_doc)
+        self._filled = {s.doc: s for s in filled.shown}
         layer = self._layer
         for doc in self.parts:
-            if doc.key not in tables_docs:
+            if doc.key not in filled.per_doc:
                 continue
-            if doc.key in kept:
+            if doc.key in filled.kept:
                 self.decisions.note(doc.key, "populate", True, "kept: final note unchanged")
                 continue
             where = ("populate", doc.key, None)
@@ -467,15 +482,41 @@ class Reuse:
                 self.decisions.note(doc.key, "populate", True, "same request")
                 continue
             why = self._why_new(doc) if self.previous.found else "no earlier run"
-            if why is None:
-                earlier = self.previous.records.get(self.content[doc.key])
-                if earlier is None:
-                    why = "no earlier records"
-                elif earlier[0] != final.get(doc.key, ""):
-                    why = "final note changed"
-                else:
-                    why = "request changed (schema or notes shown)"
-            self.decisions.note(doc.key, "populate", False, why)
+            self.decisions.note(doc.key, "populate", False, why or self._why_populated(doc, final, schema))
+
+    def _why_populated(self, doc: Document, final: Mapping[str, str], schema: Mapping[str, Any]) -> str:
+        """Why a document an earlier run populated was populated again: its final note, the schema, or the
+        final notes it was shown (its own selection, or every note) changed."""
+        content = self.content[doc.key]
+        earlier = self.previous.records.get(content)
+        if earlier is None:
+            return "no earlier records"
+        if earlier[0] != final.get(doc.key, ""):
+            return "final note changed"
+        if self.previous.schema is not None and dict(self.previous.schema) != dict(schema):
+            return "schema changed"
+        shown, before = self._filled.get(doc.key), self.previous.shown.get(content)
+        if shown is not None or before is not None:
+            if shown is None or before is None or self._population_notes(shown, final) != before[0]:
+                return "notes shown changed"
+            if shown.digest != before[1]:
+                return "notes shown arranged otherwise (the same notes)"
+        elif self._finals_changed(final):
+            return "every note is shown, and the notes changed"
+        return "request changed (placement or notes shown)"
+
+    def _population_notes(self, shown: Shown, final: Mapping[str, str]) -> set[tuple[str, str]]:
+        """The final notes a population call was shown, in full or listed (document content, note digest)."""
+        return self._identities({k: final.get(k, "") for k in (*shown.full, *shown.listed)})
+
+    def _finals_changed(self, final: Mapping[str, str]) -> bool:
+        """Whether the final notes (every one: what population shows when all fit) differ from the earlier
+        run's; compared once a run (each set holds a note per document)."""
+        if self._finals_differ is None:
+            now = self._identities({k: v for k, v in final.items() if v and k in self.content})
+            before = {(c, note_digest(note)) for c, (note, _) in self.previous.records.items() if note}
+            self._finals_differ = now != before
+        return self._finals_differ
 
     def summary(self) -> dict[str, Any]:
         """For the manifest and `--json`: the mode, the earlier run, counts per stage, calls reused."""
@@ -520,8 +561,10 @@ class Reuse:
                 key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
                 per_doc.setdefault(key, []).append((name, row))
         final = rounds[-1] if rounds else {}
-        records = ((content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])])
-                   for k in populated)
+        filled = self._filled
+        records = ((content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])],
+                    {"notes": sorted(self._population_notes(filled[k], final)), "digest": filled[k].digest}
+                    if k in filled else None) for k in populated)
         self.store.finish(self.run, reads(), records, schema)
 
     def close(self) -> None:

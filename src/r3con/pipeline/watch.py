@@ -118,9 +118,9 @@ class Watch:
     def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
         self.record.went_on(stage, failed, how)
 
-    def records(self, filled: PopulateResult, final_notes: Mapping[str, str]) -> None:
+    def records(self, filled: PopulateResult, final_notes: Mapping[str, str], schema: Mapping[str, Any]) -> None:
         self.record.records(filled)
-        self.reuse.decide_populate(filled.tables, filled.per_doc, filled.kept, final_notes)
+        self.reuse.decide_populate(filled, final_notes, schema)
         self._check("populate")
 
     def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:

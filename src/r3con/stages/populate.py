@@ -3,13 +3,16 @@
 Replies are requested with `response_format` json_schema, validated with a real JSON Schema validator,
 repaired when slightly broken, and re-asked with the validation error. Records are stamped with their
 source document (`_doc`, and `_part` for split documents, `_title`) and merged into one data set.
-A request refused as too long for the window is sent again with half the notes (when a notes
-selector is given), never cut silently. Each record also carries the passage it comes from, checked
+Each document is shown the final notes: every note when they all fit the notes budget, else those
+that rank first for the task (the same for every call) and, for a document with a note, its own
+selection of the others (`FinalNotes.for_document`). A request refused as too long for the window is sent again with
+half the notes (when the final notes are given, not a text), never cut silently. Each record also carries the passage it comes from, checked
 against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +29,7 @@ from ..evidence.grounding import Source
 from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ..notes.selection import NotesChoice, NotesSelector, fitting
+from ..notes.selection import FinalNotes, NotesChoice, Shown, fitting
 from ..prompts.render import render
 from ..results import Failure
 from ..tokens import estimate_tokens
@@ -52,6 +55,7 @@ class PopulateResult:
     shared_first: int = 0  # documents whose call put the shared instructions before the document
     dropped: tuple[Mapping[str, Any], ...] = ()  # unverified records left out (--unverified drop)
     evidence: EvidenceStats = EvidenceStats()
+    shown: tuple[Shown, ...] = ()  # per document (corpus order), the final notes it was shown, when chosen per document
 
     @property
     def total(self) -> int:
@@ -84,7 +88,6 @@ class PopulateOptions:
     cache: CacheSeen = CacheSeen()  # what the relevance rounds' replies said of the cache (`plan_populate`)
     unverified: Unverified = "reask"  # records whose passage is not in the document: re-ask once, keep flagged, drop
     limits: RecordLimits = RecordLimits.of()  # what one reply's records may hold
-    selector: NotesSelector | None = field(default=None, compare=False)
     in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Callable[[Document], Mapping[str, list[dict[str, Any]]] | None] | None = field(default=None, compare=False)
     """`keep(doc)`: an earlier run's records of `doc` (per table) to keep without a call, or None to populate it."""
@@ -99,6 +102,7 @@ class _DocRecords:
     conversation: tuple[Message, ...] = ()  # the messages and the accepted reply, for an evidence re-ask
     evidence_reasked: bool = False
     kept: bool = False
+    shown: Shown | None = None  # the final notes its call was shown, when chosen per document
 
 
 def _validation_message(error: jsonschema.ValidationError) -> str:
@@ -147,26 +151,38 @@ def over_limits(tables: Mapping[str, Sequence[Any]], limits: RecordLimits) -> st
 
 async def populate_document(
     llm: LLM, task: str, form: _Form, call: CallPlan, first: NotesChoice, options: PopulateOptions,
+    final: FinalNotes | None = None,
 ) -> _DocRecords:
     """Records of one document, validated against `schema`; raises OutputError after the last attempt.
-    Too long for the window, it is sent again with fewer notes (when a selector is given), placed anew."""
-    doc, selector = call.doc, options.selector
+    Too long for the window, it is sent again with fewer of the `final` notes (when given), placed anew."""
+    doc = call.doc
 
     async def once(choice: NotesChoice) -> _DocRecords:
         placed = call if choice is first else options.placement.call(
-            doc, Shared(form.tokens + choice.tokens), cold=call.cold)
-        return await _checked(llm, form, doc, await _populate_once(llm, task, form, placed, choice.text, options),
+            doc, Shared(form.tokens + choice.tokens, common=final is None or not final.per_document),
+            cold=call.cold)  # a smaller selection than the other calls': not common to them
+        done = await _checked(llm, form, doc, await _populate_once(llm, task, form, placed, choice.text, options),
                               options)
+        return done if final is None or not final.per_document else replace(done, shown=Shown.of(
+            doc.key, 0, choice, choice.text, refit=choice is not first))
 
-    return await fitting(once, first, None if selector is None else _fewer(selector, task),
+    return await fitting(once, first, None if final is None else _fewer(final, doc.key),
                          f"document {doc.key} with its notes does not fit the context window; "
                          "pass a smaller --part-tokens or --notes-budget")
 
 
-def _fewer(selector: NotesSelector, task: str) -> Callable[[int], Awaitable[NotesChoice]]:
-    """The notes within a smaller budget, counted by their text (as the first notes are)."""
+def _shared(form: _Form, final: FinalNotes) -> Shared:
+    """The part of a call besides its document that every call shares: the task, the schema and the notes
+    every document is shown first (`FinalNotes.head`: all of its notes, when every note fits)."""
+    if not final.per_document:
+        return Shared(form.tokens + final.choice.tokens)
+    return Shared(form.tokens + final.head_tokens, selected=True)
+
+
+def _fewer(final: FinalNotes, key: str) -> Callable[[int], Awaitable[NotesChoice]]:
+    """Document `key`'s notes within a smaller budget, counted by their text (as the first notes are)."""
     async def select(budget: int) -> NotesChoice:
-        choice = await selector.select(task, budget=budget)
+        choice = await final.for_document(key, budget=budget)
         return replace(choice, tokens=estimate_tokens(choice.text))
 
     return select
@@ -261,22 +277,28 @@ def stamp(record: Mapping[str, Any], doc: Document) -> dict[str, Any]:
 
 
 async def populate(
-    llm: LLM, task: str, schema: Mapping[str, Any], docs: Sequence[Document], notes: str,
+    llm: LLM, task: str, schema: Mapping[str, Any], docs: Sequence[Document], notes: str | FinalNotes,
     options: PopulateOptions | None = None,
 ) -> PopulateResult:
-    """Fill `schema` from every document concurrently and merge the stamped records."""
+    """Fill `schema` from every document concurrently and merge the stamped records. `notes`: the final
+    notes (each document is shown `FinalNotes.for_document`), or one text every document is shown."""
     options = options or PopulateOptions()
     form = _Form.of(schema, task)
-    first = NotesChoice(notes, shown=0, indexed=0, tokens=estimate_tokens(notes))  # the same for every document
-    shared = Shared(form.tokens + first.tokens)
+    final = notes if isinstance(notes, FinalNotes) else None
+    choices = await _choices(final, docs)  # per document key, kept without their text while the calls are planned
+    text = notes if isinstance(notes, str) else notes.text
+    common = NotesChoice(text, shown=0, indexed=0, tokens=estimate_tokens(text))  # when every document's is the same
+    shared = Shared(form.tokens + common.tokens) if final is None else _shared(form, final)
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     async def one(call: CallPlan) -> _DocRecords:
+        first = common if choices is None or final is None else _rendered(final, choices.pop(call.doc.key))
         earlier = options.keep(call.doc) if options.keep is not None else None
         if earlier is not None:
             return _DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
-                               repaired=False, reasks=0, kept=True)
-        done = await populate_document(llm, task, form, call, first, options)
+                               repaired=False, reasks=0, kept=True, shown=None if choices is None else
+                               Shown.of(call.doc.key, 0, first, first.text))
+        done = await populate_document(llm, task, form, call, first, options, final)
         return replace(done, conversation=())  # its prompt is not kept for every document until the stage ends
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
@@ -289,6 +311,7 @@ async def populate(
     kept: set[str] = set()
     given: list[dict[str, Any]] = []  # every record the model gave, dropped ones too (for the counts)
     dropped: list[dict[str, Any]] = []
+    shown: list[Shown] = []
     for doc, result in outcomes:
         if isinstance(result, Failure):
             failures.append(result)
@@ -308,6 +331,8 @@ async def populate(
         per_doc[doc.key] = count
         if result.kept:
             kept.add(doc.key)
+        if result.shown is not None:
+            shown.append(result.shown)
         repaired += int(result.repaired)
         reasked += result.reasks
         shared_first += int(result.shared_first)
@@ -317,4 +342,23 @@ async def populate(
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
         shared_first=shared_first, dropped=tuple(dropped), kept=frozenset(kept),
         evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
+        shown=tuple(shown),
     )
+
+
+_PLANNED_AT_ONCE = 256  # notes choices made concurrently (embeddings: a call each)
+
+
+async def _choices(final: FinalNotes | None, docs: Sequence[Document]) -> dict[str, NotesChoice] | None:
+    """Each document's own choice of the final notes, without its text, when they are chosen per document."""
+    if final is None or not final.per_document:
+        return None
+    picked = [await final.for_document(d.key, compact=True) for d in docs[:1]]  # ranks once
+    for at in range(1, len(docs), _PLANNED_AT_ONCE):
+        picked += await asyncio.gather(*(final.for_document(d.key, compact=True) for d in docs[at:at + _PLANNED_AT_ONCE]))
+    return {d.key: c for d, c in zip(docs, picked, strict=True)}
+
+
+def _rendered(final: FinalNotes, choice: NotesChoice) -> NotesChoice:
+    """`choice` with its text, rendered as its call goes out."""
+    return replace(choice, text=final.text_of(choice))
