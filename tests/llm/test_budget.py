@@ -1,5 +1,6 @@
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -166,3 +167,13 @@ def test_the_call_log_keeps_the_folders_cost_as_it_writes_and_reads_earlier_atte
     monkeypatch.undo()
     assert spent_in(path) == pytest.approx(0.005), "the same as reading the whole log"
     assert CallLog(None).summary().total() == 0.0
+
+
+def test_a_request_a_pool_of_several_models_may_answer_reserves_at_the_dearest_of_them():
+    prices = PriceTable({"scripted": Price(input=1.0, output=2.0), "dear": Price(input=10.0, output=20.0)})
+    pooled = BudgetGuard(ScriptedLLM(), CostCap(1.0), prices,
+                         models_of=lambda m: ("scripted", "dear") if m == "pool:dear,scripted" else (m,))
+    alone = BudgetGuard(ScriptedLLM(), CostCap(1.0), prices)
+    dear = replace(request(), model="dear")
+    assert pooled.worst_case(replace(request(), model="pool:dear,scripted")) == alone.worst_case(dear)
+    assert pooled.worst_case(request()) == alone.worst_case(request()) < alone.worst_case(dear)

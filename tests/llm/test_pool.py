@@ -314,3 +314,26 @@ async def test_openais_own_api_also_gets_the_key_as_prompt_cache_key():
     finally:
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+async def test_a_pool_of_different_models_names_them_all_in_its_requests_so_changing_one_changes_them(tmp_path, clean_env):
+    texts = r3con.documents_from_texts(TEXTS[:4])
+    hashes = []
+    for second in ("beta", "gamma"):
+        with FakeLLMServer(port=0, model="alpha") as a, FakeLLMServer(port=0, model=second) as b:
+            settings = Settings.resolve(env={}, out_dir=tmp_path / second, cache=False, log_calls="full",
+                                        **endpoint_flags([a.base_url, b.base_url]))
+            result = await run(TASK, texts, settings)
+            sent = {s: {c.get("model") for c in s.calls() if c.get("stage") == "relevance"} for s in (a, b)}
+        assert sent == {a: {"alpha"}, b: {second}}, "each endpoint is asked for its own model"
+        logged = [json.loads(line) for line in (result.run_dir / "calls.jsonl").read_text().splitlines()]
+        relevance = [c for c in logged if c["stage"] == "relevance"]
+        assert {c["request"]["model"] for c in relevance} == {f"pool:alpha,{second}"}
+        hashes.append({c["request_hash"] for c in relevance})
+    assert not hashes[0] & hashes[1], "another model in the pool: other requests (a resume or reuse pays again)"
+    with FakeLLMServer(port=0, model="alpha") as a, FakeLLMServer(port=0, model="alpha") as b:
+        settings = Settings.resolve(env={}, out_dir=tmp_path / "same", cache=False,
+                                    **endpoint_flags([a.base_url, b.base_url]))
+        async with build_llm(settings) as stack:
+            completion = await stack.top.complete(ChatRequest((Message("user", "hi"),), stage="relevance"))
+    assert completion.model == "alpha" and stack.pool is not None and stack.pool.request_model is None

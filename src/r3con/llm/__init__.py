@@ -255,8 +255,11 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
             raise ConfigError(
                 f"this run folder already spent ${cap.spent_usd:.4f}, which --max-cost ${cap.limit_usd:.4f} "
                 "does not exceed; raise --max-cost above what was spent to continue it")
+    pool = opened.pool
+    default = pool.request_model or endpoint.model if pool is not None else endpoint.model
+    models_of = pool.models_of if pool is not None else (lambda model: (model,))
     if cap is not None:
-        check_prices(prices, [settings.model_for(s) or endpoint.model for s in STAGES])
+        check_prices(prices, [m for s in STAGES for m in models_of(settings.model_for(s) or default)])
     stack: LLM = opened.base if remote is None else remote
     if settings.batch and opened.chat is not None and remote is None:
         # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
@@ -264,10 +267,10 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
         stack = Batched(opened.chat, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
                         concurrency=concurrency[0])
         if cap is not None:
-            stack = BudgetGuard(stack, cap, prices, batch=True)
+            stack = BudgetGuard(stack, cap, prices, batch=True, models_of=models_of)
     else:
         if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
-            stack = BudgetGuard(stack, cap, prices)
+            stack = BudgetGuard(stack, cap, prices, models_of=models_of)
         # a pool limits each endpoint on its own (`Pooled`); all of them together here
         stack = ConcurrencyLimited(stack, concurrency[0])
     stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
@@ -294,7 +297,7 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     log = CallLog(calls_log, detail=settings.log_calls)
     closing.callback(log.close)
     stack = Recorded(stack, log)
-    stack = Shaped(stack, settings.model_for, endpoint.model, max_tokens_cap=settings.max_tokens_cap, window=window)
+    stack = Shaped(stack, settings.model_for, default, max_tokens_cap=settings.max_tokens_cap, window=window)
     return LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
                     cache=cache, answered=answered, pool=opened.pool, near_window=near, window=window,
                     concurrency=concurrency, engine=remote, _closing=closing)

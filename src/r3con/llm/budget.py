@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -138,21 +138,25 @@ def spent_in(calls_log: Path | None) -> float:
 class BudgetGuard:
     """Reserves each call's worst case against `cap` while it is in flight (see the module docstring)."""
 
-    def __init__(self, inner: LLM, cap: CostCap, prices: PriceTable, batch: bool = False):
+    def __init__(self, inner: LLM, cap: CostCap, prices: PriceTable, batch: bool = False,
+                 models_of: Callable[[str], Sequence[str]] = lambda model: (model,)):
         self.inner = inner
         self.cap = cap
         self.prices = prices
         self.batch = batch
+        self.models_of = models_of  # the models that may answer a request naming one (a pool of several: each)
 
     def worst_case(self, request: ChatRequest) -> float:
         """USD of the request if its reply claims the most tokens `client.checked_usage` believes (a prompt token per
         byte sent, all of `max_tokens`), every prompt token at the dearer of the input prices: no reply can cost
         more, so none passes the cap (the prompt's own estimate, about a token per 4 bytes, could be passed)."""
-        price = priced(self.prices, request.model or "")
         prompt, output = usage_bounds(request)
         scale = self.prices.batch_discount if self.batch else 1.0
-        per_prompt_token = max(price.input, price.cached_input or 0.0)
-        return (prompt * per_prompt_token + output * price.output) * scale / 1_000_000
+        worst = 0.0
+        for model in self.models_of(request.model or ""):
+            price = priced(self.prices, model)
+            worst = max(worst, prompt * max(price.input, price.cached_input or 0.0) + output * price.output)
+        return worst * scale / 1_000_000
 
     async def complete(self, request: ChatRequest) -> Completion:
         worst = self.worst_case(request)

@@ -189,7 +189,16 @@ class Pooled:
         self._clock = clock
         # the LLM cache's endpoint identity: the models served, so a run resumed over other replicas of them
         # finds the answers it had
-        self.base_url = "pool:" + ",".join(sorted({m.entry.model or m.info.model for m in self._members}))
+        models = sorted({m.entry.model or m.info.model for m in self._members})
+        self.base_url = "pool:" + ",".join(models)
+        # what a request for the pool's default model names when its endpoints serve different models: every
+        # model that may answer it, so that changing one changes the request's fingerprint (resume, reuse)
+        self.request_model = self.base_url if len(models) > 1 else None
+        self._models = tuple(models)
+
+    def models_of(self, model: str) -> tuple[str, ...]:
+        """The models that may answer a request naming `model`: each endpoint's for `request_model`."""
+        return self._models if self.request_model is not None and model == self.request_model else (model,)
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
         """`listener(line)` hears each time an endpoint is taken out: why, and when it is asked again."""
@@ -306,7 +315,7 @@ class Pooled:
         """`request` with the endpoint's own model (its pool entry's, or the one it serves) where the stage asked the
         pool's default model."""
         own = member.entry.model or member.info.model
-        if own != request.model and request.model in (None, self._members[0].info.model):
+        if own != request.model and request.model in (None, self._members[0].info.model, self.request_model):
             return request.with_model(own)
         return request
 
