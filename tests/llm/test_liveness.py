@@ -13,6 +13,7 @@ from aiohttp import web
 from r3con.config import Settings
 from r3con.errors import ProviderError
 from r3con.llm import build_llm
+from r3con.llm.liveness import Liveness, Silent
 from r3con.llm.types import ChatRequest, Message
 
 from .test_hostile import reply, stub
@@ -114,3 +115,36 @@ async def test_a_busy_endpoint_that_answers_its_probe_keeps_its_call():
         completion = await asyncio.wait_for(llm.complete(ask(1)), 10)
     assert completion.content == "ok" and completion.usage.events == {}
     assert server.answered == 1 and server.probes >= 1, "asked whether it is alive while the call took long"
+
+
+async def test_a_reply_that_came_as_the_endpoint_was_found_lost_is_kept_and_a_callers_cancel_stays_a_cancel():
+    liveness = Liveness(None, first_byte_s=60)
+    gate = asyncio.get_running_loop().create_future()
+
+    async def call() -> str:
+        return await gate
+
+    waiter = asyncio.ensure_future(liveness.watched(call()))
+    await asyncio.sleep(0)  # the call is in flight
+    gate.set_result("ok")  # its reply comes...
+    await asyncio.sleep(0)
+    liveness.lost("stopped answering")  # ...as another call finds the endpoint lost
+    assert await waiter == "ok", "an answered call is never dropped (it would be paid again elsewhere)"
+
+    started = asyncio.Event()
+
+    async def slow() -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "late"
+
+    waiter = asyncio.ensure_future(liveness.watched(slow()))
+    await started.wait()
+    liveness.lost("stopped answering")
+    with pytest.raises(Silent):
+        await waiter
+    waiter = asyncio.ensure_future(liveness.watched(slow()))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter

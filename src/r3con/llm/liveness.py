@@ -16,10 +16,9 @@ waits out (`retry.unavailable`), a probe, never a real call, asking whether it i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from ..errors import ConfigError, ProviderError
@@ -52,6 +51,9 @@ class Liveness:
         self.why = ""  # why it was last found lost
         self._probing = asyncio.Lock()
         self._listeners: list[Callable[[str], None]] = []
+        self._in_flight: dict[object, tuple[asyncio.Task[object], float]] = {}  # calls watched: task, since when
+        self._silenced: set[object] = set()  # calls cancelled because the endpoint was lost
+        self._watchdog: asyncio.Future[None] | None = None
 
     @property
     def fresh_s(self) -> float:
@@ -64,28 +66,55 @@ class Liveness:
 
     async def watched(self, call: Awaitable[T]) -> T:
         """`call`'s result; Silent (the call cancelled) when the endpoint is lost before it comes: it answers no
-        probe after `first_byte_s` without a reply, or another call (or the owner) found it lost."""
-        task = asyncio.ensure_future(call)
-        gone = self.gone
+        probe after `first_byte_s` without a reply, or another call (or the owner) found it lost.
+
+        One watchdog task per endpoint looks at the calls in flight, so a call costs no timer or second task of
+        its own (at thousands of calls a second, those were the harness's CPU). The call runs as a task of its
+        own, which the watchdog cancels: a call whose reply has come is done, and a cancel leaves it so."""
+        call_task = asyncio.ensure_future(call)
+        token = object()
+        self._in_flight[token] = (call_task, self._clock())
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.ensure_future(self._watch())
         try:
-            while True:
-                woken = asyncio.ensure_future(gone.wait())
-                try:
-                    done, _ = await asyncio.wait({task, woken}, timeout=self.first_byte_s,
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
-                if task in done:
-                    result = task.result()
-                    self.answered()
-                    return result
-                if gone.is_set() or not await self.alive():
-                    raise Silent(self.why)
+            result = await call_task
+        except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if token in self._silenced and call_task.cancelled() and not (caller and caller.cancelling()):
+                raise Silent(self.why) from None  # the watchdog ended it, not the caller's own cancel
+            raise
         finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            self._in_flight.pop(token, None)
+            self._silenced.discard(token)
+            if not call_task.done():  # the caller was cancelled: so is its call (whatever it ends with, read)
+                call_task.cancel()
+                call_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self.answered()
+        return result
+
+    async def _watch(self) -> None:
+        """While calls are in flight: each that has waited `first_byte_s` without a reply has the endpoint probed;
+        one the probe does not answer is lost (`lost` cancels every call watched on it)."""
+        while watched := {t: since for t, (_, since) in self._in_flight.items() if t not in self._silenced}:
+            now = self._clock()
+            due = min(watched.values()) + self.first_byte_s
+            if due > now:
+                await asyncio.sleep(due - now)
+                continue
+            waiting = [token for token, since in watched.items() if since + self.first_byte_s <= now]
+            if not await self.alive():
+                self._silence(waiting)  # found lost a moment ago by another: these end too
+                continue
+            for token in waiting:  # busy, not wedged: those calls wait on, asked about again in first_byte_s
+                if token in self._in_flight:
+                    self._in_flight[token] = (self._in_flight[token][0], self._clock())
+
+    def _silence(self, tokens: Iterable[object]) -> None:
+        """End the calls `tokens` watch (each raises Silent in its own task)."""
+        for token in tokens:
+            if token in self._in_flight and token not in self._silenced:
+                self._silenced.add(token)
+                self._in_flight[token][0].cancel()
 
     async def alive(self) -> bool:
         """Whether the endpoint answers a liveness probe (one probe for the calls that ask at once; what it found
@@ -122,6 +151,7 @@ class Liveness:
         self.lost_at = self._clock()
         self.gone.set()
         self.gone = asyncio.Event()
+        self._silence(list(self._in_flight))  # every call it holds ends at once, as Silent
         for listener in list(self._listeners):
             listener(why)
 
