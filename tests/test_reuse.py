@@ -239,3 +239,29 @@ async def test_a_deleted_note_repopulates_only_the_documents_whose_own_selection
     assert {k: d["populate"] for k, d in decisions.items()} == {
         d.key: {"reused": True, "why": "same request"} for d in fewer}, "one selection for all would hold it"
 
+
+def test_the_reuse_record_keeps_of_each_later_read_only_what_the_next_run_needs(tmp_path):
+    """The index lines a read was shown are most of what it was shown, and are not recorded: not kept either."""
+    import gc
+    import weakref
+
+    from r3con.notes.selection import Shown
+    from r3con.pipeline.reuse import ReuseStore
+
+    class Line:  # an index line that says when it is no longer held
+        pass
+
+    docs = documents_from_texts(TEXTS[:3], stable=True)
+    reuse = Reuse("exact", ReuseStore(tmp_path / "reuse.sqlite"), "q", tmp_path / "run", docs)
+    line = Line()
+    held = weakref.ref(line)
+    shown = [Shown(docs[0].key, 2, "selected", (docs[1].key,), (line,), 0, 10, "d", (docs[1].key,))]  # type: ignore[arg-type]
+    notes = {d.key: f"note {d.key}" for d in docs}
+    reuse.decide_relevance([notes, notes], [shown], [frozenset(), frozenset()])
+    del shown, line
+    gc.collect()
+    assert held() is None
+    reuse.finish(None)  # what it keeps still records the reads
+    previous = ReuseStore(tmp_path / "reuse.sqlite").previous("q")
+    assert len(previous.reads) == 2 * len(docs)
+    reuse.close()

@@ -138,6 +138,15 @@ class Previous:
         return self.run_dir is not None
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """Of what a later-round read was shown, what the next run of the question needs: the notes in full, the top."""
+
+    doc: str
+    full: tuple[str, ...]
+    top: tuple[str, ...]
+
+
 class ReuseStore:
     """The SQLite file of the runs' records (`store_path`)."""
 
@@ -321,7 +330,7 @@ class Reuse:
         self.decisions = Decisions(mode, self.previous.run_dir)
         self._layer: Answered | None = None
         self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
-        self._shown: tuple[Sequence[Any], ...] = ()
+        self._shown: tuple[tuple[_Shown, ...], ...] = ()  # per later round, what `finish` records of each read
         self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
         self._populated: tuple[str, ...] = ()
         self._filled: dict[str, Shown] = {}  # per document key, the final notes its population was shown
@@ -431,7 +440,11 @@ class Reuse:
     def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
                          kept: Sequence[frozenset[str]]) -> None:
         """What each read of each round reused, and why it was recomputed otherwise; `finish` records them."""
-        self._rounds, self._shown = tuple(rounds), tuple(shown)
+        # only what `finish` records: the index lines each read was shown are most of a `Shown`, and at
+        # D = 100,000 they would stay for the rest of the run (bench_engine heap)
+        self._rounds = tuple(rounds)
+        self._shown = tuple(tuple(_Shown(s.doc, tuple(s.full), tuple(s.top)) for s in round_shown)
+                            for round_shown in shown) if self.store is not None else ()
         layer = self._layer
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
         every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
