@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_engine.py runs [--sizes 1000,10000] [--chars 600] [--concurrency 16] [--engines local,ray]
     .venv/bin/python bench/bench_engine.py select [--notes 100000,1000000] [--calls 50] [--budget 4000]
+    .venv/bin/python bench/bench_engine.py heap [--size 3000] [--chars 600] [--engine local]
 
 `runs`: D documents of about `--chars` characters (a person, an age, a city and filler), written as D
 files; the scripted server in its own process; `r3con run` in its own process (two relevance rounds,
@@ -18,6 +19,11 @@ BM25, as many in full as the budget takes), timed over `--calls` documents after
 index build seconds, ms of CPU a selection, and the process's peak RSS. Where `bm25s` is installed
 (`pip install bm25s`: BM25 over a sparse matrix, a search index made for many documents), the same
 queries through it, asking for the notes that fill the budget.
+
+`heap`: what the driver holds per document, by who holds it: one run in this process (tracemalloc, one
+frame a block; the scripted server in its own process), snapshots at the end of relevance and at the
+largest traced size (sampled every 2 s), the blocks grouped by the module and line that made them, in
+bytes per document, beside the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -176,6 +182,63 @@ async def select(sizes: list[int], calls: int, budget: int) -> None:
         del notes, docs
 
 
+async def heap(size: int, chars: int, engine: str) -> None:
+    import gc
+    import tracemalloc
+
+    import r3con
+    from r3con.pipeline import method
+
+    root = Path(tempfile.mkdtemp(prefix="bench-heap-"))
+    write_corpus(root / "docs", size, chars)
+    peak: dict[str, object] = {"bytes": 0, "snapshot": None}
+
+    def show(title: str, snapshot: tracemalloc.Snapshot) -> None:
+        every = snapshot.statistics("lineno")
+        code = sum(s.size for s in every if s.traceback[0].filename.startswith("<frozen"))  # imported modules
+        stats = [s for s in every if not s.traceback[0].filename.startswith("<frozen")]
+        total = sum(s.size for s in stats)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        print(f"\n{title}: {total / 2**20:.1f} MiB traced besides {code / 2**20:.1f} MiB of imported code, "
+              f"{total / size:,.0f} B a document; peak RSS {rss:,} MiB")
+        print("| B / document | MiB | blocks | made at |\n|---|---|---|---|")
+        for s in stats[:15]:
+            where = s.traceback[0]
+            name = where.filename.split("site-packages/")[-1].split("src/")[-1]
+            print(f"| {s.size / size:,.0f} | {s.size / 2**20:.1f} | {s.count:,} | {name}:{where.lineno} |")
+
+    async def sample() -> None:
+        while True:
+            await asyncio.sleep(2)
+            if tracemalloc.get_traced_memory()[0] > int(peak["bytes"]):  # type: ignore[call-overload]
+                peak.update(bytes=tracemalloc.get_traced_memory()[0], snapshot=tracemalloc.take_snapshot())
+
+    populate = method._populate
+
+    async def after_relevance(*args: object, **kwargs: object) -> object:
+        gc.collect()
+        show("end of relevance", tracemalloc.take_snapshot())
+        return await populate(*args, **kwargs)  # type: ignore[arg-type]
+
+    method._populate = after_relevance  # type: ignore[assignment]
+    server, base_url = start_server()
+    tracemalloc.start(1)
+    sampler = asyncio.ensure_future(sample())
+    try:
+        corpus = r3con.load_corpus([root / "docs"])
+        settings = r3con.Settings.resolve(env={}, base_url=base_url, out_dir=root / "runs", temperature=0,
+                                          cache_path=root / "c.sqlite", engine=engine, concurrency=16)
+        result = await method.run(TASK, corpus.documents, settings, inputs=corpus.inputs)
+        print(f"\n{result.usage.calls:,} calls; traced peak {tracemalloc.get_traced_memory()[1] / 2**20:.1f} MiB")
+        if peak["snapshot"] is not None:
+            show("largest sampled", peak["snapshot"])  # type: ignore[arg-type]
+    finally:
+        sampler.cancel()
+        server.terminate()
+        server.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,9 +251,15 @@ def main() -> None:
     s.add_argument("--notes", default="100000,1000000")
     s.add_argument("--calls", type=int, default=50)
     s.add_argument("--budget", type=int, default=4000)
+    h = sub.add_parser("heap")
+    h.add_argument("--size", type=int, default=3000)
+    h.add_argument("--chars", type=int, default=600)
+    h.add_argument("--engine", default="local")
     args = parser.parse_args()
     if args.command == "runs":
         runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","))
+    elif args.command == "heap":
+        asyncio.run(heap(args.size, args.chars, args.engine))
     else:
         asyncio.run(select([int(x) for x in args.notes.split(",")], args.calls, args.budget))
 
