@@ -88,6 +88,17 @@ async def test_a_pool_keeps_each_documents_calls_on_one_endpoint_across_rounds_a
     assert sum(e["documents"] for e in usage["by_endpoint"]) == len(PEOPLE)
 
 
+async def _ray_run_under_way(server: FakeLLMServer, tmp_path: Path) -> asyncio.Future:
+    """A Ray run (two calls in flight) started, once the server has answered four relevance calls."""
+    running = asyncio.ensure_future(run(TASK, r3con.documents_from_texts(_texts()),
+                                        _settings(server, tmp_path, "ray", concurrency=2)))
+    deadline = time.monotonic() + 60
+    while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 4:
+        assert not running.done() and time.monotonic() < deadline, "the run made no progress"
+        await asyncio.sleep(0.01)
+    return running
+
+
 async def test_a_worker_killed_mid_round_its_documents_complete_and_no_answered_call_is_paid_twice(
         ray_cluster, tmp_path):
     if not Path("/proc/self/cmdline").exists():
@@ -96,12 +107,7 @@ async def test_a_worker_killed_mid_round_its_documents_complete_and_no_answered_
         reference = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "local"))
     before = _worker_pids()
     with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
-        running = asyncio.ensure_future(run(TASK, r3con.documents_from_texts(_texts()),
-                                            _settings(server, tmp_path, "ray", concurrency=2)))
-        deadline = time.monotonic() + 60
-        while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 4:
-            assert not running.done() and time.monotonic() < deadline, "the run made no progress"
-            await asyncio.sleep(0.01)
+        running = await _ray_run_under_way(server, tmp_path)
         victim = min(_worker_pids() - before)
         os.kill(victim, signal.SIGKILL)
         killed_at = len(server.calls())
@@ -126,12 +132,7 @@ async def test_a_worker_gone_for_good_hands_its_documents_to_the_next(ray_cluste
         reference = await run(TASK, r3con.documents_from_texts(_texts()), _settings(server, tmp_path, "local"))
     before = set(ray.util.list_named_actors())
     with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
-        running = asyncio.ensure_future(run(TASK, r3con.documents_from_texts(_texts()),
-                                            _settings(server, tmp_path, "ray", concurrency=2)))
-        deadline = time.monotonic() + 60
-        while sum(1 for c in server.calls() if c["stage"] == "relevance" and c["status"] == 200) < 4:
-            assert not running.done() and time.monotonic() < deadline, "the run made no progress"
-            await asyncio.sleep(0.01)
+        running = await _ray_run_under_way(server, tmp_path)
         name = min(set(ray.util.list_named_actors()) - before)
         ray.kill(ray.get_actor(name), no_restart=True)  # as a node lost: Ray cannot bring it back
         result = await running

@@ -12,7 +12,7 @@ from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settin
 from ..errors import ConfigError
 from .answered import Answered
 from .batch import Batched
-from .budget import BudgetGuard, CostCap, check_prices, shared_cap, spent_in
+from .budget import BudgetGuard, CostCap, check_prices, shared_cap
 from .cache import CallCache
 from .client import OpenAIChat, request_headers
 from .embeddings import Embedder, open_embedder
@@ -248,9 +248,11 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     """The layers over `opened.base` (or the `remote` workers), top to bottom as `build_llm` lists them."""
     endpoint, concurrency = opened.endpoint, opened.concurrency
     prices = PriceTable.load(settings.prices_file, base_url=endpoint.base_url)
+    log = CallLog(calls_log, detail=settings.log_calls)  # a resumed folder's earlier calls read once, here
+    closing.callback(log.close)
     cap = cap or shared_cap()
     if cap is None and settings.max_cost_usd is not None:
-        cap = CostCap(settings.max_cost_usd, spent_before=spent_in(calls_log))
+        cap = CostCap(settings.max_cost_usd, spent_before=log.summary().usd)
         if cap.spent_usd >= cap.limit_usd:
             raise ConfigError(
                 f"this run folder already spent ${cap.spent_usd:.4f}, which --max-cost ${cap.limit_usd:.4f} "
@@ -294,8 +296,6 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     if not window_was_asked(endpoint.context_window_source):
         stack = near = NearWindow(stack, ledger, endpoint)
     stack = Accounted(stack, ledger, prices)
-    log = CallLog(calls_log, detail=settings.log_calls)
-    closing.callback(log.close)
     stack = Recorded(stack, log)
     stack = Shaped(stack, settings.model_for, default, max_tokens_cap=settings.max_tokens_cap, window=window)
     return LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,

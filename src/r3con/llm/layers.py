@@ -284,7 +284,8 @@ class CallLog:
     def summary(self) -> LogSummary:
         """The calls in the log, this attempt's and a resumed folder's earlier ones: cost, count, timing."""
         with self._lock:
-            return self._summary.copy() if self._summary is not None else LogSummary.of(self.path)
+            self._summary = self._summary or LogSummary.of(self.path)  # read once; the writes add to it
+            return self._summary.copy()
 
     def close(self) -> None:
         with self._lock:
