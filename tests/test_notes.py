@@ -5,9 +5,17 @@ import re
 import numpy as np
 
 import r3con
-from r3con.corpus.documents import documents_from_texts
+from r3con.corpus.documents import Document, documents_from_texts
 from r3con.llm import build_llm
-from r3con.notes.selection import NoteRef, NotesSelector, format_notes, notes_bm25, prefix_order, terms
+from r3con.notes.selection import (
+    FinalNotes,
+    NoteRef,
+    NotesSelector,
+    format_notes,
+    notes_bm25,
+    prefix_order,
+    terms,
+)
 from r3con.pipeline.method import run
 from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, populate
@@ -290,9 +298,11 @@ async def test_a_choice_kept_without_its_text_renders_the_same_text():
         selector = NotesSelector(refs, budget)
         full = await selector.select("Who met in Oslo?", exclude="3")
         kept = await selector.select("Who met in Oslo?", exclude="3", compact=True)
-        assert kept.text == "" and selector.text_of(kept) == full.text
-        assert (kept.shown, kept.indexed, kept.omitted, kept.tokens, kept.full) == (
-            full.shown, full.indexed, full.omitted, full.tokens, full.full)
+        assert (kept.text, kept.full, kept.listed) == ("", (), ())  # its positions alone, while a round is planned
+        again = selector.filled(kept)
+        assert (again.text, again.full, again.listed) == (full.text, full.full, full.listed)
+        assert (kept.shown, kept.indexed, kept.omitted, kept.tokens) == (
+            full.shown, full.indexed, full.omitted, full.tokens)
 
 
 def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes():
@@ -386,3 +396,20 @@ async def test_a_choice_names_the_notes_that_rank_first_whether_or_not_every_not
         assert choice.top == ("1",), "only notes sharing a term with the query, never the read's own"
         assert (await NotesSelector(refs, budget).select(query, top=2)).top[:2] in {("1", "3"), ("3", "1")}
         assert (await NotesSelector(refs, budget).select(query)).top == ()
+
+
+async def test_a_population_choice_kept_as_positions_renders_the_same_text_and_keys():
+    docs = [Document(number=i, title=f"T{i}", text="") for i in range(1, 80)]
+    notes = {d.key: f"Ann Lee met Bob Stone in Oslo on day {d.number}; the ship {d.number % 7} sailed." for d in docs}
+    notes["5"] = ""  # a document without a note is shown the first part alone
+    for budget in (None, 300):
+        final = await FinalNotes.of("Who met in Oslo?", docs, notes, budget)
+        assert final.per_document == (budget is not None)
+        for key in ("1", "5", "40"):
+            whole = await final.for_document(key)
+            kept = await final.for_document(key, compact=True)
+            again = final.filled(kept)
+            assert (again.text, again.full, again.listed, again.tokens) == (
+                whole.text, whole.full, whole.listed, whole.tokens), (budget, key)
+            if kept.picks is not None and whole.listed:
+                assert kept.listed == ()  # no keys held while the stage is planned

@@ -240,8 +240,9 @@ async def test_a_deleted_note_repopulates_only_the_documents_whose_own_selection
         d.key: {"reused": True, "why": "same request"} for d in fewer}, "one selection for all would hold it"
 
 
-def test_the_reuse_record_keeps_of_each_later_read_only_what_the_next_run_needs(tmp_path):
-    """The index lines a read was shown are most of what it was shown, and are not recorded: not kept either."""
+def test_the_reuse_record_holds_nothing_of_what_each_later_read_was_shown(tmp_path):
+    """What a read was shown (most of what a run would hold a document) goes to the record once the relevance
+    rounds are decided, and is not held for the rest of the run."""
     import gc
     import weakref
 
@@ -251,17 +252,22 @@ def test_the_reuse_record_keeps_of_each_later_read_only_what_the_next_run_needs(
     class Line:  # an index line that says when it is no longer held
         pass
 
+    class Key(str):  # a key of a note shown in full, likewise
+        pass
+
     docs = documents_from_texts(TEXTS[:3], stable=True)
     reuse = Reuse("exact", ReuseStore(tmp_path / "reuse.sqlite"), "q", tmp_path / "run", docs)
-    line = Line()
-    held = weakref.ref(line)
-    shown = [Shown(docs[0].key, 2, "selected", (docs[1].key,), (line,), 0, 10, "d", (docs[1].key,))]  # type: ignore[arg-type]
+    line, key = Line(), Key(docs[1].key)
+    held = [weakref.ref(line), weakref.ref(key)]
+    shown = [Shown(docs[0].key, 2, "selected", (key,), (line,), 0, 10, "d", (docs[1].key,))]  # type: ignore[arg-type]
     notes = {d.key: f"note {d.key}" for d in docs}
     reuse.decide_relevance([notes, notes], [shown], [frozenset(), frozenset()])
-    del shown, line
+    del shown, line, key
     gc.collect()
-    assert held() is None
-    reuse.finish(None)  # what it keeps still records the reads
+    assert [ref() for ref in held] == [None, None]
+    assert ReuseStore(tmp_path / "reuse.sqlite").previous("q").reads == {}, "read once the run is finished"
+    reuse.finish(None)
     previous = ReuseStore(tmp_path / "reuse.sqlite").previous("q")
     assert len(previous.reads) == 2 * len(docs)
+    assert previous.reads[(2, reuse.content[docs[0].key])].full == {(reuse.content[docs[1].key], note_digest(f"note {docs[1].key}"))}
     reuse.close()

@@ -308,8 +308,7 @@ class NotesSelector:
         if not count or budget is None or full <= budget:
             every = _Picks(_NONE, _NONE, 0, every_but=pos, every=True)
             return NotesChoice(self._render(every) if render else "", shown=count, indexed=0, tokens=full,
-                               full=tuple(r.label for i, r in enumerate(self.refs) if i != pos), picks=every,
-                               top=first)
+                               full=self.keys_of(every)[0] if render else (), picks=every, top=first)
         scores = await self._scores(query) if scores is None else scores
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
@@ -329,9 +328,9 @@ class NotesSelector:
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
         in_order = sorted(shown)
         picks = _Picks(np.array(in_order, dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
+        full_keys, listed = self.keys_of(picks) if render else ((), ())
         return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed),
-                           omitted=omitted, tokens=tokens, full=tuple(self.refs[i].label for i in in_order),
-                           listed=tuple(self.refs[i].label for i in indexed), picks=picks, top=first)
+                           omitted=omitted, tokens=tokens, full=full_keys, listed=listed, picks=picks, top=first)
 
     def _first(self, scores: np.ndarray, pos: int | None, k: int) -> tuple[str, ...]:
         """The keys of the `k` notes that rank first by `scores` (without position `pos`), by the ranking the
@@ -342,12 +341,23 @@ class NotesSelector:
         return tuple(self.refs[i].label for i in picked)
 
     def compact(self, choice: NotesChoice) -> NotesChoice:
-        """`choice` without its text (kept small while a round's other calls are planned); `text_of` renders it."""
-        return replace(choice, text="") if choice.picks is not None else choice
+        """`choice` kept small while a round's other calls are planned: its positions (`picks`) alone, without
+        its text and the keys it shows (at D = 100,000, a planned read's keys held 1.5 KB); `filled` restores them."""
+        return replace(choice, text="", full=(), listed=()) if choice.picks is not None else choice
 
-    def text_of(self, choice: NotesChoice) -> str:
-        """The notes text of `choice`, rendered again when `compact` left it out."""
-        return choice.text if choice.text or choice.picks is None else self._render(choice.picks)
+    def filled(self, choice: NotesChoice) -> NotesChoice:
+        """`choice` with its text and keys, rendered again from its positions when `compact` left them out."""
+        if choice.text or choice.picks is None:
+            return choice
+        full, listed = self.keys_of(choice.picks)
+        return replace(choice, text=self._render(choice.picks), full=full, listed=listed)
+
+    def keys_of(self, picks: _Picks) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The keys of the notes `picks` shows in full, and of those it shows as index lines."""
+        if picks.every:
+            return tuple(r.label for i, r in enumerate(self.refs) if i != picks.every_but), ()
+        return (tuple(self.refs[i].label for i in picks.full.tolist()),
+                tuple(self.refs[i].label for i in picks.index.tolist()))
 
     def _render(self, picks: _Picks) -> str:
         if picks.every:
@@ -600,11 +610,16 @@ class FinalNotes:
             return head.alone(len(head.rest.refs))
         return head.joined(await head.rest.select(self.query(key), budget=head.budget, compact=compact))
 
-    def text_of(self, choice: NotesChoice) -> str:
-        """The text of a population choice, rendered again when `for_document(compact=True)` left it out."""
-        if choice.text or self._head is None:
-            return choice.text
-        return "\n".join(t for t in (self._head.text, self._head.rest.text_of(choice)) if t)
+    def filled(self, choice: NotesChoice) -> NotesChoice:
+        """A population choice with its text and keys, rendered again when `for_document(compact=True)` left
+        them out (its positions are the head's `rest`'s)."""
+        head = self._head
+        if choice.text or choice.picks is None:
+            return choice
+        if head is None:
+            return self.selector.filled(choice)
+        tail = head.rest.filled(choice)
+        return replace(tail, text="\n".join(t for t in (head.text, tail.text) if t), full=head.keys + tail.full)
 
     def summary(self) -> dict[str, Any]:
         """How the final notes were chosen, for the manifest."""

@@ -138,15 +138,6 @@ class Previous:
         return self.run_dir is not None
 
 
-@dataclass(frozen=True)
-class _Shown:
-    """Of what a later-round read was shown, what the next run of the question needs: the notes in full, the top."""
-
-    doc: str
-    full: tuple[str, ...]
-    top: tuple[str, ...]
-
-
 class ReuseStore:
     """The SQLite file of the runs' records (`store_path`)."""
 
@@ -236,24 +227,35 @@ class ReuseStore:
             raise
         db.execute("COMMIT")
 
-    def finish(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
-                                                  Sequence[tuple[str, str]], Sequence[str]]],
-               records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]], Mapping[str, Any] | None]],
-               schema: Mapping[str, Any] | None) -> None:
-        """The run's reads (round, content, source, note, shown in full, refs, top), records (content, final
-        note, records, and the final notes its population was shown when chosen per document with a digest
-        of their text, as {"notes": [...], "digest": ...}, or None) and schema, in one transaction; then the
-        run counts as finished."""
+    def reads(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
+                                                 Sequence[tuple[str, str]], Sequence[str]]]) -> None:
+        """The run's reads (round, content, source, note, shown in full, refs, top), written once its relevance
+        is decided (then nothing of them is held) and read once the run is finished; any the run wrote
+        before are replaced."""
         with self._transaction() as db:
-            self._write_calls(db)
+            db.execute("DELETE FROM reads WHERE run = ?", (run,))
             db.executemany("INSERT INTO reads (run, round, content, source, note, full, refs, top) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)), json.dumps(sorted(top)))
                             for r, c, s, n, full, refs, top in reads))
+
+    def records(self, run: int, records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]],
+                                                         Mapping[str, Any] | None]]) -> None:
+        """The run's records (content, final note, records, and the final notes its population was shown when
+        chosen per document with a digest of their text, as {"notes": [...], "digest": ...}, or None), written
+        once its population is decided; any the run wrote before are replaced."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM records WHERE run = ?", (run,))
             db.executemany("INSERT INTO records (run, content, final_note, records, shown) VALUES (?, ?, ?, ?, ?)",
                            ((run, c, n, json.dumps(list(rows), ensure_ascii=False),
                              json.dumps(shown if shown is not None else []))
                             for c, n, rows, shown in records))
+
+    def finish(self, run: int, schema: Mapping[str, Any] | None) -> None:
+        """The run's last calls and `schema`, in one transaction; then the run counts as finished (its reads
+        and records, written as they were decided, are read from then on)."""
+        with self._transaction() as db:
+            self._write_calls(db)
             if schema is not None:
                 db.execute("INSERT INTO schemas VALUES (?, ?)", (run, json.dumps(schema, ensure_ascii=False)))
             db.execute("UPDATE runs SET finished = 1 WHERE id = ?", (run,))
@@ -329,11 +331,6 @@ class Reuse:
         self._numbers = set(self.previous.sources.values())
         self.decisions = Decisions(mode, self.previous.run_dir)
         self._layer: Answered | None = None
-        self._rounds: tuple[Mapping[str, str], ...] = ()  # what the run produced, for `finish`
-        self._shown: tuple[tuple[_Shown, ...], ...] = ()  # per later round, what `finish` records of each read
-        self._tables: Mapping[str, Sequence[Mapping[str, Any]]] = {}
-        self._populated: tuple[str, ...] = ()
-        self._filled: dict[str, Shown] = {}  # per document key, the final notes its population was shown
         self._finals_differ: bool | None = None  # `_finals_changed`, once compared
 
     @classmethod
@@ -439,12 +436,8 @@ class Reuse:
 
     def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
                          kept: Sequence[frozenset[str]]) -> None:
-        """What each read of each round reused, and why it was recomputed otherwise; `finish` records them."""
-        # only what `finish` records: the index lines each read was shown are most of a `Shown`, and at
-        # D = 100,000 they would stay for the rest of the run (bench_engine heap)
-        self._rounds = tuple(rounds)
-        self._shown = tuple(tuple(_Shown(s.doc, tuple(s.full), tuple(s.top)) for s in round_shown)
-                            for round_shown in shown) if self.store is not None else ()
+        """What each read of each round reused, and why it was recomputed otherwise; the reads are written to the
+        record at once (what each was shown is most of what a run would hold a document: bench_engine heap)."""
         layer = self._layer
         shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
         every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
@@ -477,12 +470,37 @@ class Reuse:
                     else:
                         why = "request changed (placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why, top)
+        if self.store is not None:
+            self.store.reads(self.run, self._reads(rounds, shown_full, top_of))
+
+    def _reads(self, rounds: Sequence[Mapping[str, str]], shown_full: Sequence[Mapping[str, tuple[str, ...]]],
+               top_of: Sequence[Mapping[str, tuple[str, ...]]]) -> Iterator[
+                   tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
+        """The reads as the record keeps them, one at a time as the store writes them: at D = 100,000 the
+        notes each read was shown in full are millions of pairs, too many to hold at once."""
+        content = self.content
+        by_key = {p.key: p for p in self.parts}
+        for r, notes in enumerate(rounds, start=1):
+            full_of = shown_full[r - 2] if 2 <= r <= len(shown_full) + 1 else {}
+            tops = top_of[r - 2] if 2 <= r <= len(top_of) + 1 else {}
+            digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
+            for entry in round_entries(self.parts, notes):
+                key = entry["doc"]
+                full = []
+                for k in full_of.get(key, ()):
+                    if k not in digests:
+                        digests[k] = note_digest(rounds[r - 2].get(k, ""))
+                    full.append((content[k], digests[k]))
+                named = [(content[k], k) for k in entry["refs"] if k in content]
+                top = [content[k] for k in tops.get(key, ()) if k in content]
+                # the `source` column holds the document's identity, its number (`corpus.document_numbers`)
+                yield r, content[key], str(by_key[key].number), entry["note"], full, named, top
 
     def decide_populate(self, filled: PopulateResult, final: Mapping[str, str], schema: Mapping[str, Any]) -> None:
-        """What each document's population reused, and why it was recomputed otherwise; `finish` records
-        the records of the documents populated, and the final notes each was shown (chosen per document)."""
-        self._tables, self._populated = filled.tables, tuple(filled.per_doc)
-        self._filled = {s.doc: s for s in filled.shown}
+        """What each document's population reused, and why it was recomputed otherwise; the records of the
+        documents populated, and the final notes each was shown (chosen per document), are written to the
+        record at once."""
+        shown = {s.doc: s for s in filled.shown}
         layer = self._layer
         for doc in self.parts:
             if doc.key not in filled.per_doc:
@@ -495,9 +513,27 @@ class Reuse:
                 self.decisions.note(doc.key, "populate", True, "same request")
                 continue
             why = self._why_new(doc) if self.previous.found else "no earlier run"
-            self.decisions.note(doc.key, "populate", False, why or self._why_populated(doc, final, schema))
+            self.decisions.note(doc.key, "populate", False, why or self._why_populated(doc, final, schema, shown))
+        if self.store is not None:
+            self.store.records(self.run, self._records(filled, final, shown))
 
-    def _why_populated(self, doc: Document, final: Mapping[str, str], schema: Mapping[str, Any]) -> str:
+    def _records(self, filled: PopulateResult, final: Mapping[str, str], shown: Mapping[str, Shown]) -> Iterator[
+            tuple[str, str, list[dict[str, Any]], dict[str, Any] | None]]:
+        """The records as the record keeps them: per document populated, its content, final note, records and
+        the final notes it was shown when chosen per document."""
+        per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        for name, rows in filled.tables.items():
+            for row in rows:
+                key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
+                per_doc.setdefault(key, []).append((name, row))
+        content = self.content
+        for k in filled.per_doc:
+            yield (content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])],
+                   {"notes": sorted(self._population_notes(shown[k], final)), "digest": shown[k].digest}
+                   if k in shown else None)
+
+    def _why_populated(self, doc: Document, final: Mapping[str, str], schema: Mapping[str, Any],
+                       filled: Mapping[str, Shown]) -> str:
         """Why a document an earlier run populated was populated again: its final note, the schema, or the
         final notes it was shown (its own selection, or every note) changed."""
         content = self.content[doc.key]
@@ -508,7 +544,7 @@ class Reuse:
             return "final note changed"
         if self.previous.schema is not None and dict(self.previous.schema) != dict(schema):
             return "schema changed"
-        shown, before = self._filled.get(doc.key), self.previous.shown.get(content)
+        shown, before = filled.get(doc.key), self.previous.shown.get(content)
         if shown is not None or before is not None:
             if shown is None or before is None or self._population_notes(shown, final) != before[0]:
                 return "notes shown changed"
@@ -541,44 +577,10 @@ class Reuse:
                 "prompt_tokens_reused": layer.replayed_usage.prompt_tokens if layer else 0}
 
     def finish(self, schema: Mapping[str, Any] | None) -> None:
-        """The run's reads (with the notes each was shown in full and the documents its note names), the
-        records of the documents populated, and `schema`, for the next run of the question."""
-        if self.store is None:
-            return
-        rounds, shown, tables, populated = self._rounds, self._shown, self._tables, self._populated
-        content = self.content
-        by_key = {p.key: p for p in self.parts}
-
-        def reads() -> Iterator[tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
-            # one read at a time, as the store writes them: at D = 100,000 the notes each read was shown
-            # in full are millions of pairs, too many to hold at once
-            for r, notes in enumerate(rounds, start=1):
-                full_of = {s.doc: s.full for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
-                top_of = {s.doc: s.top for s in shown[r - 2]} if 2 <= r <= len(shown) + 1 else {}
-                digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
-                for entry in round_entries(self.parts, notes):
-                    key = entry["doc"]
-                    full = []
-                    for k in full_of.get(key, ()):
-                        if k not in digests:
-                            digests[k] = note_digest(rounds[r - 2].get(k, ""))
-                        full.append((content[k], digests[k]))
-                    named = [(content[k], k) for k in entry["refs"] if k in content]
-                    top = [content[k] for k in top_of.get(key, ()) if k in content]
-                    # the `source` column holds the document's identity, its number (`corpus.document_numbers`)
-                    yield r, content[key], str(by_key[key].number), entry["note"], full, named, top
-
-        per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
-        for name, rows in tables.items():
-            for row in rows:
-                key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
-                per_doc.setdefault(key, []).append((name, row))
-        final = rounds[-1] if rounds else {}
-        filled = self._filled
-        records = ((content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])],
-                    {"notes": sorted(self._population_notes(filled[k], final)), "digest": filled[k].digest}
-                    if k in filled else None) for k in populated)
-        self.store.finish(self.run, reads(), records, schema)
+        """The run finished: its `schema` to the record, and the run with it, for the next run of the question
+        (its reads and records were written as they were decided)."""
+        if self.store is not None:
+            self.store.finish(self.run, schema)
 
     def close(self) -> None:
         if self.store is not None:

@@ -360,5 +360,5 @@ async def _choices(final: FinalNotes | None, docs: Sequence[Document]) -> dict[s
 
 
 def _rendered(final: FinalNotes, choice: NotesChoice) -> NotesChoice:
-    """`choice` with its text, rendered as its call goes out."""
-    return replace(choice, text=final.text_of(choice))
+    """`choice` with its text and keys, rendered as its call goes out."""
+    return final.filled(choice)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..corpus.documents import Document
@@ -167,7 +167,7 @@ class _Round:
         top = self.options.top
         choices = [await selector.select(self._query(d), exclude=d.key, compact=True, top=top)
                    for d in readers[:1]]  # ranks once
-        for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept without their text: rendered when the call goes out
+        for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept as positions: rendered when the call goes out
             choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True, top=top)
                                               for d in readers[at:at + _PLANNED_AT_ONCE]))
         shared = []
@@ -206,7 +206,7 @@ class _Round:
         """One call; when it is too long for the window, again with half the notes, down to none."""
         doc, selector = call.doc, self.selector
         planned = self.choices.pop(doc.key, None)  # kept without its text while the round was planned
-        first = None if planned is None or selector is None else replace(planned, text=selector.text_of(planned))
+        first = None if planned is None or selector is None else selector.filled(planned)
         top = first.top if first is not None else ()
         if self.options.keep is not None:
             ranked = None if first is None else {k: (self.previous or {})[k] for k in top}
