@@ -1,4 +1,5 @@
 import math
+from collections import Counter
 
 from r3con.notes.retrieval import (
     BM25,
@@ -8,6 +9,7 @@ from r3con.notes.retrieval import (
     tokenize,
     within_budget,
 )
+from r3con.notes.selection import terms
 
 
 def test_tokenize_lowercases_words_and_splits_cjk_characters():
@@ -62,3 +64,46 @@ def test_queries_sharing_a_first_line_score_as_if_each_were_scored_alone():
                   "Where is Bergen?\nCara"):
         alone = BM25(texts, tokenize=terms, distinct_query_terms=True)
         assert shared.scores(query) == alone.scores(query)
+
+
+def _per_term_scores(texts, query, k1, b, distinct):
+    """BM25 one term at a time, as the index was built before its postings were flat: each term's weights
+    in an array of its own, added per query term in the query's order."""
+    import numpy as np
+
+    counts = [Counter(terms(t)) for t in texts]
+    lengths = np.array([sum(c.values()) for c in counts], dtype=float)
+    norm = k1 * (1 - b + b * lengths / float(lengths.mean()))
+    postings: dict[str, tuple[list[int], list[float]]] = {}
+    for i, c in enumerate(counts):
+        for term, n in c.items():
+            postings.setdefault(term, ([], []))[0].append(i)
+            postings[term][1].append(float(n))
+    total = np.zeros(len(texts))
+    asked = Counter(terms(query))
+    for term, qf in (dict.fromkeys(asked, 1) if distinct else asked).items():
+        if term in postings:
+            idx, tf = np.array(postings[term][0]), np.array(postings[term][1])
+            idf = math.log(1 + (len(texts) - len(idx) + 0.5) / (len(idx) + 0.5))
+            weights = idf * tf * (k1 + 1) / (tf + norm[idx])
+            total[idx] += weights if distinct else qf * weights
+    return total
+
+
+def test_bm25_scores_equal_those_of_one_term_at_a_time_to_the_bit():
+    import random
+
+    import numpy as np
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(300)] + ["港口", "船"]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 40))) for _ in range(500)]
+    queries = [" ".join(rng.choices(words, k=12)) for _ in range(20)] + ["w1 w1 w1 w2", "nothing here"]
+    for distinct in (False, True):
+        index = BM25(texts, k1=1.2, tokenize=terms, distinct_query_terms=distinct)
+        stored = BM25.from_counts([Counter(terms(t)) for t in texts], k1=1.2, tokenize=terms,
+                                  distinct_query_terms=distinct)
+        for query in queries:
+            want = _per_term_scores(texts, query, 1.2, 0.75, distinct)
+            assert np.array_equal(index.score_array(query), want) and np.array_equal(stored.score_array(query), want)
+    assert BM25([], tokenize=terms).scores("w1") == []
