@@ -413,3 +413,27 @@ async def test_a_population_choice_kept_as_positions_renders_the_same_text_and_k
                 whole.text, whole.full, whole.listed, whole.tokens), (budget, key)
             if kept.picks is not None and whole.listed:
                 assert kept.listed == ()  # no keys held while the stage is planned
+
+
+def test_a_shown_log_gives_back_each_entry_by_document_and_in_the_order_asked_and_its_file_goes_with_it():
+    import gc
+
+    from r3con.notes.selection import Shown
+    from r3con.notes.shown import ShownLog
+
+    def shown(doc: str, why: str = "selected") -> Shown:
+        return Shown(doc, 2, why, (f"{doc}1", "Ünïcode"), ("9",), 3, 120, "abc", ("9",) if doc == "2" else ())
+
+    log = ShownLog()
+    for doc in ("3", "1", "2"):  # as the calls are answered
+        log.add(shown(doc))
+    log.add(shown("1", "refit"))  # a later entry replaces the first
+    log.order(["1", "2", "3", "4"])  # corpus order; 4 has none
+    assert [s.doc for s in log] == ["1", "2", "3"] and len(log) == 3 and "4" not in log
+    assert log.get("1") == shown("1", "refit") and log.get("2") == shown("2") and log.get("4") is None
+    assert [json.loads(line) for line in log.lines()] == [shown(d, "refit" if d == "1" else "selected").to_dict()
+                                                         for d in ("1", "2", "3")]
+    file = log._file
+    del log
+    gc.collect()
+    assert file.closed  # with the log (an unnamed file: nothing is left on disk)

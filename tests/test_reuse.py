@@ -240,34 +240,25 @@ async def test_a_deleted_note_repopulates_only_the_documents_whose_own_selection
         d.key: {"reused": True, "why": "same request"} for d in fewer}, "one selection for all would hold it"
 
 
-def test_the_reuse_record_holds_nothing_of_what_each_later_read_was_shown(tmp_path):
-    """What a read was shown (most of what a run would hold a document) goes to the record once the relevance
-    rounds are decided, and is not held for the rest of the run."""
-    import gc
-    import weakref
-
+def test_the_reuse_record_takes_each_later_reads_notes_when_relevance_is_decided(tmp_path):
+    """What a read was shown (most of what a run would hold a document) is written to the record once the
+    relevance rounds are decided, and is not needed after: the round's log may go."""
     from r3con.notes.selection import Shown
+    from r3con.notes.shown import ShownLog
     from r3con.pipeline.reuse import ReuseStore
-
-    class Line:  # an index line that says when it is no longer held
-        pass
-
-    class Key(str):  # a key of a note shown in full, likewise
-        pass
 
     docs = documents_from_texts(TEXTS[:3], stable=True)
     reuse = Reuse("exact", ReuseStore(tmp_path / "reuse.sqlite"), "q", tmp_path / "run", docs)
-    line, key = Line(), Key(docs[1].key)
-    held = [weakref.ref(line), weakref.ref(key)]
-    shown = [Shown(docs[0].key, 2, "selected", (key,), (line,), 0, 10, "d", (docs[1].key,))]  # type: ignore[arg-type]
+    log = ShownLog()
+    log.add(Shown(docs[0].key, 2, "selected", (docs[1].key,), (docs[2].key,), 0, 10, "d", (docs[1].key,)))
     notes = {d.key: f"note {d.key}" for d in docs}
-    reuse.decide_relevance([notes, notes], [shown], [frozenset(), frozenset()])
-    del shown, line, key
-    gc.collect()
-    assert [ref() for ref in held] == [None, None]
+    reuse.decide_relevance([notes, notes], [log.order(d.key for d in docs)], [frozenset(), frozenset()])
+    log.close()
     assert ReuseStore(tmp_path / "reuse.sqlite").previous("q").reads == {}, "read once the run is finished"
     reuse.finish(None)
     previous = ReuseStore(tmp_path / "reuse.sqlite").previous("q")
     assert len(previous.reads) == 2 * len(docs)
-    assert previous.reads[(2, reuse.content[docs[0].key])].full == {(reuse.content[docs[1].key], note_digest(f"note {docs[1].key}"))}
+    first, second = (reuse.content[d.key] for d in docs[:2])
+    assert previous.reads[(2, first)].full == {(second, note_digest(f"note {docs[1].key}"))}
+    assert previous.reads[(2, second)].full == frozenset(), "a read with nothing logged was shown nothing in full"
     reuse.close()

@@ -189,6 +189,12 @@ class Shown:
         return cls(doc, round_no, why, choice.full, choice.listed, choice.omitted, choice.tokens, text_digest(text),
                    top)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Shown:
+        """A `Shown` as `to_dict` wrote it."""
+        return cls(data["doc"], data["round"], data["why"], tuple(data["full"]), tuple(data["listed"]), data["omitted"],
+                   data["tokens"], data["digest"], tuple(data.get("top", ())))
+
     def to_dict(self) -> dict[str, Any]:
         out = {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
                "listed": list(self.listed), "omitted": self.omitted, "tokens": self.tokens, "digest": self.digest}

@@ -104,8 +104,7 @@ class RunRecord:
         for i, notes in enumerate(result.rounds, start=1):
             self.run_dir.write_json(f"notes/round-{i}.json", round_entries(parts, notes))
         for i, shown in enumerate(result.shown, start=2):
-            self.run_dir.write_text(f"notes/shown-{i}.jsonl", (
-                json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in shown))
+            self.run_dir.write_text(f"notes/shown-{i}.jsonl", shown.lines())
 
     def final_notes(self, final: FinalNotes) -> None:
         self.manifest["notes_selection"]["final"] = final.summary()
@@ -126,8 +125,7 @@ class RunRecord:
         self.llm.count("populate", {"json_repaired": filled.repaired, "reasks": filled.reasked})
         self.run_dir.write_json_rows("records.json", filled.tables)
         if filled.shown:  # the final notes chosen per document: what each population call was shown
-            self.run_dir.write_text("notes/shown-populate.jsonl", (
-                json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in filled.shown))
+            self.run_dir.write_text("notes/shown-populate.jsonl", filled.shown.lines())
         self.manifest["evidence_stats"] = filled.evidence.to_dict()
         if filled.dropped:  # --unverified drop: listed, never silently lost
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))

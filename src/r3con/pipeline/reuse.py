@@ -46,6 +46,7 @@ from ..llm.answered import Answered
 from ..llm.cache import CallCache
 from ..llm.types import LLM, Completion
 from ..notes.selection import Shown, round_entries
+from ..notes.shown import ShownLog
 from ..stages.populate import PopulateResult
 
 Tables = Mapping[str, list[dict[str, Any]]]  # a document's records per table
@@ -434,20 +435,20 @@ class Reuse:
             return None
         return "changed document" if str(doc.number) in self._numbers else "new document"
 
-    def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[Sequence[Any]],
+    def decide_relevance(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[ShownLog],
                          kept: Sequence[frozenset[str]]) -> None:
         """What each read of each round reused, and why it was recomputed otherwise; the reads are written to the
-        record at once (what each was shown is most of what a run would hold a document: bench_engine heap)."""
+        record at once. What each later-round read was shown (`shown`, per round from the second) is read back
+        one read at a time: all of it at once would be most of what a run holds a document (bench_engine heap)."""
         layer = self._layer
-        shown_full = [{s.doc: tuple(s.full) for s in round_shown} for round_shown in shown]
-        every = [{s.doc for s in round_shown if s.why == "every note"} for round_shown in shown]
-        top_of = [{s.doc: s.top for s in round_shown} for round_shown in shown]
         for r, notes in enumerate(rounds, start=1):
             stage = f"relevance-{r}"
+            log = shown[r - 2] if 2 <= r <= len(shown) + 1 else None
             for doc in self.parts:
                 if doc.key not in notes:
                     continue
-                top = top_of[r - 2].get(doc.key, ()) if 2 <= r <= len(top_of) + 1 else ()
+                seen = log.get(doc.key) if log is not None else None
+                top = seen.top if seen is not None else ()
                 if r - 1 < len(kept) and doc.key in kept[r - 1]:
                     self.decisions.note(doc.key, stage, True, "kept: same document" if r == 1 else
                                         f"kept: no new or changed note among its top {TOP}", top)
@@ -461,38 +462,37 @@ class Reuse:
                     why = self._reasons[(doc.key, r)]
                 elif why is None:
                     earlier = self.previous.reads.get((r, self.content[doc.key]))
-                    full = shown_full[r - 2].get(doc.key, ()) if r >= 2 and r - 2 < len(shown_full) else ()
+                    full = seen.full if seen is not None else ()
                     if earlier is None:
                         why = "no earlier read in this round"
                     elif r >= 2 and self._identities({k: rounds[r - 2].get(k, "") for k in full}) != earlier.full:
-                        why = ("every note is shown, and the notes changed" if doc.key in every[r - 2]
-                               else "notes shown changed")
+                        why = ("every note is shown, and the notes changed" if seen is not None and
+                               seen.why == "every note" else "notes shown changed")
                     else:
                         why = "request changed (placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why, top)
         if self.store is not None:
-            self.store.reads(self.run, self._reads(rounds, shown_full, top_of))
+            self.store.reads(self.run, self._reads(rounds, shown))
 
-    def _reads(self, rounds: Sequence[Mapping[str, str]], shown_full: Sequence[Mapping[str, tuple[str, ...]]],
-               top_of: Sequence[Mapping[str, tuple[str, ...]]]) -> Iterator[
-                   tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
+    def _reads(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[ShownLog]) -> Iterator[
+            tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
         """The reads as the record keeps them, one at a time as the store writes them: at D = 100,000 the
         notes each read was shown in full are millions of pairs, too many to hold at once."""
         content = self.content
         by_key = {p.key: p for p in self.parts}
         for r, notes in enumerate(rounds, start=1):
-            full_of = shown_full[r - 2] if 2 <= r <= len(shown_full) + 1 else {}
-            tops = top_of[r - 2] if 2 <= r <= len(top_of) + 1 else {}
+            log = shown[r - 2] if 2 <= r <= len(shown) + 1 else None
             digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
             for entry in round_entries(self.parts, notes):
                 key = entry["doc"]
+                seen = log.get(key) if log is not None else None
                 full = []
-                for k in full_of.get(key, ()):
+                for k in seen.full if seen is not None else ():
                     if k not in digests:
                         digests[k] = note_digest(rounds[r - 2].get(k, ""))
                     full.append((content[k], digests[k]))
                 named = [(content[k], k) for k in entry["refs"] if k in content]
-                top = [content[k] for k in tops.get(key, ()) if k in content]
+                top = [content[k] for k in (seen.top if seen is not None else ()) if k in content]
                 # the `source` column holds the document's identity, its number (`corpus.document_numbers`)
                 yield r, content[key], str(by_key[key].number), entry["note"], full, named, top
 
@@ -500,7 +500,7 @@ class Reuse:
         """What each document's population reused, and why it was recomputed otherwise; the records of the
         documents populated, and the final notes each was shown (chosen per document), are written to the
         record at once."""
-        shown = {s.doc: s for s in filled.shown}
+        shown = filled.shown
         layer = self._layer
         for doc in self.parts:
             if doc.key not in filled.per_doc:
@@ -517,7 +517,7 @@ class Reuse:
         if self.store is not None:
             self.store.records(self.run, self._records(filled, final, shown))
 
-    def _records(self, filled: PopulateResult, final: Mapping[str, str], shown: Mapping[str, Shown]) -> Iterator[
+    def _records(self, filled: PopulateResult, final: Mapping[str, str], shown: ShownLog) -> Iterator[
             tuple[str, str, list[dict[str, Any]], dict[str, Any] | None]]:
         """The records as the record keeps them: per document populated, its content, final note, records and
         the final notes it was shown when chosen per document."""
@@ -528,12 +528,13 @@ class Reuse:
                 per_doc.setdefault(key, []).append((name, row))
         content = self.content
         for k in filled.per_doc:
+            seen = shown.get(k)
             yield (content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])],
-                   {"notes": sorted(self._population_notes(shown[k], final)), "digest": shown[k].digest}
-                   if k in shown else None)
+                   {"notes": sorted(self._population_notes(seen, final)), "digest": seen.digest}
+                   if seen is not None else None)
 
     def _why_populated(self, doc: Document, final: Mapping[str, str], schema: Mapping[str, Any],
-                       filled: Mapping[str, Shown]) -> str:
+                       filled: ShownLog) -> str:
         """Why a document an earlier run populated was populated again: its final note, the schema, or the
         final notes it was shown (its own selection, or every note) changed."""
         content = self.content[doc.key]

@@ -30,6 +30,7 @@ from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
 from ..notes.selection import FinalNotes, NotesChoice, Shown, fitting
+from ..notes.shown import ShownLog
 from ..prompts.render import render
 from ..results import Failure
 from ..tokens import estimate_tokens
@@ -55,7 +56,7 @@ class PopulateResult:
     shared_first: int = 0  # documents whose call put the shared instructions before the document
     dropped: tuple[Mapping[str, Any], ...] = ()  # unverified records left out (--unverified drop)
     evidence: EvidenceStats = EvidenceStats()
-    shown: tuple[Shown, ...] = ()  # per document (corpus order), the final notes it was shown, when chosen per document
+    shown: ShownLog = field(default_factory=ShownLog)  # per document (corpus order), the final notes it was shown, when chosen per document
 
     @property
     def total(self) -> int:
@@ -291,15 +292,20 @@ async def populate(
     shared = Shared(form.tokens + common.tokens) if final is None else _shared(form, final)
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
+    log = ShownLog()  # what each answered call was shown, on disk until the stage's record is written
+
     async def one(call: CallPlan) -> _DocRecords:
         first = common if choices is None or final is None else _rendered(final, choices.pop(call.doc.key))
         earlier = options.keep(call.doc) if options.keep is not None else None
         if earlier is not None:
+            if choices is not None:
+                log.add(Shown.of(call.doc.key, 0, first, first.text))
             return _DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
-                               repaired=False, reasks=0, kept=True, shown=None if choices is None else
-                               Shown.of(call.doc.key, 0, first, first.text))
+                               repaired=False, reasks=0, kept=True)
         done = await populate_document(llm, task, form, call, first, options, final)
-        return replace(done, conversation=())  # its prompt is not kept for every document until the stage ends
+        if done.shown is not None:
+            log.add(done.shown)
+        return replace(done, conversation=(), shown=None)  # neither is kept for every document until the stage ends
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
@@ -311,7 +317,6 @@ async def populate(
     kept: set[str] = set()
     given: list[dict[str, Any]] = []  # every record the model gave, dropped ones too (for the counts)
     dropped: list[dict[str, Any]] = []
-    shown: list[Shown] = []
     for doc, result in outcomes:
         if isinstance(result, Failure):
             failures.append(result)
@@ -331,8 +336,6 @@ async def populate(
         per_doc[doc.key] = count
         if result.kept:
             kept.add(doc.key)
-        if result.shown is not None:
-            shown.append(result.shown)
         repaired += int(result.repaired)
         reasked += result.reasks
         shared_first += int(result.shared_first)
@@ -342,7 +345,7 @@ async def populate(
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
         shared_first=shared_first, dropped=tuple(dropped), kept=frozenset(kept),
         evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
-        shown=tuple(shown),
+        shown=log.order(d.key for d in docs),  # corpus order
     )
 
 

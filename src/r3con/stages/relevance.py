@@ -18,6 +18,7 @@ from ..corpus.documents import Document
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
 from ..notes.selection import Embed, NotesChoice, NotesSelector, Selections, Shown, fitting, note_refs
+from ..notes.shown import ShownLog
 from ..prompts.render import render
 from ..results import Failure
 from ..tokens import estimate_tokens
@@ -38,7 +39,7 @@ class RelevanceResult:
     failures: tuple[Failure, ...] = ()
     selections: Selections = Selections()
     cache: CacheSeen = CacheSeen()
-    shown: tuple[tuple[Shown, ...], ...] = ()  # per round from the second, what each answered read was shown
+    shown: tuple[ShownLog, ...] = ()  # per round from the second, what each answered read was shown (on disk)
     kept: tuple[frozenset[str], ...] = ()  # per round, the documents whose earlier note was kept (`keep`)
     stopped: bool = False  # `after_round` asked to stop: the rounds are to be planned again (a smaller window)
 
@@ -70,12 +71,12 @@ class RelevanceOptions:
 
 @dataclass(frozen=True)
 class _Read:
-    """One document's call: its note, what its reply said of the cache, and how its notes were chosen."""
+    """One document's call: its note, what its reply said of the cache, and how its notes were chosen (what
+    it was shown goes to the round's `ShownLog`)."""
 
     note: str
     seen: Seen
     selections: Selections
-    shown: Shown | None = None
     kept: bool = False
 
 
@@ -97,7 +98,7 @@ async def extract_relevance(
     many failed) or return True to stop here (the result is then `stopped`)."""
     options = options or RelevanceOptions()
     rounds: list[Mapping[str, str]] = []
-    shown: list[tuple[Shown, ...]] = []
+    shown: list[ShownLog] = []
     kept: list[frozenset[str]] = []
     failures: list[Failure] = []
     selections, seen = Selections(), CacheSeen()
@@ -109,7 +110,6 @@ async def extract_relevance(
         warm = frozenset(round_.live)
         notes: dict[str, str] = {}
         failed: list[Failure] = []
-        round_shown: list[Shown] = []
         for doc in docs:  # corpus order
             outcome = sent[doc.key]
             if isinstance(outcome, Failure):
@@ -119,14 +119,12 @@ async def extract_relevance(
             else:
                 notes[doc.key] = outcome.note
                 selections += outcome.selections
-                if outcome.shown is not None:
-                    round_shown.append(outcome.shown)
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         rounds.append(MappingProxyType(notes))
         failures += failed
         if previous is not None:
-            shown.append(tuple(round_shown))
+            shown.append(round_.log.order(d.key for d in docs))  # corpus order
         previous = notes
         if after_round is not None and after_round(failed):
             return RelevanceResult(rounds=tuple(rounds), failures=tuple(failures), selections=selections,
@@ -157,6 +155,7 @@ class _Round:
         self.selector = None if previous is None else NotesSelector(
             note_refs(docs, previous), options.notes_budget, embed=options.embed)
         self.choices: dict[str, NotesChoice] = {}
+        self.log = ShownLog()  # what each answered read was shown
         self.planned = Selections()  # the notes chosen for the round's calls before they go out
 
     async def plan(self) -> RoundPlan:
@@ -212,8 +211,9 @@ class _Round:
             ranked = None if first is None else {k: (self.previous or {})[k] for k in top}
             earlier = self.options.keep(doc, self.round_no, ranked)
             if earlier is not None:
-                return _Read(earlier, Seen(0, 0, 0.0), Selections(), None if first is None else
-                             Shown.of(doc.key, self.round_no, first, first.text, top=top), kept=True)
+                if first is not None:
+                    self.log.add(Shown.of(doc.key, self.round_no, first, first.text, top=top))
+                return _Read(earlier, Seen(0, 0, 0.0), Selections(), kept=True)
         if selector is None or first is None:
             return _Read(*await self._ask(call, None), Selections())
         tries: list[NotesChoice] = []
@@ -223,9 +223,9 @@ class _Round:
                 doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
             notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
             note, seen = await self._ask(placed, notes)
+            self.log.add(Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries), top=top))
             return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
-                                                shared_first=int(placed.shared_first)),
-                         Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries), top=top))
+                                                shared_first=int(placed.shared_first)))
 
         async def fewer(budget: int) -> NotesChoice:
             tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))

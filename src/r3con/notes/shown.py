@@ -1,0 +1,78 @@
+"""What each call of a round or stage was shown of the notes (`Shown`), kept on disk as the calls are answered.
+
+A later relevance round's read, or a population call with notes chosen per document, is shown a few hundred
+notes in full or as index lines; at D = 100,000 the keys of those notes were the largest part of what the
+driver held a document (bench_engine heap). So each `Shown` goes to an unnamed temporary file as its call is
+answered, and the run folder's record (notes/shown-N.jsonl) and the reuse record read them back, one at a
+time, in corpus order (`order`) or by document (`get`). The file goes with the log.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from .selection import Shown
+
+
+class ShownLog:
+    """Per document key, what its call was shown: written as each is answered, read back by key or in order."""
+
+    def __init__(self) -> None:
+        self._file: Any = None  # opened with the first entry: a stage whose calls show every note writes none
+        self._at: dict[str, tuple[int, int]] = {}  # key -> where its line begins, and its length
+        self._order: tuple[str, ...] = ()
+
+    def add(self, shown: Shown) -> None:
+        """`shown`, for its document (a later entry for the same document replaces it)."""
+        if self._file is None:
+            self._file = tempfile.TemporaryFile()
+            self._closer = weakref.finalize(self, self._file.close)  # closed when the log goes, or at `close`
+        line = (json.dumps(shown.to_dict(), ensure_ascii=False) + "\n").encode()
+        at = self._file.seek(0, 2)
+        self._file.write(line)
+        self._at[shown.doc] = (at, len(line))
+
+    def order(self, keys: Iterable[str]) -> ShownLog:
+        """Iterate in the order of `keys` (those with an entry): the stage's corpus order, once its calls are done."""
+        self._order = tuple(k for k in keys if k in self._at)
+        return self
+
+    def get(self, key: str) -> Shown | None:
+        """What document `key`'s call was shown, or None when it has no entry."""
+        line = self._line(key)
+        return None if line is None else Shown.from_dict(json.loads(line))
+
+    def lines(self) -> Iterator[str]:
+        """The entries as JSON lines (each ending in a newline), in `order`: what notes/shown-N.jsonl holds."""
+        for key in self._order:
+            line = self._line(key)
+            if line is not None:
+                yield line
+
+    def __iter__(self) -> Iterator[Shown]:
+        for line in self.lines():
+            yield Shown.from_dict(json.loads(line))
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._at
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._closer()
+            self._file = None
+        self._at.clear()
+        self._order = ()
+
+    def _line(self, key: str) -> str | None:
+        where = self._at.get(key)
+        if where is None or self._file is None:
+            return None
+        self._file.seek(where[0])
+        return str(self._file.read(where[1]).decode())
