@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -191,9 +192,13 @@ class Shown:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Shown:
-        """A `Shown` as `to_dict` wrote it."""
-        return cls(data["doc"], data["round"], data["why"], tuple(data["full"]), tuple(data["listed"]), data["omitted"],
-                   data["tokens"], data["digest"], tuple(data.get("top", ())))
+        """A `Shown` as `to_dict` wrote it; its keys interned (what is kept of it, such as the `top` reuse.json
+        names, shares one string per document)."""
+        def keys(name: str) -> tuple[str, ...]:
+            return tuple(map(sys.intern, data.get(name, ())))
+
+        return cls(sys.intern(data["doc"]), data["round"], data["why"], keys("full"), keys("listed"), data["omitted"],
+                   data["tokens"], data["digest"], keys("top"))
 
     def to_dict(self) -> dict[str, Any]:
         out = {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),
