@@ -25,7 +25,7 @@ import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -208,6 +208,36 @@ class _Picks:
 
 
 @dataclass(frozen=True)
+class PackedChoice:
+    """A compact choice by positions in its selector's `refs` (`NotesSelector.packed`): small to pickle
+    (numpy arrays), for choices made in another process over the same notes (`Selects`)."""
+
+    picks: _Picks
+    tokens: int
+    top: np.ndarray  # the positions of the notes that rank first, when asked for
+
+
+@dataclass(frozen=True)
+class NotesQuery:
+    """One read's selection to make: its query, the document whose note is left out, how many notes that
+    rank first to name (`NotesSelector.select(query, exclude, top=top)`)."""
+
+    query: str
+    exclude: str | None
+    top: int = 0
+
+
+@runtime_checkable
+class Selects(Protocol):
+    """Makes many compact selections over one set of notes elsewhere (the workers of `--engine ray`): for
+    each of `queries`, `NotesSelector(refs, budget).packed(...)`, the same code on the same notes; the
+    caller's own selector (`unpack`) turns them into the choices it would have made."""
+
+    async def select_many(self, refs: Sequence[NoteRef], budget: int | None,
+                          queries: Sequence[NotesQuery]) -> list[PackedChoice]: ...
+
+
+@dataclass(frozen=True)
 class _IndexLine:
     label: str
     title: str
@@ -296,20 +326,41 @@ class NotesSelector:
         choice = await self._choose(query, exclude, budget, render=not compact, top=top)
         return self.compact(choice) if compact else choice
 
+    async def packed(self, query: str, exclude: str | None = None, *, top: int = 0) -> PackedChoice:
+        """`select(query, exclude, compact=True, top=top)` as it travels between processes: positions in
+        `refs`, not labels; a selector over the same refs and budget makes the choice of it (`unpack`)."""
+        return await self._pick(query, exclude, self.budget, top)
+
+    def unpack(self, packed: PackedChoice) -> NotesChoice:
+        """The compact choice `packed` stands for, as `select(..., compact=True)` makes it here."""
+        return self._choice(packed, render=False)
+
     async def _choose(self, query: str, exclude: str | None, budget: int | None, *,
                       render: bool = True, top: int = 0) -> NotesChoice:
+        return self._choice(await self._pick(query, exclude, budget, top), render=render)
+
+    def _choice(self, packed: PackedChoice, *, render: bool) -> NotesChoice:
+        picks, refs = packed.picks, self.refs
+        if picks.every:
+            full = tuple(r.label for i, r in enumerate(refs) if i != picks.every_but)
+            listed: tuple[str, ...] = ()
+        else:
+            full = tuple(refs[i].label for i in picks.full.tolist())
+            listed = tuple(refs[i].label for i in picks.index.tolist())
+        return NotesChoice(self._render(picks) if render else "", shown=len(full), indexed=len(listed),
+                           omitted=picks.omitted, tokens=packed.tokens, full=full, listed=listed, picks=picks,
+                           top=tuple(refs[i].label for i in packed.top.tolist()))
+
+    async def _pick(self, query: str, exclude: str | None, budget: int | None, top: int) -> PackedChoice:
         # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
         # budget lasts; the choice is the same as ranking every note and scanning all of them.
         pos = self._positions.get(exclude) if exclude is not None else None
         count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
         scores = await self._scores(query) if top > 0 and count else None
-        first = self._first(scores, pos, top) if scores is not None else ()
+        first = self._first(scores, pos, top) if scores is not None else _NONE
         if not count or budget is None or full <= budget:
-            every = _Picks(_NONE, _NONE, 0, every_but=pos, every=True)
-            return NotesChoice(self._render(every) if render else "", shown=count, indexed=0, tokens=full,
-                               full=tuple(r.label for i, r in enumerate(self.refs) if i != pos), picks=every,
-                               top=first)
+            return PackedChoice(_Picks(_NONE, _NONE, 0, every_but=pos, every=True), full, first)
         scores = await self._scores(query) if scores is None else scores
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
@@ -327,19 +378,16 @@ class NotesSelector:
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
         if indexed or omitted:
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
-        in_order = sorted(shown)
-        picks = _Picks(np.array(in_order, dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
-        return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed),
-                           omitted=omitted, tokens=tokens, full=tuple(self.refs[i].label for i in in_order),
-                           listed=tuple(self.refs[i].label for i in indexed), picks=picks, top=first)
+        picks = _Picks(np.array(sorted(shown), dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
+        return PackedChoice(picks, tokens, first)
 
-    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> tuple[str, ...]:
-        """The keys of the `k` notes that rank first by `scores` (without position `pos`), by the ranking the
-        selection uses, whether or not every note fits: descending score, ties in corpus order; with BM25,
+    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> np.ndarray:
+        """The positions of the `k` notes that rank first by `scores` (without position `pos`), by the ranking
+        the selection uses, whether or not every note fits: descending score, ties in corpus order; with BM25,
         only notes that share a term with the query."""
         best = _best(scores, None, min(len(scores), k + 1)).tolist()
         picked = [i for i in best if i != pos and (self._embed is not None or scores[i] > 0)][:k]
-        return tuple(self.refs[i].label for i in picked)
+        return np.array(picked, dtype=np.int32)
 
     def compact(self, choice: NotesChoice) -> NotesChoice:
         """`choice` without its text (kept small while a round's other calls are planned); `text_of` renders it."""

@@ -23,7 +23,7 @@ from ..llm.answered import Answered
 from ..llm.local import local_ports, use_local_server
 from ..llm.overflow import is_overflow
 from ..llm.types import LLM, Usage
-from ..notes.selection import Embed, FinalNotes
+from ..notes.selection import Embed, FinalNotes, Selects
 from ..report import try_write_report
 from ..results import Failure, RunEnd
 from ..sandbox import SandboxLimits
@@ -305,10 +305,12 @@ async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts:
     if settings.rounds <= 0:
         return (), parts, options
     window = llm.planning_window
+    # --engine ray: the rounds' notes choices are made on the workers, over a copy of each round's notes
+    selects = llm.engine if isinstance(llm.engine, Selects) else None
     while True:
         watch.begin("relevance", len(parts) * settings.rounds)
         relevance = await extract_relevance(watch.ask("relevance"), task, parts, replace(
-            options.relevance, keep=watch.note_keeper, top=watch.reuse.top), after_round=functools.partial(
+            options.relevance, keep=watch.note_keeper, top=watch.reuse.top, selects=selects), after_round=functools.partial(
                 _after_round, docs=docs, parts=parts, window=window, settings=settings, learned=llm.view))
         if not relevance.stopped:
             break
