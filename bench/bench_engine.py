@@ -22,7 +22,7 @@ index build seconds, ms of CPU a selection, and the process's peak RSS. Where `b
 queries through it, asking for the notes that fill the budget.
 
 `plan`: a relevance round's planning (`_Round.plan`: a notes choice per read, each over every other note,
-compact) for `--reads` of the round's readers (evenly spaced) over N notes: on the driver, as in-process
+compact) for `--reads` of the round's readers (a seeded random sample) over N notes: on the driver, as in-process
 runs make it, and on two local Ray workers (`--engine ray`: `RayWorkers.select_many`, the notes put into
 the object store once, each worker's selector and index built from them), with the driver's share (its
 selector without an index, the choices unpacked). Notes of two kinds: `random` (30 words from a 5,000-word
@@ -233,8 +233,9 @@ async def plan(sizes: list[int], kinds: list[str], reads: int, repeats: int, bud
             for size in sizes:
                 for kind in kinds:
                     refs = plan_notes(kind, size)
-                    step = max(1, size // reads)
-                    queries = [NotesQuery(f"{TASK}\n{refs[i].text}", refs[i].label) for i in range(0, size, step)][:reads]
+                    readers = sorted(random.Random(1).sample(range(size), min(reads, size)))  # not every k-th:
+                    # the people notes repeat every 8 and 50 positions, and so would the readers
+                    queries = [NotesQuery(f"{TASK}\n{refs[i].text}", refs[i].label) for i in readers]
                     walls: dict[str, list[float]] = {side: [] for side in sides}
                     for _ in range(repeats):
                         made = []
