@@ -71,19 +71,21 @@ async def test_ray_gives_the_in_process_runs_notes_records_and_answer_byte_for_b
     assert "engine" not in json.loads((local.run_dir / "manifest.json").read_text())
 
 
-async def test_the_rounds_notes_are_selected_on_the_workers_as_in_process_byte_for_byte(ray_cluster, tmp_path):
+async def test_the_notes_are_selected_on_the_workers_as_in_process_byte_for_byte(ray_cluster, tmp_path):
     with FakeLLMServer() as server:
         local = await run(TASK, r3con.documents_from_texts(_texts()),
                           _settings(server, tmp_path, "local", notes_budget_tokens=60))
     with FakeLLMServer() as server:
         remote = await run(TASK, r3con.documents_from_texts(_texts()),
                            _settings(server, tmp_path, "ray", notes_budget_tokens=60))
-    shown = [json.loads(line) for line in (local.run_dir / "notes/shown-2.jsonl").read_text().splitlines()]
-    assert len(shown) == len(PEOPLE) and all(s["why"] == "selected" for s in shown), "the budget applied"
-    for name in (*SAME, "notes/shown-2.jsonl"):
+    for name in ("notes/shown-2.jsonl", "notes/shown-populate.jsonl"):
+        shown = [json.loads(line) for line in (local.run_dir / name).read_text().splitlines()]
+        assert len(shown) == len(PEOPLE) and all(s["why"] == "selected" for s in shown), "the budget applied"
+    for name in (*SAME, "notes/shown-2.jsonl", "notes/shown-populate.jsonl"):
         assert (remote.run_dir / name).read_bytes() == (local.run_dir / name).read_bytes(), name
     workers = json.loads((remote.run_dir / "manifest.json").read_text())["engine"]["per_worker"]
-    assert sum(w["selections"] for w in workers) == len(PEOPLE), "round 2's choices were made on the workers"
+    # round 2's reads and population's (each document has a final note) had their notes chosen on the workers
+    assert sum(w["selections"] for w in workers) == 2 * len(PEOPLE)
     assert all(w["selections"] > 0 for w in workers), "spread over both"
 
 

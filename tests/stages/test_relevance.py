@@ -7,7 +7,7 @@ from r3con.notes.selection import NotesSelector
 from r3con.stages.plan import Placement
 from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note, reread
 
-from ..fakes import ScriptedLLM, document_number, user_text
+from ..fakes import ScriptedLLM, SelectsElsewhere, document_number, user_text
 
 DOCS = documents_from_texts([("Alpha report", "Alpha text."), ("Beta letter", "Beta text."), ("Gamma memo", "Gamma text.")])
 
@@ -167,18 +167,6 @@ async def test_a_cache_that_keeps_every_document_changes_nothing():
     assert not result.cache.cold()
 
 
-class _Elsewhere:
-    """`notes.Selects` as a worker answers it: its own selector over the notes it was sent."""
-
-    def __init__(self):
-        self.made = 0
-
-    async def select_many(self, refs, budget, queries):
-        selector = NotesSelector(refs, budget)
-        self.made += len(queries)
-        return [await selector.packed(q.query, q.exclude, top=q.top) for q in queries]
-
-
 async def test_choices_made_elsewhere_are_sent_as_made_here_and_the_stage_ranks_nothing_itself(monkeypatch):
     docs = documents_from_texts([(f"Memo {i}", f"text {i}") for i in range(12)])
     options = RelevanceOptions(rounds=3, notes_budget=120, top=2)
@@ -197,7 +185,7 @@ async def test_choices_made_elsewhere_are_sent_as_made_here_and_the_stage_ranks_
             return await super()._scores(query)
 
     monkeypatch.setattr("r3con.stages.relevance.NotesSelector", Driver)
-    elsewhere, there = _Elsewhere(), ScriptedLLM({"relevance": note})
+    elsewhere, there = SelectsElsewhere(), ScriptedLLM({"relevance": note})
     result = await extract_relevance(there, "Where did Ann meet Bob?", docs,
                                      dataclasses.replace(options, selects=elsewhere))
     assert expected.selections.selected == 24, "the budget applied in rounds 2 and 3"

@@ -59,7 +59,7 @@ class _Worker:
         self._stack: LLMStack | None = None
         self._closing = AsyncExitStack()
         self._lock: asyncio.Lock | None = None
-        self._selector: tuple[str, NotesSelector] | None = None  # the round's id, and its selector
+        self._selector: tuple[str, NotesSelector, int | None] | None = None  # the round's id, selector, budget
 
     async def select(self, notes: _Notes, queries: list[NotesQuery]) -> list[PackedChoice]:
         """The notes choices of `queries` over the round's `notes`, made as the driver would make them.
@@ -67,8 +67,8 @@ class _Worker:
         The selector (and its index, built on the first query) is kept for the round's other batches; a
         worker that Ray restarted mid-batch has none and builds it again from the object store, which
         holds the notes while the driver waits on the round's batches."""
-        selector = await self._round(notes)
-        return [await selector.packed(q.query, q.exclude, top=q.top) for q in queries]
+        selector, budget = await self._round(notes)
+        return [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries]
 
     async def forget(self, round_id: str) -> None:
         """Drop the selector of `round_id` (its round is planned): its index is not held through the calls."""
@@ -99,13 +99,14 @@ class _Worker:
                 self._stack = await self._closing.enter_async_context(build_llm(self._settings))
         return self._stack
 
-    async def _round(self, notes: _Notes) -> NotesSelector:
+    async def _round(self, notes: _Notes) -> tuple[NotesSelector, int | None]:
+        """The round's selector, and its budget as given (an explicit 0 leaves every note out)."""
         async with self._locked():  # a round's first batches arrive together: one builds, the others wait
             if self._selector is None or self._selector[0] != notes.round:
                 self._selector = None  # the round before's, dropped before this one's notes are read
                 refs, budget = await notes.notes
-                self._selector = (notes.round, NotesSelector(refs, budget))
-        return self._selector[1]
+                self._selector = (notes.round, NotesSelector(refs, budget), budget)
+        return self._selector[1], self._selector[2]
 
     def _locked(self) -> asyncio.Lock:
         if self._lock is None:  # made on the actor's event loop, not in __init__

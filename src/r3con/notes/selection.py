@@ -21,6 +21,7 @@ each call's `select(query, exclude)`, so the index and the per-note sizes are co
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -230,8 +231,8 @@ class NotesQuery:
 @runtime_checkable
 class Selects(Protocol):
     """Makes many compact selections over one set of notes elsewhere (the workers of `--engine ray`): for
-    each of `queries`, `NotesSelector(refs, budget).packed(...)`, the same code on the same notes; the
-    caller's own selector (`unpack`) turns them into the choices it would have made."""
+    each of `queries`, `NotesSelector(refs, budget).packed(query, exclude, budget, top=top)`, the same code
+    on the same notes; the caller's own selector (`unpack`) turns them into the choices it would have made."""
 
     async def select_many(self, refs: Sequence[NoteRef], budget: int | None,
                           queries: Sequence[NotesQuery]) -> list[PackedChoice]: ...
@@ -326,10 +327,11 @@ class NotesSelector:
         choice = await self._choose(query, exclude, budget, render=not compact, top=top)
         return self.compact(choice) if compact else choice
 
-    async def packed(self, query: str, exclude: str | None = None, *, top: int = 0) -> PackedChoice:
-        """`select(query, exclude, compact=True, top=top)` as it travels between processes: positions in
-        `refs`, not labels; a selector over the same refs and budget makes the choice of it (`unpack`)."""
-        return await self._pick(query, exclude, self.budget, top)
+    async def packed(self, query: str, exclude: str | None = None, budget: int | None = None, *,
+                     top: int = 0) -> PackedChoice:
+        """`select(query, exclude, budget, compact=True, top=top)` as it travels between processes: positions
+        in `refs`, not labels; a selector over the same refs makes the choice of it (`unpack`)."""
+        return await self._pick(query, exclude, self.budget if budget is None else budget, top)
 
     def unpack(self, packed: PackedChoice) -> NotesChoice:
         """The compact choice `packed` stands for, as `select(..., compact=True)` makes it here."""
@@ -571,6 +573,7 @@ class _Head:
                        full=self.keys + tail.full)
 
 
+_PLANNED_AT_ONCE = 256  # choices made concurrently where they are made here (embeddings: a call each)
 HEAD_SHARE = 0.5  # of the notes budget: the notes in full every population call is shown first
 
 
@@ -647,6 +650,21 @@ class FinalNotes:
         if not self.notes.get(key):
             return head.alone(len(head.rest.refs))
         return head.joined(await head.rest.select(self.query(key), budget=head.budget, compact=compact))
+
+    async def for_documents(self, keys: Sequence[str], selects: Selects | None = None) -> list[NotesChoice]:
+        """`for_document(key, compact=True)` for each of `keys`, the own selections made by `selects` when given
+        (`--engine ray`: on the workers, over a copy of the notes past the head) and the ranking is BM25."""
+        if not self.per_document or selects is None or self.selector.embed is not None:
+            made = [await self.for_document(k, compact=True) for k in keys[:1]]  # ranks once
+            for at in range(1, len(keys), _PLANNED_AT_ONCE):
+                made += await asyncio.gather(*(self.for_document(k, compact=True)
+                                               for k in keys[at:at + _PLANNED_AT_ONCE]))
+            return made
+        head = await self.head()
+        queries = [NotesQuery(self.query(k), None) for k in keys if self.notes.get(k)]
+        own = iter(await selects.select_many(head.rest.refs, head.budget, queries))
+        return [head.joined(head.rest.unpack(next(own))) if self.notes.get(k) else head.alone(len(head.rest.refs))
+                for k in keys]
 
     def text_of(self, choice: NotesChoice) -> str:
         """The text of a population choice, rendered again when `for_document(compact=True)` left it out."""
