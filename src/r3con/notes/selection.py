@@ -446,6 +446,7 @@ _BLOCK = 256  # notes ranked at a time, among those that still fit
 
 
 _SAMPLED = 8  # `_best` over more than this many times `size` positions narrows them from a sample first
+_GOLDEN = (5 ** 0.5 - 1) / 2  # the sample's offsets, j * _GOLDEN mod 1: spread evenly, periodic in nothing
 
 
 def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray:
@@ -453,7 +454,7 @@ def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray
     position order, with every tie of the last one: a prefix of their ranking, found with a partition and
     a sort of it alone.
 
-    Over many positions, a score from every `step`-th one gives a floor that about `2 * size` clear: the
+    Over many positions, a score from each run of `step` gives a floor that about `2 * size` clear: the
     partition then runs over those only (45,000 notes: one comparison each, and a partition of hundreds).
     The floor is at or below the size-th best score whenever at least `size` clear it (checked), so the
     result is the one a partition of every position gives; when too few clear it, they all go in."""
@@ -462,11 +463,7 @@ def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray
     if n > size:
         where = None
         if n > _SAMPLED * size:
-            step = n // (_SAMPLED * size)
-            sample = values[::step]
-            k = min(len(sample), 2 * size // step + 1)
-            floor = np.partition(sample, len(sample) - k)[len(sample) - k]
-            clear = np.flatnonzero(values >= floor)
+            clear = np.flatnonzero(values >= _floor(values, size))
             if len(clear) >= size:
                 where = clear
         top = values if where is None else values[where]
@@ -477,6 +474,20 @@ def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray
     else:
         positions = np.arange(n) if among is None else among
     return positions[np.argsort(-values, kind="stable")]
+
+
+def _floor(values: np.ndarray, size: int) -> float:
+    """A score that about `2 * size` of `values` clear, from a sample of one position in each run of `step`.
+
+    The sample's position in each run shifts (a Weyl sequence): every `step`-th position alone misses every
+    note of a kind that repeats with a period sharing a factor with `step` (notes made in turn from templates),
+    and the floor then falls below all of them: every position clears it (100,000 such notes: 14 ms a
+    read, not 1.4)."""
+    step = len(values) // (_SAMPLED * size)
+    strata = np.arange(len(values) // step)
+    sample = values[strata * step + (strata * _GOLDEN % 1.0 * step).astype(np.int64)]
+    k = min(len(sample), 2 * size // step + 1)
+    return float(np.partition(sample, len(sample) - k)[len(sample) - k])
 
 
 class _Ranked:
