@@ -27,9 +27,10 @@ runs make it, and on two local Ray workers (`--engine ray`: `RayWorkers.select_m
 the object store once, each worker's selector and index built from them), with the driver's share (its
 selector without an index, the choices unpacked). Notes of two kinds: `random` (30 words from a 5,000-word
 vocabulary, as `select`) and `people` ("Person N is A years old and works in CITY.", near-duplicates
-that score alike, so the ranking reads far). Printed: the median wall seconds of `--repeats` plans
-(index builds included), ms a read (that wall over the reads), the ratio, the driver's and the
-workers' peak RSS. `--where ray` (or `driver`) alone: one side only, so that the driver's index at 10^6
+that score alike, so the ranking reads far). Printed, each the median of `--repeats` plans (the two
+sides in turn): wall seconds (index builds included), the driver's CPU seconds and the workers'
+(/proc), CPU ms a read (both, over the reads), the ratio of the walls, the driver's and the workers'
+peak RSS. `--where ray` (or `driver`) alone: one side only, so that the driver's index at 10^6
 notes (6.6 GB) and the workers' two are not held at once.
 
 `heap`: what the driver holds per document, by who holds it: one run in this process (tracemalloc, one
@@ -212,6 +213,12 @@ def rss_mib(pid: int, field: str = "VmHWM") -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def plan(sizes: list[int], kinds: list[str], reads: int, repeats: int, budget: int,
                sides: list[str]) -> None:
     import statistics
@@ -224,9 +231,9 @@ async def plan(sizes: list[int], kinds: list[str], reads: int, repeats: int, bud
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     settings = r3con.Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray")
-    print("| notes | kind | where | reads | planning wall s (median) | ms a read | ratio | driver peak RSS MiB "
-          "| worker peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| notes | kind | where | reads | planning wall s | driver CPU s | workers' CPU s | CPU ms a read | "
+          "wall ratio | driver peak RSS MiB | worker peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         async with _ray.workers(settings) as remote:
             pids = [w["pid"] for w in remote.to_dict()["per_worker"]]
@@ -236,31 +243,31 @@ async def plan(sizes: list[int], kinds: list[str], reads: int, repeats: int, bud
                     readers = sorted(random.Random(1).sample(range(size), min(reads, size)))  # not every k-th:
                     # the people notes repeat every 8 and 50 positions, and so would the readers
                     queries = [NotesQuery(f"{TASK}\n{refs[i].text}", refs[i].label) for i in readers]
-                    walls: dict[str, list[float]] = {side: [] for side in sides}
-                    for _ in range(repeats):
+                    taken: dict[str, list[tuple[float, float, float]]] = {side: [] for side in sides}  # wall, CPUs
+                    for _ in range(repeats):  # the sides in turn: a shared machine's load falls on both alike
                         made = []
-                        if "driver" in sides:
-                            started = time.perf_counter()
+                        for side in sides:
+                            started, cpu, workers = time.perf_counter(), time.process_time(), sum(map(cpu_s, pids))
                             selector = NotesSelector(refs, budget)  # the round's, as `_Round` builds it
-                            made.append([await selector.select(q.query, q.exclude, compact=True) for q in queries])
-                            walls["driver"].append(time.perf_counter() - started)
+                            if side == "driver":
+                                made.append([await selector.select(q.query, q.exclude, compact=True)
+                                             for q in queries])
+                            else:  # the driver's selector renders them; it builds no index
+                                made.append([selector.unpack(p) for p in await remote.select_many(refs, budget, queries)])
+                            taken[side].append((time.perf_counter() - started, time.process_time() - cpu,
+                                                sum(map(cpu_s, pids)) - workers))
                             del selector
-                        if "ray" in sides:
-                            started = time.perf_counter()
-                            driver = NotesSelector(refs, budget)  # renders them; builds no index
-                            made.append([driver.unpack(p) for p in await remote.select_many(refs, budget, queries)])
-                            walls["ray"].append(time.perf_counter() - started)
-                            del driver
                         if len(made) == 2 and made[0] != made[1]:
                             raise SystemExit("the workers' choices differ from the driver's")
                         del made
-                    medians = {k: statistics.median(v) for k, v in walls.items()}
+                    medians = {side: [statistics.median(x) for x in zip(*runs, strict=True)]
+                               for side, runs in taken.items()}
                     driver_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
                     workers_rss = "/".join(f"{rss_mib(pid):,}" for pid in pids)
-                    for where, wall in medians.items():
-                        ratio = f"{medians['driver'] / wall:.2f}x" if where == "ray" and "driver" in medians else ""
-                        print(f"| {size:,} | {kind} | {where} | {len(queries):,} | {wall:.1f} | "
-                              f"{1000 * wall / len(queries):.2f} | {ratio} | {driver_rss:,} | "
+                    for where, (wall, cpu, workers) in medians.items():
+                        ratio = f"{medians['driver'][0] / wall:.2f}x" if where == "ray" and "driver" in medians else ""
+                        print(f"| {size:,} | {kind} | {where} | {len(queries):,} | {wall:.1f} | {cpu:.1f} | "
+                              f"{workers:.1f} | {1000 * (cpu + workers) / len(queries):.2f} | {ratio} | {driver_rss:,} | "
                               f"{workers_rss if where == 'ray' else ''} |", flush=True)
                     del refs, queries
     finally:
