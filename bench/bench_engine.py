@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_engine.py runs [--sizes 1000,10000] [--chars 600] [--concurrency 16] [--engines local,ray]
     .venv/bin/python bench/bench_engine.py select [--notes 100000,1000000] [--calls 50] [--budget 4000]
     .venv/bin/python bench/bench_engine.py heap [--size 3000] [--chars 600] [--engine local]
+    .venv/bin/python bench/bench_engine.py plan [--notes 100000] [--kinds random,people] [--reads 5000] [--repeats 3] [--where driver,ray]
 
 `runs`: D documents of about `--chars` characters (a person, an age, a city and filler), written as D
 files; the scripted server in its own process; `r3con run` in its own process (two relevance rounds,
@@ -19,6 +20,18 @@ BM25, as many in full as the budget takes), timed over `--calls` documents after
 index build seconds, ms of CPU a selection, and the process's peak RSS. Where `bm25s` is installed
 (`pip install bm25s`: BM25 over a sparse matrix, a search index made for many documents), the same
 queries through it, asking for the notes that fill the budget.
+
+`plan`: a relevance round's planning (`_Round.plan`: a notes choice per read, each over every other note,
+compact) for `--reads` of the round's readers (a seeded random sample) over N notes: on the driver, as in-process
+runs make it, and on two local Ray workers (`--engine ray`: `RayWorkers.select_many`, the notes put into
+the object store once, each worker's selector and index built from them), with the driver's share (its
+selector without an index, the choices unpacked). Notes of two kinds: `random` (30 words from a 5,000-word
+vocabulary, as `select`) and `people` ("Person N is A years old and works in CITY.", near-duplicates
+that score alike, so the ranking reads far). Printed, each the median of `--repeats` plans (the two
+sides in turn): wall seconds (index builds included), the driver's CPU seconds and the workers'
+(/proc), CPU ms a read (both, over the reads), the ratio of the walls, the driver's and the workers'
+peak RSS. `--where ray` (or `driver`) alone: one side only, so that the driver's index at 10^6
+notes (6.6 GB) and the workers' two are not held at once.
 
 `heap`: what the driver holds per document, by who holds it: one run in this process (tracemalloc, one
 frame a block; the scripted server in its own process), snapshots at the end of relevance and at the
@@ -182,6 +195,85 @@ async def select(sizes: list[int], calls: int, budget: int) -> None:
         del notes, docs
 
 
+def plan_notes(kind: str, count: int) -> list:
+    """`count` notes of `kind` (see `plan`), as NoteRefs in corpus order."""
+    from r3con.notes.selection import NoteRef
+
+    rng = random.Random(0)
+    vocabulary = [f"w{i}" for i in range(5000)]
+    return [NoteRef(str(i + 1), f"Record {i}", " ".join(rng.choices(vocabulary, k=30)) if kind == "random" else
+                    f"Person {i} is {20 + i % 50} years old and works in {CITIES[i % len(CITIES)]}.")
+            for i in range(count)]
+
+
+def rss_mib(pid: int, field: str = "VmHWM") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def plan(sizes: list[int], kinds: list[str], reads: int, repeats: int, budget: int,
+               sides: list[str]) -> None:
+    import statistics
+
+    import ray
+
+    import r3con
+    from r3con.engine import _ray
+    from r3con.notes.selection import NotesQuery, NotesSelector
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    settings = r3con.Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray")
+    print("| notes | kind | where | reads | planning wall s | driver CPU s | workers' CPU s | CPU ms a read | "
+          "wall ratio | driver peak RSS MiB | worker peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        async with _ray.workers(settings) as remote:
+            pids = [w["pid"] for w in remote.to_dict()["per_worker"]]
+            for size in sizes:
+                for kind in kinds:
+                    refs = plan_notes(kind, size)
+                    readers = sorted(random.Random(1).sample(range(size), min(reads, size)))  # not every k-th:
+                    # the people notes repeat every 8 and 50 positions, and so would the readers
+                    queries = [NotesQuery(f"{TASK}\n{refs[i].text}", refs[i].label) for i in readers]
+                    taken: dict[str, list[tuple[float, float, float]]] = {side: [] for side in sides}  # wall, CPUs
+                    for _ in range(repeats):  # the sides in turn: a shared machine's load falls on both alike
+                        made = []
+                        for side in sides:
+                            started, cpu, workers = time.perf_counter(), time.process_time(), sum(map(cpu_s, pids))
+                            selector = NotesSelector(refs, budget)  # the round's, as `_Round` builds it
+                            if side == "driver":
+                                made.append([await selector.select(q.query, q.exclude, compact=True)
+                                             for q in queries])
+                            else:  # the driver's selector renders them; it builds no index
+                                made.append([selector.unpack(p) for p in await remote.select_many(refs, budget, queries)])
+                            taken[side].append((time.perf_counter() - started, time.process_time() - cpu,
+                                                sum(map(cpu_s, pids)) - workers))
+                            del selector
+                        if len(made) == 2 and made[0] != made[1]:
+                            raise SystemExit("the workers' choices differ from the driver's")
+                        del made
+                    medians = {side: [statistics.median(x) for x in zip(*runs, strict=True)]
+                               for side, runs in taken.items()}
+                    driver_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+                    workers_rss = "/".join(f"{rss_mib(pid):,}" for pid in pids)
+                    for where, (wall, cpu, workers) in medians.items():
+                        ratio = f"{medians['driver'][0] / wall:.2f}x" if where == "ray" and "driver" in medians else ""
+                        print(f"| {size:,} | {kind} | {where} | {len(queries):,} | {wall:.1f} | {cpu:.1f} | "
+                              f"{workers:.1f} | {1000 * (cpu + workers) / len(queries):.2f} | {ratio} | {driver_rss:,} | "
+                              f"{workers_rss if where == 'ray' else ''} |", flush=True)
+                    del refs, queries
+    finally:
+        ray.shutdown()
+
+
 async def heap(size: int, chars: int, engine: str) -> None:
     import gc
     import tracemalloc
@@ -255,9 +347,19 @@ def main() -> None:
     h.add_argument("--size", type=int, default=3000)
     h.add_argument("--chars", type=int, default=600)
     h.add_argument("--engine", default="local")
+    p = sub.add_parser("plan")
+    p.add_argument("--notes", default="100000")
+    p.add_argument("--kinds", default="random,people")
+    p.add_argument("--reads", type=int, default=5000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--budget", type=int, default=4000)
+    p.add_argument("--where", default="driver,ray")
     args = parser.parse_args()
     if args.command == "runs":
         runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","))
+    elif args.command == "plan":
+        asyncio.run(plan([int(x) for x in args.notes.split(",")], args.kinds.split(","), args.reads, args.repeats,
+                         args.budget, args.where.split(",")))
     elif args.command == "heap":
         asyncio.run(heap(args.size, args.chars, args.engine))
     else:

@@ -15,6 +15,7 @@ from r3con.llm.layers import Accounted
 from r3con.llm.pricing import PriceTable
 from r3con.llm.types import ChatRequest, Completion, Usage
 from r3con.llm.window import EndpointInfo
+from r3con.notes.selection import NotesSelector
 
 Reply = str | Completion | BaseException | Callable[[ChatRequest], str]
 
@@ -120,3 +121,16 @@ def real_data(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f"real {name} data not found at {path} (set R3CON_DATA to the folder holding {name}/)")
     return path
+
+
+class SelectsElsewhere:
+    """`notes.Selects` as a Ray worker answers it: a selector of its own over the notes it was sent; `made`
+    counts the choices."""
+
+    def __init__(self):
+        self.made = 0
+
+    async def select_many(self, refs, budget, queries):
+        selector = NotesSelector(refs, budget)
+        self.made += len(queries)
+        return [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries]

@@ -71,6 +71,24 @@ async def test_ray_gives_the_in_process_runs_notes_records_and_answer_byte_for_b
     assert "engine" not in json.loads((local.run_dir / "manifest.json").read_text())
 
 
+async def test_the_notes_are_selected_on_the_workers_as_in_process_byte_for_byte(ray_cluster, tmp_path):
+    with FakeLLMServer() as server:
+        local = await run(TASK, r3con.documents_from_texts(_texts()),
+                          _settings(server, tmp_path, "local", notes_budget_tokens=60))
+    with FakeLLMServer() as server:
+        remote = await run(TASK, r3con.documents_from_texts(_texts()),
+                           _settings(server, tmp_path, "ray", notes_budget_tokens=60))
+    for name in ("notes/shown-2.jsonl", "notes/shown-populate.jsonl"):
+        shown = [json.loads(line) for line in (local.run_dir / name).read_text().splitlines()]
+        assert len(shown) == len(PEOPLE) and all(s["why"] == "selected" for s in shown), "the budget applied"
+    for name in (*SAME, "notes/shown-2.jsonl", "notes/shown-populate.jsonl"):
+        assert (remote.run_dir / name).read_bytes() == (local.run_dir / name).read_bytes(), name
+    workers = json.loads((remote.run_dir / "manifest.json").read_text())["engine"]["per_worker"]
+    # round 2's reads and population's (each document has a final note) had their notes chosen on the workers
+    assert sum(w["selections"] for w in workers) == 2 * len(PEOPLE)
+    assert all(w["selections"] > 0 for w in workers), "spread over both"
+
+
 async def test_a_pool_keeps_each_documents_calls_on_one_endpoint_across_rounds_and_stages(ray_cluster, tmp_path):
     with FakeLLMServer() as first, FakeLLMServer() as second:
         settings = r3con.Settings.resolve(env={}, base_urls=(first.base_url, second.base_url), engine="ray",
@@ -218,3 +236,47 @@ def test_sigterm_stops_a_ray_run_cleanly_and_says_how_to_resume(ray_cluster, tmp
     assert driver.returncode == 143, err
     (folder,) = (tmp_path / "runs").iterdir()
     assert f"continue with r3con run --resume {folder}" in err
+
+
+def _notes_and_queries(count: int, reads: int):
+    """`count` near-duplicate notes (every one scores alike: the ranking reads far), and `reads` queries."""
+    from r3con.notes.selection import NoteRef, NotesQuery
+
+    refs = [NoteRef(str(i), f"Record {i}", f"Person {i} is {20 + i % 50} years old and works in Oslo.")
+            for i in range(1, count + 1)]
+    step = count // reads
+    return refs, [NotesQuery(f"{TASK}\n{refs[i].text}", refs[i].label, top=3) for i in range(0, step * reads, step)]
+
+
+async def _made_here(refs, budget, queries):
+    from r3con.notes.selection import NotesSelector
+
+    selector = NotesSelector(refs, budget)
+    return [await selector.select(q.query, q.exclude, compact=True, top=q.top) for q in queries]
+
+
+async def test_a_selection_batch_survives_a_worker_killed_mid_way_and_one_gone_for_good(ray_cluster, tmp_path):
+    import ray
+
+    from r3con.engine import _ray
+    from r3con.notes.selection import NotesSelector
+
+    refs, queries = _notes_and_queries(4000, 1200)  # five batches of a few hundred reads, 1.5 ms a read
+    expected = await _made_here(refs, 600, queries)
+    driver = NotesSelector(refs, 600)
+    settings = r3con.Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray", out_dir=tmp_path)
+    async with _ray.workers(settings) as remote:
+        first = remote.to_dict()["per_worker"][0]["pid"]
+        selecting = asyncio.ensure_future(remote.select_many(refs, 600, queries))
+        while not remote.to_dict()["per_worker"][0]["selections"]:  # its first batch back, its next in flight
+            await asyncio.sleep(0.005)
+        assert not selecting.done()
+        os.kill(first, signal.SIGKILL)  # Ray restarts it and sends it the batch again: it reads the notes again
+        assert [driver.unpack(p) for p in await selecting] == expected
+        assert not any(w["lost"] for w in remote.to_dict()["per_worker"])
+        assert await remote.actors[0].where.remote() != (remote.to_dict()["per_worker"][0]["node"], first)
+        ray.kill(remote.actors[1], no_restart=True)  # as a node lost: its batches go to the other
+        assert [driver.unpack(p) for p in await remote.select_many(refs, 600, queries)] == expected
+        workers = remote.to_dict()["per_worker"]
+    assert [w["lost"] for w in workers] == [False, True]
+    assert workers[0]["selections"] > len(queries), "the second time, every batch on the one left"

@@ -7,7 +7,7 @@ from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, RecordLimits, populate
 from r3con.stages.schema import validate_schema
 
-from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote
+from ..fakes import SIMPLE_SCHEMA, ScriptedLLM, SelectsElsewhere, document_number, quote
 
 SCHEMA = validate_schema(SIMPLE_SCHEMA)
 DOCS = documents_from_texts([("One", "Ann is 4."), ("Two", "Bob is 7.")])
@@ -229,3 +229,17 @@ async def test_notes_that_do_not_fit_are_the_tasks_first_then_each_documents_own
     result = await populate(llm, "Who was at Whitby?", SCHEMA, FIVE[:2], every)
     texts = [_notes_of(r) for r in llm.history]
     assert texts[0] == texts[1] and all(note in texts[0] for note in FINAL.values()) and len(result.shown) == 0
+
+
+async def test_each_documents_own_notes_chosen_elsewhere_are_those_chosen_here():
+    here = ScriptedLLM({"populate": _anyone})
+    final = await FinalNotes.of("Who was at Whitby?", FIVE, FINAL, budget=100)
+    expected = await populate(here, "Who was at Whitby?", SCHEMA, FIVE, final)
+    elsewhere, there = SelectsElsewhere(), ScriptedLLM({"populate": _anyone})
+    final = await FinalNotes.of("Who was at Whitby?", FIVE, FINAL, budget=100)
+    result = await populate(there, "Who was at Whitby?", SCHEMA, FIVE, final,
+                            PopulateOptions(selects=elsewhere))
+    assert [r.messages for r in there.history] == [r.messages for r in here.history]
+    assert list(result.shown) == list(expected.shown) and result.tables == expected.tables
+    assert elsewhere.made == 4, "the four documents with a note; the fifth is shown the first part alone"
+    assert (await final.head()).rest._bm25 is None, "no index of the notes past the head was built here"

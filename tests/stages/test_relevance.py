@@ -3,10 +3,11 @@ import re
 
 from r3con.corpus.documents import documents_from_texts
 from r3con.errors import ProviderError
+from r3con.notes.selection import NotesSelector
 from r3con.stages.plan import Placement
 from r3con.stages.relevance import RelevanceOptions, extract_relevance, parse_note, reread
 
-from ..fakes import ScriptedLLM, document_number, user_text
+from ..fakes import ScriptedLLM, SelectsElsewhere, document_number, user_text
 
 DOCS = documents_from_texts([("Alpha report", "Alpha text."), ("Beta letter", "Beta text."), ("Gamma memo", "Gamma text.")])
 
@@ -164,3 +165,31 @@ async def test_a_cache_that_keeps_every_document_changes_nothing():
     round2 = {r.doc: document_leads(r) for r in llm.history if r.round == 2}
     assert round2 == {d.number: d.title.startswith("Long") for d in docs}, "long documents first, short ones after"
     assert not result.cache.cold()
+
+
+async def test_choices_made_elsewhere_are_sent_as_made_here_and_the_stage_ranks_nothing_itself(monkeypatch):
+    docs = documents_from_texts([(f"Memo {i}", f"text {i}") for i in range(12)])
+    options = RelevanceOptions(rounds=3, notes_budget=120, top=2)
+
+    def note(request):
+        n = document_number(request)
+        return f"Memo {n} says Ann met Bob {'in Oslo' if n % 3 else 'at sea'} on day {n} of round {request.round}."
+
+    here = ScriptedLLM({"relevance": note})
+    expected = await extract_relevance(here, "Where did Ann meet Bob?", docs, options)
+    ranked: list[str] = []
+
+    class Driver(NotesSelector):  # the stage's own selector: it must not rank while the round is planned
+        async def _scores(self, query):
+            ranked.append(query)
+            return await super()._scores(query)
+
+    monkeypatch.setattr("r3con.stages.relevance.NotesSelector", Driver)
+    elsewhere, there = SelectsElsewhere(), ScriptedLLM({"relevance": note})
+    result = await extract_relevance(there, "Where did Ann meet Bob?", docs,
+                                     dataclasses.replace(options, selects=elsewhere))
+    assert expected.selections.selected == 24, "the budget applied in rounds 2 and 3"
+    assert [user_text(r) for r in there.history] == [user_text(r) for r in here.history]
+    assert [list(r) for r in result.shown] == [list(r) for r in expected.shown] and result.rounds == expected.rounds
+    assert any(s.top for r in result.shown for s in r), "the notes that rank first came back too"
+    assert elsewhere.made == 24 and ranked == []

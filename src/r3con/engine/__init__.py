@@ -8,6 +8,13 @@ worker's pool) across rounds and stages. The run folder, the record of every cal
 cost stay on the driver, which adds the engine, the cluster's size and what each worker did to the
 manifest. A worker that dies is restarted by Ray and its calls retried there; when it cannot come back,
 its documents go to the next worker.
+
+The workers also make the notes choices of the calls (`notes.Selects`: a relevance round's reads, and
+population's own selections when the final notes do not all fit), which on one driver cost a
+millisecond or more a read at 100,000 notes: the notes go into Ray's object store once, each worker
+builds its own selector (and BM25 index) over them, and answers batches of reads with the choices by
+position; the driver renders each choice's text as its call goes out. Ranked by embeddings, the choices
+are made on the driver as before.
 """
 
 from __future__ import annotations

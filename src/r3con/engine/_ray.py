@@ -10,12 +10,13 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
+from ray import ObjectRef
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from ..config import DEFAULT_CONCURRENCY, Settings
@@ -24,9 +25,15 @@ from ..llm import LLMStack, build_llm
 from ..llm.routing import SHARED_KEY, routing_key
 from ..llm.types import ChatRequest, Completion
 
+if TYPE_CHECKING:  # a worker imports the notes' modules when it is first asked for a selection (`_round`): imported
+    # as it starts, its first replies reached the driver later (the SIGTERM test failed 4 runs in 10; cause not found)
+    from ..notes.selection import NoteRef, NotesQuery, NotesSelector, PackedChoice
+
 MAX_WORKERS = 64  # actors a run starts at most, whatever the cluster's size
 RESTARTS = 2  # times Ray restarts a worker whose process died; its calls in flight are sent to it again
 WORKER_PREFIX = "r3con-worker-"  # the actors' names: r3con-worker-<run>-<i>
+SELECT_BATCH = 256  # reads a selection batch holds at most: its reply is a few hundred small numpy arrays
+SELECT_IN_FLIGHT = 2  # selection batches per worker at once: one is answered while the next crosses the wire
 _SUMMED = ("calls", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "time_s", "documents", "taken_out")
 
 
@@ -37,14 +44,39 @@ class _Raised:
     error: R3conError
 
 
+@dataclass(frozen=True)
+class _Notes:
+    """A round's notes in the object store, put there once by the driver: `notes` is a reference inside this
+    object, so that Ray hands it to a worker as it is (a worker reads the notes once, not on every batch)."""
+
+    round: str  # an id of the round's selection, fresh each time
+    notes: ObjectRef  # (refs, budget): what `NotesSelector` is built from
+
+
 class _Worker:
-    """One Ray actor: r3con's own LLM stack (retries, output checks, overflow, cache, pool), opened on first use."""
+    """One Ray actor: r3con's own LLM stack (retries, output checks, overflow, cache, pool), opened on first
+    use; and, while the driver plans a relevance round, a notes selector over the round's notes."""
 
     def __init__(self, settings: Settings):
         self._settings = settings
         self._stack: LLMStack | None = None
         self._closing = AsyncExitStack()
         self._lock: asyncio.Lock | None = None
+        self._selector: tuple[str, NotesSelector, int | None] | None = None  # the round's id, selector, budget
+
+    async def select(self, notes: _Notes, queries: list[NotesQuery]) -> list[PackedChoice]:
+        """The notes choices of `queries` over the round's `notes`, made as the driver would make them.
+
+        The selector (and its index, built on the first query) is kept for the round's other batches; a
+        worker that Ray restarted mid-batch has none and builds it again from the object store, which
+        holds the notes while the driver waits on the round's batches."""
+        selector, budget = await self._round(notes)
+        return [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries]
+
+    async def forget(self, round_id: str) -> None:
+        """Drop the selector of `round_id` (its round is planned): its index is not held through the calls."""
+        if self._selector is not None and self._selector[0] == round_id:
+            self._selector = None
 
     async def where(self) -> tuple[str, int]:
         """The node this worker runs on, and its process id."""
@@ -65,12 +97,26 @@ class _Worker:
         await self._closing.aclose()
 
     async def _open(self) -> LLMStack:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        async with self._locked():
             if self._stack is None:
                 self._stack = await self._closing.enter_async_context(build_llm(self._settings))
         return self._stack
+
+    async def _round(self, notes: _Notes) -> tuple[NotesSelector, int | None]:
+        """The round's selector, and its budget as given (an explicit 0 leaves every note out)."""
+        async with self._locked():  # a round's first batches arrive together: one builds, the others wait
+            if self._selector is None or self._selector[0] != notes.round:
+                self._selector = None  # the round before's, dropped before this one's notes are read
+                from ..notes.selection import NotesSelector
+
+                refs, budget = await notes.notes
+                self._selector = (notes.round, NotesSelector(refs, budget), budget)
+        return self._selector[1], self._selector[2]
+
+    def _locked(self) -> asyncio.Lock:
+        if self._lock is None:  # made on the actor's event loop, not in __init__
+            self._lock = asyncio.Lock()
+        return self._lock
 
 
 @dataclass
@@ -86,13 +132,14 @@ class _Tally:
     completion_tokens: int = 0
     seconds: float = 0.0
     lost: bool = False
+    selections: int = 0  # relevance reads whose notes choice this worker made
     parts: set[str] = field(default_factory=set)
 
     def to_dict(self, index: int) -> dict[str, Any]:
         return {"worker": index, "node": self.node, "pid": self.pid, "calls": self.calls,
                 "cache_hits": self.cache_hits, "errors": self.errors, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
-                "documents": len(self.parts - {SHARED_KEY}), "lost": self.lost}
+                "documents": len(self.parts - {SHARED_KEY}), "selections": self.selections, "lost": self.lost}
 
 
 class RayWorkers:
@@ -133,8 +180,43 @@ class RayWorkers:
             tally.prompt_tokens += outcome.usage.prompt_tokens
             tally.completion_tokens += outcome.usage.completion_tokens
             return outcome
-        raise ProviderError(f"all {count} Ray workers were lost; check the cluster (ray status), then continue "
-                            "with r3con run --resume RUN_DIR")
+        raise _all_lost(count)
+
+    async def select_many(self, refs: Sequence[NoteRef], budget: int | None,
+                          queries: Sequence[NotesQuery]) -> list[PackedChoice]:
+        """`queries`' notes choices over `refs`, made by the workers (`notes.Selects`): the notes go into the
+        object store once, the queries in batches spread over the live workers, a few batches each at once.
+
+        A worker that dies mid-batch is restarted by Ray, which sends it the batch again; one gone for good
+        is left, its batch taken by the next worker free. The choices are in the order of `queries`."""
+        workers = sum(1 for t in self._tallies if not t.lost)
+        size = max(1, min(SELECT_BATCH, -(-len(queries) // (SELECT_IN_FLIGHT * max(1, workers)))))
+        todo = [(at, list(queries[at:at + size])) for at in range(0, len(queries), size)]
+        todo.reverse()  # taken from the end: in order
+        notes = _Notes(uuid.uuid4().hex, ray.put((tuple(refs), budget)))
+        made: dict[int, list[PackedChoice]] = {}
+
+        async def serve(index: int) -> None:  # one worker's turn: batches until none is left, or it is gone
+            tally = self._tallies[index]
+            while todo and not tally.lost:
+                at, batch = todo.pop()
+                try:
+                    made[at] = await self._actors[index].select.remote(notes, batch)
+                except RayActorError:  # could not be restarted: the batch goes back, for another worker
+                    tally.lost = True
+                    todo.append((at, batch))
+                    return
+                tally.selections += len(batch)
+
+        while todo:  # again when a worker was lost after the others had found nothing left to take
+            live = [i for i, t in enumerate(self._tallies) if not t.lost]
+            if not live:
+                raise _all_lost(len(self._actors))
+            await asyncio.gather(*(serve(i) for i in live for _ in range(SELECT_IN_FLIGHT)))
+        for actor, tally in zip(self._actors, self._tallies, strict=True):  # planned: the selectors can go
+            if not tally.lost:
+                actor.forget.remote(notes.round)
+        return [choice for at in sorted(made) for choice in made[at]]
 
     def to_dict(self) -> dict[str, Any]:
         """The engine, the cluster's size and what each worker did: for the manifest."""
@@ -158,6 +240,11 @@ class RayWorkers:
         for entry in merged.values():
             entry["time_s"] = round(entry["time_s"], 3)
         return list(merged.values())
+
+
+def _all_lost(count: int) -> ProviderError:
+    return ProviderError(f"all {count} Ray workers were lost; check the cluster (ray status), then continue "
+                         "with r3con run --resume RUN_DIR")
 
 
 def _connect(settings: Settings) -> bool:

@@ -21,12 +21,13 @@ each call's `select(query, exclude)`, so the index and the per-note sizes are co
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -152,7 +153,7 @@ class NotesChoice:
     full: tuple[str, ...] = ()  # the keys of the notes shown in full, and of those shown as index lines
     listed: tuple[str, ...] = ()
     top: tuple[str, ...] = ()  # the keys of the notes that rank first, when asked for (`NotesSelector.select(top=k)`)
-    picks: _Picks | None = field(default=None, compare=False, repr=False)  # what `NotesSelector.text_of` renders
+    picks: _Picks | None = field(default=None, compare=False, repr=False)  # what `NotesSelector.filled` renders
 
     @property
     def selected(self) -> bool:
@@ -216,6 +217,36 @@ class _Picks:
     omitted: int
     every_but: int | None = None  # every note but this position's, in full (no budget applied)
     every: bool = False
+
+
+@dataclass(frozen=True)
+class PackedChoice:
+    """A compact choice by positions in its selector's `refs` (`NotesSelector.packed`): small to pickle
+    (numpy arrays), for choices made in another process over the same notes (`Selects`)."""
+
+    picks: _Picks
+    tokens: int
+    top: np.ndarray  # the positions of the notes that rank first, when asked for
+
+
+@dataclass(frozen=True)
+class NotesQuery:
+    """One read's selection to make: its query, the document whose note is left out, how many notes that
+    rank first to name (`NotesSelector.select(query, exclude, top=top)`)."""
+
+    query: str
+    exclude: str | None
+    top: int = 0
+
+
+@runtime_checkable
+class Selects(Protocol):
+    """Makes many compact selections over one set of notes elsewhere (the workers of `--engine ray`): for
+    each of `queries`, `NotesSelector(refs, budget).packed(query, exclude, budget, top=top)`, the same code
+    on the same notes; the caller's own selector (`unpack`) turns them into the choices it would have made."""
+
+    async def select_many(self, refs: Sequence[NoteRef], budget: int | None,
+                          queries: Sequence[NotesQuery]) -> list[PackedChoice]: ...
 
 
 @dataclass(frozen=True)
@@ -300,26 +331,46 @@ class NotesSelector:
         """The notes text for a call whose query is `query`, without the note of `exclude` (a document key).
 
         `budget` overrides the selector's budget for this call (after a request did not fit the window).
-        `compact`: the choice without its text, as `compact` gives it (a plan of many calls; `text_of`).
+        `compact`: the choice without its text and keys, as `compact` gives it (a plan of many calls; `filled`).
         `top`: the choice names the `top` notes that rank first (`NotesChoice.top`), from the same scores.
         """
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
         choice = await self._choose(query, exclude, budget, render=not compact, top=top)
         return self.compact(choice) if compact else choice
 
+    async def packed(self, query: str, exclude: str | None = None, budget: int | None = None, *,
+                     top: int = 0) -> PackedChoice:
+        """`select(query, exclude, budget, compact=True, top=top)` as it travels between processes: positions
+        in `refs`, not labels; a selector over the same refs makes the choice of it (`unpack`)."""
+        return await self._pick(query, exclude, self.budget if budget is None else budget, top)
+
+    def unpack(self, packed: PackedChoice) -> NotesChoice:
+        """The compact choice `packed` stands for, as `select(..., compact=True)` makes it here."""
+        return self._choice(packed, render=False)
+
     async def _choose(self, query: str, exclude: str | None, budget: int | None, *,
                       render: bool = True, top: int = 0) -> NotesChoice:
+        return self._choice(await self._pick(query, exclude, budget, top), render=render)
+
+    def _choice(self, packed: PackedChoice, *, render: bool) -> NotesChoice:
+        """The choice `packed` stands for: with its text and keys when `render`, else by positions alone (`compact`)."""
+        picks, refs = packed.picks, self.refs
+        shown = len(refs) - (picks.every_but is not None) if picks.every else len(picks.full)
+        full, listed = self.keys_of(picks) if render else ((), ())
+        return NotesChoice(self._render(picks) if render else "", shown=shown, indexed=len(picks.index),
+                           omitted=picks.omitted, tokens=packed.tokens, full=full, listed=listed, picks=picks,
+                           top=tuple(refs[i].label for i in packed.top.tolist()))
+
+    async def _pick(self, query: str, exclude: str | None, budget: int | None, top: int) -> PackedChoice:
         # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
         # budget lasts; the choice is the same as ranking every note and scanning all of them.
         pos = self._positions.get(exclude) if exclude is not None else None
         count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
         scores = await self._scores(query) if top > 0 and count else None
-        first = self._first(scores, pos, top) if scores is not None else ()
+        first = self._first(scores, pos, top) if scores is not None else _NONE
         if not count or budget is None or full <= budget:
-            every = _Picks(_NONE, _NONE, 0, every_but=pos, every=True)
-            return NotesChoice(self._render(every) if render else "", shown=count, indexed=0, tokens=full,
-                               full=self.keys_of(every)[0] if render else (), picks=every, top=first)
+            return PackedChoice(_Picks(_NONE, _NONE, 0, every_but=pos, every=True), full, first)
         scores = await self._scores(query) if scores is None else scores
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
@@ -337,19 +388,16 @@ class NotesSelector:
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
         if indexed or omitted:
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
-        in_order = sorted(shown)
-        picks = _Picks(np.array(in_order, dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
-        full_keys, listed = self.keys_of(picks) if render else ((), ())
-        return NotesChoice(self._render(picks) if render else "", shown=len(shown), indexed=len(indexed),
-                           omitted=omitted, tokens=tokens, full=full_keys, listed=listed, picks=picks, top=first)
+        picks = _Picks(np.array(sorted(shown), dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
+        return PackedChoice(picks, tokens, first)
 
-    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> tuple[str, ...]:
-        """The keys of the `k` notes that rank first by `scores` (without position `pos`), by the ranking the
-        selection uses, whether or not every note fits: descending score, ties in corpus order; with BM25,
+    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> np.ndarray:
+        """The positions of the `k` notes that rank first by `scores` (without position `pos`), by the ranking
+        the selection uses, whether or not every note fits: descending score, ties in corpus order; with BM25,
         only notes that share a term with the query."""
         best = _best(scores, None, min(len(scores), k + 1)).tolist()
         picked = [i for i in best if i != pos and (self._embed is not None or scores[i] > 0)][:k]
-        return tuple(self.refs[i].label for i in picked)
+        return np.array(picked, dtype=np.int32)
 
     def compact(self, choice: NotesChoice) -> NotesChoice:
         """`choice` kept small while a round's other calls are planned: its positions (`picks`) alone, without
@@ -417,6 +465,7 @@ _BLOCK = 256  # notes ranked at a time, among those that still fit
 
 
 _SAMPLED = 8  # `_best` over more than this many times `size` positions narrows them from a sample first
+_GOLDEN = (5 ** 0.5 - 1) / 2  # the sample's offsets, j * _GOLDEN mod 1: spread evenly, periodic in nothing
 
 
 def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray:
@@ -424,7 +473,7 @@ def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray
     position order, with every tie of the last one: a prefix of their ranking, found with a partition and
     a sort of it alone.
 
-    Over many positions, a score from every `step`-th one gives a floor that about `2 * size` clear: the
+    Over many positions, a score from each run of `step` gives a floor that about `2 * size` clear: the
     partition then runs over those only (45,000 notes: one comparison each, and a partition of hundreds).
     The floor is at or below the size-th best score whenever at least `size` clear it (checked), so the
     result is the one a partition of every position gives; when too few clear it, they all go in."""
@@ -433,11 +482,7 @@ def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray
     if n > size:
         where = None
         if n > _SAMPLED * size:
-            step = n // (_SAMPLED * size)
-            sample = values[::step]
-            k = min(len(sample), 2 * size // step + 1)
-            floor = np.partition(sample, len(sample) - k)[len(sample) - k]
-            clear = np.flatnonzero(values >= floor)
+            clear = np.flatnonzero(values >= _floor(values, size))
             if len(clear) >= size:
                 where = clear
         top = values if where is None else values[where]
@@ -448,6 +493,20 @@ def _best(scores: np.ndarray, among: np.ndarray | None, size: int) -> np.ndarray
     else:
         positions = np.arange(n) if among is None else among
     return positions[np.argsort(-values, kind="stable")]
+
+
+def _floor(values: np.ndarray, size: int) -> float:
+    """A score that about `2 * size` of `values` clear, from a sample of one position in each run of `step`.
+
+    The sample's position in each run shifts (a Weyl sequence): every `step`-th position alone misses every
+    note of a kind that repeats with a period sharing a factor with `step` (notes made in turn from templates),
+    and the floor then falls below all of them: every position clears it (100,000 such notes: 14 ms a
+    read, not 1.4)."""
+    step = len(values) // (_SAMPLED * size)
+    strata = np.arange(len(values) // step)
+    sample = values[strata * step + (strata * _GOLDEN % 1.0 * step).astype(np.int64)]
+    k = min(len(sample), 2 * size // step + 1)
+    return float(np.partition(sample, len(sample) - k)[len(sample) - k])
 
 
 class _Ranked:
@@ -544,6 +603,7 @@ class _Head:
                        full=self.keys + tail.full)
 
 
+_PLANNED_AT_ONCE = 256  # choices made concurrently where they are made here (embeddings: a call each)
 HEAD_SHARE = 0.5  # of the notes budget: the notes in full every population call is shown first
 
 
@@ -613,7 +673,7 @@ class FinalNotes:
         """The notes population shows document `key`: every note when they all fit (`choice`, the same for
         every document), else the head and, when it has a final note, its own selection of the others
         (`budget`: a smaller one, after a refusal as too long); `compact`: without the text of its own
-        selection (`text_of` renders it)."""
+        selection (`filled` renders it)."""
         if budget is None and not self.per_document:
             return self.selector.compact(self.choice) if compact else self.choice
         head = await self.head(budget)
@@ -631,6 +691,21 @@ class FinalNotes:
             return self.selector.filled(choice)
         tail = head.rest.filled(choice)
         return replace(tail, text="\n".join(t for t in (head.text, tail.text) if t), full=head.keys + tail.full)
+
+    async def for_documents(self, keys: Sequence[str], selects: Selects | None = None) -> list[NotesChoice]:
+        """`for_document(key, compact=True)` for each of `keys`, the own selections made by `selects` when given
+        (`--engine ray`: on the workers, over a copy of the notes past the head) and the ranking is BM25."""
+        if not self.per_document or selects is None or self.selector.embed is not None:
+            made = [await self.for_document(k, compact=True) for k in keys[:1]]  # ranks once
+            for at in range(1, len(keys), _PLANNED_AT_ONCE):
+                made += await asyncio.gather(*(self.for_document(k, compact=True)
+                                               for k in keys[at:at + _PLANNED_AT_ONCE]))
+            return made
+        head = await self.head()
+        queries = [NotesQuery(self.query(k), None) for k in keys if self.notes.get(k)]
+        own = iter(await selects.select_many(head.rest.refs, head.budget, queries))
+        return [head.joined(head.rest.unpack(next(own))) if self.notes.get(k) else head.alone(len(head.rest.refs))
+                for k in keys]
 
     def summary(self) -> dict[str, Any]:
         """How the final notes were chosen, for the manifest."""

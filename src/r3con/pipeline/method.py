@@ -23,7 +23,7 @@ from ..llm.answered import Answered
 from ..llm.local import local_ports, use_local_server
 from ..llm.overflow import is_overflow
 from ..llm.types import LLM, Usage
-from ..notes.selection import Embed, FinalNotes
+from ..notes.selection import Embed, FinalNotes, Selects
 from ..report import try_write_report
 from ..results import Failure, RunEnd
 from ..sandbox import SandboxLimits
@@ -270,7 +270,10 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
               f"{budgets.window:,}; " + (f"{llm.concurrency[0]} calls in flight ({llm.concurrency[1]})"
                                          if llm.concurrency is not None else "calls in flight as the endpoint takes them"))
     try:
-        rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir)
+        # --engine ray: the notes choices of the rounds and of population are made on the workers
+        selects = llm.engine if isinstance(llm.engine, Selects) else None
+        rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir,
+                                                  selects)
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
         watch.final_notes(final)
@@ -278,7 +281,8 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
         evidence_stats: EvidenceStats | None = None
         if schema is not None:
-            tables, evidence_stats = await _populate(watch, task, schema, parts, final, final_notes, settings, options)
+            tables, evidence_stats = await _populate(watch, task, schema, parts, final, final_notes, settings, options,
+                                                     selects)
         answer_options = replace(options.answer, data_view_chars=min(  # the window as learned in any stage
             settings.data_view_chars, Budgets.of(settings, llm.planning_window).data_view_chars))
         answer = await _answer(watch, task, final, final_notes, schema, tables, answer_options, settings)
@@ -298,7 +302,8 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
 
 async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts: tuple[Document, ...],
                      settings: Settings, llm: LLMStack, options: StageOptions, embed: Embed | None,
-                     run_dir: RunDir) -> tuple[tuple[Mapping[str, str], ...], tuple[Document, ...], StageOptions]:
+                     run_dir: RunDir, selects: Selects | None,
+                     ) -> tuple[tuple[Mapping[str, str], ...], tuple[Document, ...], StageOptions]:
     """The relevance rounds: the notes of each round, the parts they were taken of, the options they ran
     with. A "too long" reply that states a smaller window has the parts and notes planned for it, and the
     rounds start again (what was answered before is served again, not paid)."""
@@ -308,7 +313,7 @@ async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts:
     while True:
         watch.begin("relevance", len(parts) * settings.rounds)
         relevance = await extract_relevance(watch.ask("relevance"), task, parts, replace(
-            options.relevance, keep=watch.note_keeper, top=watch.reuse.top), after_round=functools.partial(
+            options.relevance, keep=watch.note_keeper, top=watch.reuse.top, selects=selects), after_round=functools.partial(
                 _after_round, docs=docs, parts=parts, window=window, settings=settings, learned=llm.view))
         if not relevance.stopped:
             break
@@ -325,12 +330,12 @@ async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts:
 
 async def _populate(watch: Watch, task: str, schema: Mapping[str, Any], parts: tuple[Document, ...],
                     final: FinalNotes, final_notes: Mapping[str, str], settings: Settings, options: StageOptions,
-                    ) -> tuple[Mapping[str, tuple[Mapping[str, Any], ...]], EvidenceStats]:
+                    selects: Selects | None) -> tuple[Mapping[str, tuple[Mapping[str, Any], ...]], EvidenceStats]:
     """Each document's records under `schema`, with the final notes as background."""
     watch.begin("populate", len(parts))
     filled = await populate(watch.ask("populate"), task, schema, parts, final, replace(
         options.populate, reverse=settings.rounds % 2 == 1, cache=watch.seen,
-        keep=watch.records_keeper(final_notes)))
+        keep=watch.records_keeper(final_notes), selects=selects))
     watch.records(filled, final_notes, schema)
     return filled.tables, filled.evidence
 

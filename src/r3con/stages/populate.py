@@ -12,7 +12,6 @@ against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,7 +28,7 @@ from ..evidence.grounding import Source
 from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ..notes.selection import FinalNotes, NotesChoice, Shown, fitting
+from ..notes.selection import FinalNotes, NotesChoice, Selects, Shown, fitting
 from ..notes.shown import ShownLog
 from ..prompts.render import render
 from ..results import Failure
@@ -92,6 +91,8 @@ class PopulateOptions:
     in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Callable[[Document], Mapping[str, list[dict[str, Any]]] | None] | None = field(default=None, compare=False)
     """`keep(doc)`: an earlier run's records of `doc` (per table) to keep without a call, or None to populate it."""
+    selects: Selects | None = field(default=None, compare=False)
+    """Where the documents' own notes choices are made (`--engine ray`: on the workers), or None: here."""
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,7 @@ async def populate(
     options = options or PopulateOptions()
     form = _Form.of(schema, task)
     final = notes if isinstance(notes, FinalNotes) else None
-    choices = await _choices(final, docs)  # per document key, kept without their text while the calls are planned
+    choices = await _choices(final, docs, options.selects)  # per document key, kept without their text while the calls are planned
     text = notes if isinstance(notes, str) else notes.text
     common = NotesChoice(text, shown=0, indexed=0, tokens=estimate_tokens(text))  # when every document's is the same
     shared = Shared(form.tokens + common.tokens) if final is None else _shared(form, final)
@@ -349,16 +350,12 @@ async def populate(
     )
 
 
-_PLANNED_AT_ONCE = 256  # notes choices made concurrently (embeddings: a call each)
-
-
-async def _choices(final: FinalNotes | None, docs: Sequence[Document]) -> dict[str, NotesChoice] | None:
+async def _choices(final: FinalNotes | None, docs: Sequence[Document],
+                   selects: Selects | None) -> dict[str, NotesChoice] | None:
     """Each document's own choice of the final notes, without its text, when they are chosen per document."""
     if final is None or not final.per_document:
         return None
-    picked = [await final.for_document(d.key, compact=True) for d in docs[:1]]  # ranks once
-    for at in range(1, len(docs), _PLANNED_AT_ONCE):
-        picked += await asyncio.gather(*(final.for_document(d.key, compact=True) for d in docs[at:at + _PLANNED_AT_ONCE]))
+    picked = await final.for_documents([d.key for d in docs], selects)
     return {d.key: c for d, c in zip(docs, picked, strict=True)}
 
 

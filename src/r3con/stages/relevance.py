@@ -17,7 +17,17 @@ from types import MappingProxyType
 from ..corpus.documents import Document
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
-from ..notes.selection import Embed, NotesChoice, NotesSelector, Selections, Shown, fitting, note_refs
+from ..notes.selection import (
+    Embed,
+    NotesChoice,
+    NotesQuery,
+    NotesSelector,
+    Selections,
+    Selects,
+    Shown,
+    fitting,
+    note_refs,
+)
 from ..notes.shown import ShownLog
 from ..prompts.render import render
 from ..results import Failure
@@ -66,7 +76,10 @@ class RelevanceOptions:
     in_flight: int | None = None  # calls prepared at once (their prompts held); None: all (a batch needs them)
     keep: Keep | None = field(default=None, compare=False)  # an earlier run's note to keep instead of a read
     top: int = 0  # per later-round read, the notes that rank first for it, recorded (`Shown.top`) and given to `keep`
-
+    # where a round's notes choices are made before its calls go out: elsewhere (`--engine ray`: on the workers,
+    # over a copy of the round's notes), or None: here. Ranked by embeddings they are made here all the same
+    # (a query's embedding is a call of this process's stack, and the notes' vectors are in its store)
+    selects: Selects | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -163,12 +176,16 @@ class _Round:
         if self.selector is None:
             return plan_round(self.options.placement, self.round_no, self.readers)
         selector, readers = self.selector, self.readers
-        top = self.options.top
-        choices = [await selector.select(self._query(d), exclude=d.key, compact=True, top=top)
-                   for d in readers[:1]]  # ranks once
-        for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept as positions: rendered when the call goes out
-            choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True, top=top)
-                                              for d in readers[at:at + _PLANNED_AT_ONCE]))
+        top, selects = self.options.top, self.options.selects
+        if selects is not None and selector.embed is None:  # made elsewhere: this selector ranks nothing here
+            queries = [NotesQuery(self._query(d), d.key, top) for d in readers]
+            choices = [selector.unpack(p) for p in await selects.select_many(selector.refs, selector.budget, queries)]
+        else:
+            choices = [await selector.select(self._query(d), exclude=d.key, compact=True, top=top)
+                       for d in readers[:1]]  # ranks once
+            for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept as positions: rendered as sent
+                choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True,
+                                                                  top=top) for d in readers[at:at + _PLANNED_AT_ONCE]))
         shared = []
         for doc, choice in zip(readers, choices, strict=True):
             shared.append(self._shared(doc, choice))
