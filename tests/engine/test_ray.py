@@ -230,7 +230,9 @@ def test_sigterm_stops_a_ray_run_cleanly_and_says_how_to_resume(ray_cluster, tmp
         while sum(1 for c in server.calls() if c["status"] == 200) < 4 and time.monotonic() < deadline:
             assert driver.poll() is None
             time.sleep(0.01)
-        time.sleep(0.3)  # the replies are back at the driver, and in its record
+        while not any(f.stat().st_size for f in (tmp_path / "runs").glob("*/calls.jsonl")):  # in the driver's record
+            assert driver.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
         driver.send_signal(signal.SIGTERM)  # ray.init's own handler would exit 15 without a word
         _, err = driver.communicate(timeout=60)
     assert driver.returncode == 143, err
