@@ -3,6 +3,7 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 import r3con
 from r3con.corpus.documents import Document, documents_from_texts
@@ -449,3 +450,29 @@ def test_a_shown_log_gives_back_each_entry_by_document_and_in_the_order_asked_an
     del log
     gc.collect()
     assert file.closed  # with the log (an unnamed file: nothing is left on disk)
+
+
+def test_a_full_disk_under_the_shown_log_says_where(monkeypatch, tmp_path):
+    import errno
+    import tempfile
+
+    from r3con.artifacts.folder import disk_full, is_disk_full
+    from r3con.notes.selection import Shown
+    from r3con.notes.shown import ShownLog
+
+    class Full:
+        def seek(self, *args):
+            return 0
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", Full)
+    with pytest.raises(OSError) as raised:
+        ShownLog().add(Shown("1", 2, "selected", ("2",), (), 0, 10, "d"))
+    assert is_disk_full(raised.value)
+    message = str(disk_full(tmp_path, raised.value))
+    assert f"a temporary file in {tempfile.gettempdir()} (TMPDIR)" in message and "free some space" in message

@@ -28,12 +28,16 @@ class ShownLog:
 
     def add(self, shown: Shown) -> None:
         """`shown`, for its document (a later entry for the same document replaces it)."""
-        if self._file is None:
-            self._file = tempfile.TemporaryFile()
-            self._closer = weakref.finalize(self, self._file.close)  # closed when the log goes, or at `close`
         line = (json.dumps(shown.to_dict(), ensure_ascii=False) + "\n").encode()
-        at = self._file.seek(0, 2)
-        self._file.write(line)
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile()
+                self._closer = weakref.finalize(self, self._file.close)  # closed when the log goes, or at `close`
+            at = self._file.seek(0, 2)
+            self._file.write(line)
+            self._file.flush()  # a full disk says so here, not when the file is read back
+        except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
+            raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
         self._at[shown.doc] = (at, len(line))
 
     def order(self, keys: Iterable[str]) -> ShownLog:
