@@ -604,6 +604,15 @@ class _Head:
 
 
 _PLANNED_AT_ONCE = 256  # choices made concurrently where they are made here (embeddings: a call each)
+
+
+async def made_here(items: Sequence[T], choose: Callable[[T], Awaitable[NotesChoice]]) -> list[NotesChoice]:
+    """`choose(item)` for each of `items`, in order, as a stage plans its calls' notes in this process: the
+    first alone (it builds the index, or ranks the task's first line once), then `_PLANNED_AT_ONCE` at a time."""
+    made = [await choose(item) for item in items[:1]]
+    for at in range(1, len(items), _PLANNED_AT_ONCE):
+        made += await asyncio.gather(*(choose(item) for item in items[at:at + _PLANNED_AT_ONCE]))
+    return made
 HEAD_SHARE = 0.5  # of the notes budget: the notes in full every population call is shown first
 
 
@@ -696,11 +705,7 @@ class FinalNotes:
         """`for_document(key, compact=True)` for each of `keys`, the own selections made by `selects` when given
         (`--engine ray`: on the workers, over a copy of the notes past the head) and the ranking is BM25."""
         if not self.per_document or selects is None or self.selector.embed is not None:
-            made = [await self.for_document(k, compact=True) for k in keys[:1]]  # ranks once
-            for at in range(1, len(keys), _PLANNED_AT_ONCE):
-                made += await asyncio.gather(*(self.for_document(k, compact=True)
-                                               for k in keys[at:at + _PLANNED_AT_ONCE]))
-            return made
+            return await made_here(keys, lambda k: self.for_document(k, compact=True))
         head = await self.head()
         queries = [NotesQuery(self.query(k), None) for k in keys if self.notes.get(k)]
         own = iter(await selects.select_many(head.rest.refs, head.budget, queries))

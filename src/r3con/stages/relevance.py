@@ -9,7 +9,6 @@ Where each call puts its document is planned before the round's calls go out (`p
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,6 +25,7 @@ from ..notes.selection import (
     Selects,
     Shown,
     fitting,
+    made_here,
     note_refs,
 )
 from ..notes.shown import ShownLog
@@ -37,7 +37,6 @@ from .messages import SHARED_OVERHEAD, document_messages
 from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
 
 STAGE = "relevance"
-_PLANNED_AT_ONCE = 256  # notes choices made concurrently while a round is planned (embeddings: a call each)
 
 
 @dataclass(frozen=True)
@@ -181,11 +180,8 @@ class _Round:
             queries = [NotesQuery(self._query(d), d.key, top) for d in readers]
             choices = [selector.unpack(p) for p in await selects.select_many(selector.refs, selector.budget, queries)]
         else:
-            choices = [await selector.select(self._query(d), exclude=d.key, compact=True, top=top)
-                       for d in readers[:1]]  # ranks once
-            for at in range(1, len(readers), _PLANNED_AT_ONCE):  # kept as positions: rendered as sent
-                choices += await asyncio.gather(*(selector.select(self._query(d), exclude=d.key, compact=True,
-                                                                  top=top) for d in readers[at:at + _PLANNED_AT_ONCE]))
+            choices = await made_here(readers, lambda d: selector.select(  # kept as positions: rendered as sent
+                self._query(d), exclude=d.key, compact=True, top=top))
         shared = []
         for doc, choice in zip(readers, choices, strict=True):
             shared.append(self._shared(doc, choice))
