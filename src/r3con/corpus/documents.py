@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -101,10 +102,11 @@ class Document:
         has it from the corpus store or from telling duplicate files apart."""
         return text_sha256(self.text)
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """'3' for a whole document, '3.2' for part 2 of document 3."""
-        return str(self.number) if self.parts == 1 else f"{self.number}.{self.part}"
+        """'3' for a whole document, '3.2' for part 2 of document 3: one string a document part, interned, so
+        the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap)."""
+        return sys.intern(str(self.number) if self.parts == 1 else f"{self.number}.{self.part}")
 
     @property
     def label(self) -> str:

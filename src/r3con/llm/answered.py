@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -33,8 +34,9 @@ SOURCES = ("earlier run", "cache", "run folder")
 
 
 def where(request: ChatRequest) -> Where:
-    """The stage, document part and round a request belongs to."""
-    doc = None if request.doc is None else (
+    """The stage, document part and round a request belongs to (the part's key interned, as `Document.key` is:
+    one string a document part however many calls name it)."""
+    doc = None if request.doc is None else sys.intern(
         f"{request.doc}.{request.part}" if request.part is not None else str(request.doc))
     return request.stage, doc, request.round
 
@@ -63,7 +65,9 @@ class Answered:
         self.record: Callable[[str, str, str], None] | None = None
         self.served: Counter[str] = Counter()  # calls answered per source
         self.replayed: Counter[Where] = Counter()  # calls answered from an earlier run of the question
-        self.sent: Counter[Where] = Counter()  # calls not answered from an earlier run (the cache's included)
+        # calls not answered from an earlier run (the cache's included), counted only while there is one to
+        # answer from (`earlier`): without, nothing is replayed and no one asks (a key a call at D = 100,000)
+        self.sent: Counter[Where] = Counter()
         self.replayed_usage = Usage()
         self._full: str | None = None  # the disk filled up while a reply was stored
 
@@ -87,7 +91,6 @@ class Answered:
         return None
 
     async def complete(self, request: ChatRequest) -> Completion:
-        at = where(request)
         found = self.lookup(request)
         key: str | None = None
         if found is not None:
@@ -100,11 +103,12 @@ class Answered:
             completion, source = await self.inner.complete(request), ""
             if self.cache is not None and usable(request, completion):
                 key = self._keep(request, completion)
+        at = where(request)
         if source == SOURCES[0]:
             self.replayed[at] += 1
             self.replayed_usage += Usage(calls=1, prompt_tokens=completion.usage.prompt_tokens,
                                          completion_tokens=completion.usage.completion_tokens)
-        else:
+        elif self.earlier is not None:
             self.sent[at] += 1
         if self.record is not None and key is not None and completion.finish_reason not in ("length", "content_filter"):
             self.record(request.fingerprint(), request.stage, key)
