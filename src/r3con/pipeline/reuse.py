@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -273,48 +274,47 @@ def _kept(cache: CallCache, where: Callable[[str], str | None], digest: str) -> 
 
 @dataclass
 class Decisions:
-    """Per document part and stage: reused or recomputed, and why (reuse.json). Each held as a tuple (reused,
-    why, top), the entries made as reuse.json is written: a dict a stage and document was 550 B a document
-    for the whole run at D = 3,000 (bench_engine heap)."""
+    """Per stage and document part: reused or recomputed, and why (reuse.json). Each held as a tuple (reused,
+    why, top) under its stage, the reasons interned, the entries made as reuse.json is written: a dict a
+    stage and document was 550 B a document for the whole run at D = 3,000 (bench_engine heap)."""
 
     mode: str
     previous: str | None
-    by_doc: dict[str, dict[str, tuple[bool, str, tuple[str, ...]]]] = field(default_factory=dict)
+    by_stage: dict[str, dict[str, tuple[bool, str, tuple[str, ...]]]] = field(default_factory=dict)
 
     def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
         """`doc`'s `stage` was reused or not, and `why`; `top`: the notes that ranked first for a later-round read."""
-        self.by_doc.setdefault(doc, {})[stage] = (reused, why, tuple(top))
+        self.by_stage.setdefault(stage, {})[doc] = (reused, sys.intern(why), tuple(top))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
         out: dict[str, dict[str, int]] = {}
-        for stages in self.by_doc.values():
-            for stage, (reused, _, _) in stages.items():
-                row = out.setdefault(stage, {"reused": 0, "recomputed": 0})
-                row["reused" if reused else "recomputed"] += 1
+        for stage, docs in self.by_stage.items():
+            reused = sum(1 for r, _, _ in docs.values() if r)
+            out[stage] = {"reused": reused, "recomputed": len(docs) - reused}
         return out
 
     def whys(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts for each reason."""
-        out: dict[str, Counter[str]] = {}
-        for stages in self.by_doc.values():
-            for stage, (_, why, _) in stages.items():
-                out.setdefault(stage, Counter())[why] += 1
-        return {stage: dict(c.most_common()) for stage, c in out.items()}
+        return {stage: dict(Counter(why for _, why, _ in docs.values()).most_common())
+                for stage, docs in self.by_stage.items()}
 
     def recomputed(self) -> dict[str, dict[str, str]]:
         """Per document part, the stages it was recomputed in and why (the exceptions, when most is reused)."""
         out: dict[str, dict[str, str]] = {}
-        for doc, stages in self.by_doc.items():
-            for stage, (reused, why, _) in stages.items():
+        for stage, docs in self.by_stage.items():
+            for doc, (reused, why, _) in docs.items():
                 if not reused:
                     out.setdefault(doc, {})[stage] = why
         return out
 
     def documents(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Per document part and stage, {"reused", "why"} and, for a later-round read, "top"."""
-        return {doc: {stage: {"reused": reused, "why": why, **({"top": list(top)} if top else {})}
-                      for stage, (reused, why, top) in stages.items()} for doc, stages in self.by_doc.items()}
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for stage, docs in self.by_stage.items():
+            for doc, (reused, why, top) in docs.items():
+                out.setdefault(doc, {})[stage] = {"reused": reused, "why": why, **({"top": list(top)} if top else {})}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "previous_run": self.previous, "counts": self.counts(), "why": self.whys(),
@@ -380,7 +380,7 @@ class Reuse:
         cache = getattr(llm, "cache", None) if layer is None else layer.cache
         layer = Answered(llm) if layer is None else layer
         where, store, run = self.previous.reply, self.store, self.run
-        if self.mode != "off" and cache is not None:  # the earlier replies are kept in the LLM cache alone
+        if self.mode != "off" and cache is not None and self.previous.found:  # kept in the LLM cache alone
             layer.earlier = functools.partial(_kept, cache, where)
         layer.record = None if store is None else functools.partial(store.call, run)
         self._layer = layer
