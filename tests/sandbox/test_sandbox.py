@@ -61,6 +61,22 @@ async def test_a_list_given_under_several_names_is_sent_once_and_is_one_list(san
     assert _once({"records": {"orders": RECORDS}, "orders": copy}, {})["variables"]["orders"] is copy
 
 
+async def test_the_data_frame_is_written_a_piece_at_a_time_as_the_same_bytes():
+    import io
+
+    from r3con.sandbox._worker import encode_frame, write_frame
+
+    message = {"variables": {"records": {"orders": RECORDS, "empty": [], "é": {}}, "n": 3, "nested": [[1, {"a": None}]],
+                             "ints": {1: "a", "b": 2.5}, "notes": {"1": "note \"quoted\" ✓"}},
+               "aliases": {}, "dataframes": {"orders": {"at": ["records", "orders"]}}, "host_functions": ["shout"]}
+    out = io.BytesIO(b"ahead")  # written where the file stands: what came before is kept
+    out.seek(0, 2)
+    write_frame(message, out)
+    assert out.getvalue() == b"ahead" + encode_frame(message)
+    with pytest.raises(TypeError):
+        write_frame({"variables": {"x": {1, 2}}}, io.BytesIO())
+
+
 async def test_state_persists_across_cells(sandbox):
     await sandbox.run("total = 40\ndef bump(x):\n    return x + 2")
     result = await sandbox.run("print(bump(total))")

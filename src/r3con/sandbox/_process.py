@@ -11,7 +11,7 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..errors import SandboxError
 from . import _worker
@@ -20,6 +20,7 @@ from ._results import SandboxLimits
 
 WORKER_SCRIPT = Path(_worker.__file__).resolve()
 START_TIMEOUT_S = 120.0
+_INIT_CHUNK = 1 << 20
 
 
 class ProtocolError(Exception):
@@ -96,7 +97,7 @@ class WorkerProcess:
         self.uid: int | None = None  # the sandbox uid when the worker dropped to it (the parent is root)
 
     @classmethod
-    async def spawn(cls, *, scratch: Path, init_frame: bytes, limits: SandboxLimits, uid: int,
+    async def spawn(cls, *, scratch: Path, init_frame: IO[bytes], limits: SandboxLimits, uid: int,
                     skip: Sequence[str], nonce: str) -> WorkerProcess:
         parent_sock, child_sock = socket.socketpair()
         as_root = os.geteuid() == 0
@@ -122,8 +123,7 @@ class WorkerProcess:
                      OutputStream(proc.stdout, limit_chars=limits.output_chars, nonce=nonce),
                      OutputStream(proc.stderr, limit_chars=limits.output_chars, nonce=nonce))
         try:
-            worker.send_frame(init_frame)
-            ready = await asyncio.wait_for(worker.receive(), START_TIMEOUT_S)
+            ready = await asyncio.wait_for(worker._start(init_frame), START_TIMEOUT_S)
         except (WorkerGone, ProtocolError, TimeoutError, ConnectionError) as exc:
             await worker.kill()
             stderr = await worker.stderr.collect(-1, 0)
@@ -140,8 +140,14 @@ class WorkerProcess:
             worker.uid = uid
         return worker
 
-    def send_frame(self, frame: bytes) -> None:
-        self._writer.write(frame)
+    async def _start(self, init_frame: IO[bytes]) -> dict[str, Any]:
+        """Send the worker its first frame from the file that holds it, a MiB at a time as the worker reads
+        (a run's records are not copied into the transport's buffer whole); its answer."""
+        init_frame.seek(0)
+        while chunk := init_frame.read(_INIT_CHUNK):
+            self._writer.write(chunk)
+            await self._writer.drain()
+        return await self.receive()
 
     async def send(self, message: Mapping[str, Any]) -> None:
         self._writer.write(_worker.encode_frame(dict(message)))

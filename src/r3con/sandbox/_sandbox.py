@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from ..errors import SandboxError
 from ._process import ProtocolError, WorkerGone, WorkerProcess, describe_exit
 from ._results import LAYERS, OPTIONAL_LAYERS, CellResult, IsolationReport, SandboxLimits
-from ._worker import clip, encode_frame, jsonable
+from ._worker import clip, jsonable, write_frame
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _OUTPUT_GRACE_S = 2.0  # how long the parent waits for a finished cell's output to arrive
@@ -71,7 +71,7 @@ class Sandbox:
         self._uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
         self._nonce = secrets.token_hex(8)
         self._lock = asyncio.Lock()
-        self._init_frame = b""
+        self._init_frame: IO[bytes] | None = None  # the worker's data, on disk (`_write_init`)
         self._worker: WorkerProcess | None = None
         self._scratch: Path | None = None
         self._report: IsolationReport | None = None
@@ -105,11 +105,7 @@ class Sandbox:
             return
         if self._closed:
             raise SandboxError("the sandbox was closed; create a new one")
-        try:
-            self._init_frame = encode_frame({**_once(self._variables, self._dataframes),
-                                             "host_functions": sorted(self._host_functions)})
-        except (TypeError, ValueError) as exc:
-            raise SandboxError(f"sandbox variables and dataframes must be JSON-compatible: {exc}") from exc
+        self._init_frame = self._write_init()
         self._scratch = self._make_scratch()
         try:
             await self._spawn()
@@ -136,6 +132,27 @@ class Sandbox:
                 worker, self._worker = self._worker, None
                 await worker.kill()
             self._remove_scratch()
+            if self._init_frame is not None:
+                self._init_frame.close()
+
+    def _write_init(self) -> IO[bytes]:
+        """The worker's first frame (its data), written to an unnamed temporary file that every start of the
+        worker reads: a run's records are the largest thing the answer stage holds, and are not held twice."""
+        try:
+            out = tempfile.TemporaryFile()
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
+        try:
+            write_frame({**_once(self._variables, self._dataframes), "host_functions": sorted(self._host_functions)},
+                        out)
+            out.flush()
+        except (TypeError, ValueError) as exc:
+            out.close()
+            raise SandboxError(f"sandbox variables and dataframes must be JSON-compatible: {exc}") from exc
+        except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
+            out.close()
+            raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
+        return out
 
     async def run(self, code: str) -> CellResult:
         """Run one cell; whatever the code does becomes part of the result, never an exception."""
@@ -186,7 +203,7 @@ class Sandbox:
         shutil.rmtree(scratch, ignore_errors=True)
 
     async def _spawn(self) -> None:
-        if self._scratch is None:
+        if self._scratch is None or self._init_frame is None:
             raise SandboxError("the sandbox has no scratch dir")
         worker = await WorkerProcess.spawn(scratch=self._scratch, init_frame=self._init_frame, limits=self.limits,
                                            uid=self._uid, skip=self._skip, nonce=self._nonce)
