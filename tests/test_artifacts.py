@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from r3con.artifacts.folder import NotRows, RunDir, disk_full, is_disk_full, json_rows
+from r3con.artifacts.folder import Entries, NotRows, RunDir, disk_full, is_disk_full, json_rows
 from r3con.errors import ConfigError, DiskFull, InputError, ProviderError
 
 
@@ -98,6 +98,20 @@ def test_a_large_table_and_a_large_manifest_are_written_as_they_would_be_whole(t
     assert path.read_text(encoding="utf-8") == json.dumps(manifest, ensure_ascii=False, default=str) + "\n"
     small = {"documents": [{"doc": 1}]}  # still indented for reading
     assert run.write_json("small.json", small).read_text() == json.dumps(small, indent=1) + "\n"
+
+
+def test_entries_are_written_as_the_list_they_make_each_time_the_file_is_written(tmp_path):
+    """The manifest's entry per document is made as the manifest is written (`Entries`), not held: the file
+    has the list, made again at each write (a re-plan changes the parts), top-level or nested."""
+    run = RunDir.create(tmp_path, "task")
+    parts = {1: 1, 2: 1}
+    entries = Entries(lambda: ({"doc": d, "parts": n} for d, n in parts.items()))
+    manifest = {"task": "t", "documents": entries, "nested": {"again": entries}}
+    assert json.loads(run.write_json("manifest.json", manifest).read_text())["documents"] == [
+        {"doc": 1, "parts": 1}, {"doc": 2, "parts": 1}]
+    parts[2] = 3
+    written = json.loads(run.write_json("manifest.json", manifest).read_text())
+    assert written["documents"][1] == {"doc": 2, "parts": 3} and written["nested"]["again"] == written["documents"]
 
 
 def test_a_folder_without_calls_is_discarded_and_one_with_calls_kept(tmp_path):

@@ -31,7 +31,7 @@ import secrets
 import shutil
 import sqlite3
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -154,11 +154,11 @@ class RunDir:
         text, never held whole (100,000 documents' entries are 45 MB of JSON, twice or four times that
         as a Python string)."""
         if isinstance(data, Mapping) and all(isinstance(k, str) for k in data) and any(
-                isinstance(v, list) and len(v) > _STREAM_ITEMS for v in data.values()):
+                isinstance(v, Entries) or isinstance(v, list) and len(v) > _STREAM_ITEMS for v in data.values()):
             return self.write_text(name, _json_pieces(data))
-        text = json.dumps(data, ensure_ascii=False, default=str)
+        text = json.dumps(data, ensure_ascii=False, default=_default)
         if len(text) <= _INDENT_UP_TO:
-            text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
+            text = json.dumps(data, ensure_ascii=False, indent=1, default=_default)
         return self.write_text(name, text + "\n")
 
     def write_json_rows(self, name: str, tables: Mapping[str, Sequence[Any]]) -> Path:
@@ -207,16 +207,33 @@ _INDENT_UP_TO = 200_000  # characters of JSON a run folder's file is indented up
 _STREAM_ITEMS = 5_000  # a list this long in a mapping: `write_json` writes the mapping a piece at a time
 
 
+class Entries:
+    """A list of JSON objects a run folder's file holds, made when the file is written (`make`, an item at a
+    time) rather than held: the manifest's entry per document is a few hundred bytes a document for the
+    whole run (bench_engine heap). `write_json` writes it as the list it makes."""
+
+    def __init__(self, make: Callable[[], Iterable[Any]]):
+        self.make = make
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.make())
+
+
+def _default(value: Any) -> Any:
+    """What `write_json` writes for a value JSON has no type for: `Entries` as their list, else its str."""
+    return list(value) if isinstance(value, Entries) else str(value)
+
+
 def _json_pieces(data: Mapping[str, Any]) -> Iterator[str]:
-    """`json.dumps(data, ensure_ascii=False, default=str)`, a value at a time and the long lists an item at
-    a time."""
+    """`json.dumps(data, ensure_ascii=False, default=_default)`, a value at a time and the long lists (and
+    `Entries`) an item at a time."""
     def dumps(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return json.dumps(value, ensure_ascii=False, default=_default)
 
     yield "{"
     for n, (key, value) in enumerate(data.items()):
         yield ("" if n == 0 else ", ") + dumps(key) + ": "
-        if isinstance(value, list) and len(value) > _STREAM_ITEMS:
+        if isinstance(value, Entries) or isinstance(value, list) and len(value) > _STREAM_ITEMS:
             yield "["
             for i, item in enumerate(value):
                 yield ("" if i == 0 else ", ") + dumps(item)

@@ -15,12 +15,12 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
 from .._version import __version__
-from ..artifacts.folder import RunDir, disk_full, is_disk_full
+from ..artifacts.folder import Entries, RunDir, disk_full, is_disk_full
 from ..config import Settings
 from ..corpus.documents import Document
 from ..corpus.inputs import Inputs
@@ -59,7 +59,9 @@ class RunRecord:
         self.selections: dict[str, Selections] = {}
         self.seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
         self.account = (inputs or Inputs.of(docs)).with_parts(parts)
-        manifest = _manifest(task, docs, parts, settings, llm, part_tokens)
+        self._parts = Counter(p.number for p in parts)  # parts per document, for the manifest's entries
+        manifest = _manifest(task, settings, llm, part_tokens)
+        manifest["documents"] = Entries(lambda: _documents(docs, self._parts))
         manifest["inputs"] = self.account.to_dict()
         manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
         manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
@@ -81,8 +83,7 @@ class RunRecord:
         self.account = self.account.with_parts(parts)
         self.manifest["part_tokens"] = part_tokens
         self.manifest["notes_selection"]["budget_tokens"] = notes_budget
-        for entry in self.manifest["documents"]:
-            entry["parts"] = sum(1 for p in parts if p.number == entry["doc"])
+        self._parts = Counter(p.number for p in parts)
         self._learned()
         self.run_dir.write_json("manifest.json", self.manifest)
 
@@ -216,9 +217,7 @@ class RunRecord:
         self.run_dir.write_json("manifest.json", manifest)
 
 
-def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], settings: Settings,
-              view: EndpointView, budget: int) -> dict[str, Any]:
-    counts = Counter(p.number for p in parts)
+def _manifest(task: str, settings: Settings, view: EndpointView, budget: int) -> dict[str, Any]:
     return {
         "task": task,
         "r3con_version": __version__,
@@ -229,12 +228,14 @@ def _manifest(task: str, docs: Sequence[Document], parts: Sequence[Document], se
         "setting_roles": Settings.roles(),  # request, question, run, operational: config.ROLES
         "cost": {"prices": _price_sources(settings, view.endpoint)},
         "part_tokens": budget,
-        "documents": [
-            {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
-             "sha256": d.sha256, "tokens_estimate": d.tokens, "parts": counts[d.number]}
-            for d in docs
-        ],
     }
+
+
+def _documents(docs: Sequence[Document], parts: Mapping[int, int]) -> Iterator[dict[str, Any]]:
+    """The manifest's entry for each document, made as the manifest is written (`Entries`)."""
+    for d in docs:
+        yield {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
+               "sha256": d.sha256, "tokens_estimate": d.tokens, "parts": parts[d.number]}
 
 
 def _price_sources(settings: Settings, endpoint: EndpointInfo) -> dict[str, str]:
