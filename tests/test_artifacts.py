@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from r3con.artifacts.folder import Entries, NotRows, RunDir, disk_full, is_disk_full, json_rows
+from r3con.artifacts.folder import Later, NotRows, RunDir, disk_full, is_disk_full, json_rows
 from r3con.errors import ConfigError, DiskFull, InputError, ProviderError
 
 
@@ -101,17 +101,23 @@ def test_a_large_table_and_a_large_manifest_are_written_as_they_would_be_whole(t
 
 
 def test_entries_are_written_as_the_list_they_make_each_time_the_file_is_written(tmp_path):
-    """The manifest's entry per document is made as the manifest is written (`Entries`), not held: the file
-    has the list, made again at each write (a re-plan changes the parts), top-level or nested."""
+    """The manifest's entry per document is made as the manifest is written (`Later`), not held: the file
+    has the list, made again at each write (a re-plan changes the parts), top-level or nested, from an
+    iterator or as any JSON value."""
     run = RunDir.create(tmp_path, "task")
     parts = {1: 1, 2: 1}
-    entries = Entries(lambda: ({"doc": d, "parts": n} for d, n in parts.items()))
-    manifest = {"task": "t", "documents": entries, "nested": {"again": entries}}
+    entries = Later(lambda: ({"doc": d, "parts": n} for d, n in parts.items()))
+    manifest = {"task": "t", "documents": entries, "nested": {"again": entries}, "made": Later(lambda: {"n": len(parts)})}
     assert json.loads(run.write_json("manifest.json", manifest).read_text())["documents"] == [
         {"doc": 1, "parts": 1}, {"doc": 2, "parts": 1}]
     parts[2] = 3
     written = json.loads(run.write_json("manifest.json", manifest).read_text())
     assert written["documents"][1] == {"doc": 2, "parts": 3} and written["nested"]["again"] == written["documents"]
+    assert written["made"] == {"n": 2}
+    assert run.write_json("manifest.json", manifest).read_text().startswith("{\n")  # short: indented for reading
+    parts.update((d, 1) for d in range(3, 5002))
+    text = run.write_json("manifest.json", manifest).read_text()  # long: one line, an item at a time
+    assert "\n" not in text[:-1] and len(json.loads(text)["documents"]) == 5001
 
 
 def test_a_folder_without_calls_is_discarded_and_one_with_calls_kept(tmp_path):

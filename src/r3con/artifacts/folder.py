@@ -24,6 +24,7 @@ import csv
 import errno
 import fcntl
 import io
+import itertools
 import json
 import os
 import re
@@ -153,9 +154,10 @@ class RunDir:
         than 5,000 items (a large corpus's manifest) is written on one line, a piece at a time: the same
         text, never held whole (100,000 documents' entries are 45 MB of JSON, twice or four times that
         as a Python string)."""
-        if isinstance(data, Mapping) and all(isinstance(k, str) for k in data) and any(
-                isinstance(v, Entries) or isinstance(v, list) and len(v) > _STREAM_ITEMS for v in data.values()):
-            return self.write_text(name, _json_pieces(data))
+        if isinstance(data, Mapping) and all(isinstance(k, str) for k in data):
+            data = {k: _made(v) for k, v in data.items()}
+            if any(isinstance(v, Iterator) or isinstance(v, list) and len(v) > _STREAM_ITEMS for v in data.values()):
+                return self.write_text(name, _json_pieces(data))
         text = json.dumps(data, ensure_ascii=False, default=_default)
         if len(text) <= _INDENT_UP_TO:
             text = json.dumps(data, ensure_ascii=False, indent=1, default=_default)
@@ -207,33 +209,44 @@ _INDENT_UP_TO = 200_000  # characters of JSON a run folder's file is indented up
 _STREAM_ITEMS = 5_000  # a list this long in a mapping: `write_json` writes the mapping a piece at a time
 
 
-class Entries:
-    """A list of JSON objects a run folder's file holds, made when the file is written (`make`, an item at a
-    time) rather than held: the manifest's entry per document is a few hundred bytes a document for the
-    whole run (bench_engine heap). `write_json` writes it as the list it makes."""
+class Later:
+    """A value of a run folder's JSON file made when the file is written (`make`: any JSON value, or an
+    iterator of a list's items, written an item at a time) rather than held: the manifest's entries per
+    document are a few hundred bytes a document for the whole run (bench_engine heap)."""
 
-    def __init__(self, make: Callable[[], Iterable[Any]]):
+    def __init__(self, make: Callable[[], Any]):
         self.make = make
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.make())
+
+def _made(value: Any) -> Any:
+    """What a `Later` makes (else `value`): a short list, or an iterator of more than `_STREAM_ITEMS` items."""
+    if not isinstance(value, Later):
+        return value
+    made = value.make()
+    if not isinstance(made, Iterator):
+        return made
+    head = list(itertools.islice(made, _STREAM_ITEMS + 1))
+    return head if len(head) <= _STREAM_ITEMS else itertools.chain(head, made)
 
 
 def _default(value: Any) -> Any:
-    """What `write_json` writes for a value JSON has no type for: `Entries` as their list, else its str."""
-    return list(value) if isinstance(value, Entries) else str(value)
+    """What `write_json` writes for a value JSON has no type for: what a `Later` makes, else its str."""
+    if not isinstance(value, Later):
+        return str(value)
+    made = value.make()
+    return list(made) if isinstance(made, Iterator) else made
 
 
 def _json_pieces(data: Mapping[str, Any]) -> Iterator[str]:
     """`json.dumps(data, ensure_ascii=False, default=_default)`, a value at a time and the long lists (and
-    `Entries`) an item at a time."""
+    what a `Later` makes as an iterator) an item at a time."""
     def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=_default)
 
     yield "{"
     for n, (key, value) in enumerate(data.items()):
         yield ("" if n == 0 else ", ") + dumps(key) + ": "
-        if isinstance(value, Entries) or isinstance(value, list) and len(value) > _STREAM_ITEMS:
+        if isinstance(value, Iterator) or isinstance(value, list) and len(value) > _STREAM_ITEMS:
             yield "["
             for i, item in enumerate(value):
                 yield ("" if i == 0 else ", ") + dumps(item)

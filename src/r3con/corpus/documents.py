@@ -102,10 +102,11 @@ class Document:
         has it from the corpus store or from telling duplicate files apart."""
         return text_sha256(self.text)
 
-    @cached_property
+    @property
     def key(self) -> str:
         """'3' for a whole document, '3.2' for part 2 of document 3: one string a document part, interned, so
-        the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap)."""
+        the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap); not
+        cached on the document, whose attributes' dict would grow a size for it (400 B a document)."""
         return sys.intern(str(self.number) if self.parts == 1 else f"{self.number}.{self.part}")
 
     @property

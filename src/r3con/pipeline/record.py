@@ -20,7 +20,7 @@ from contextlib import suppress
 from typing import Any
 
 from .._version import __version__
-from ..artifacts.folder import Entries, RunDir, disk_full, is_disk_full
+from ..artifacts.folder import Later, RunDir, disk_full, is_disk_full
 from ..config import Settings
 from ..corpus.documents import Document
 from ..corpus.inputs import Inputs
@@ -61,8 +61,8 @@ class RunRecord:
         self.account = (inputs or Inputs.of(docs)).with_parts(parts)
         self._parts = Counter(p.number for p in parts)  # parts per document, for the manifest's entries
         manifest = _manifest(task, settings, llm, part_tokens)
-        manifest["documents"] = Entries(lambda: _documents(docs, self._parts))
-        manifest["inputs"] = self.account.to_dict()
+        manifest["documents"] = Later(lambda: _documents(docs, self._parts))
+        manifest["inputs"] = Later(lambda: self.degraded().to_dict())  # an entry a document: made as written
         manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
         manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
         manifest["notes_selection"] = {
@@ -127,7 +127,7 @@ class RunRecord:
         self.run_dir.write_json_rows("records.json", filled.tables)
         if filled.shown:  # the final notes chosen per document: what each population call was shown
             self.run_dir.write_text("notes/shown-populate.jsonl", filled.shown.lines())
-        self.manifest["evidence_stats"] = filled.evidence.to_dict()
+        self.manifest["evidence_stats"] = Later(filled.evidence.to_dict)
         if filled.dropped:  # --unverified drop: listed, never silently lost
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))
         for name, rows in filled.tables.items():
@@ -203,7 +203,6 @@ class RunRecord:
             total["by_worker"] = engine["per_worker"]
             manifest["engine"] = engine
         self.run_dir.write_json("usage.json", total)
-        manifest["inputs"] = self.degraded().to_dict()
         manifest["notes_selection"]["calls"] = {stage: {"calls": s.calls, "selected": s.selected}
                                                 for stage, s in selections.items() if s.calls}
         manifest["layout"]["shared_first_calls"] = {stage: s.shared_first for stage, s in selections.items()

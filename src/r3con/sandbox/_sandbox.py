@@ -105,7 +105,9 @@ class Sandbox:
             return
         if self._closed:
             raise SandboxError("the sandbox was closed; create a new one")
-        self._init_frame = self._write_init()
+        if self._init_frame is None:  # written once; the data is not held past it (a failed start may be retried)
+            self._init_frame = self._write_init()
+            self._variables, self._dataframes = {}, {}
         self._scratch = self._make_scratch()
         try:
             await self._spawn()

@@ -183,6 +183,7 @@ async def answer_with_code(
     variables.update(extra_variables or {})
     sandbox = Sandbox(variables=variables, dataframes=safe_view, limits=options.sandbox_limits,
                       mode=options.sandbox_mode, scratch_root=options.scratch_root)
+    del view, safe_view, variables  # the sandbox has them until its data is on disk; the agent's steps do not
     return await run_agent(llm, system, first, sandbox, options)
 
 
