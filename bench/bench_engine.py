@@ -11,7 +11,8 @@ schema, population, the agent's answer; LLM cache on, empty; no corpus store), o
 once with `--engine ray --ray-address` joining a local cluster started first (`ray start --head
 --num-cpus 2`), as a driver joins a cluster. Printed per engine: wall seconds, the driver's peak RSS
 (VmHWM of the driver process alone, polled; the cluster's processes are not the driver's), the
-driver's CPU a call (user + system of the driver and what it waited for: the sandbox), and whether
+driver's CPU a call (user + system of the driver and what it waited for: the sandbox; not the scripted
+server's, which figures before 2026-12-06 counted as well), and whether
 the notes, schema, records and answer are byte for byte the in-process run's.
 
 `select`: N synthetic notes (30 words each from a 5,000-word vocabulary); one later-round selection
@@ -134,10 +135,10 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str]) -> 
                     if engine == "ray":
                         args += ["--ray-address", address]
                     figures = driver(args, env)
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the driver's, not yet the server's
                 finally:
                     server.terminate()
                     server.wait()
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
                 seen[engine] = figures
                 same = "" if engine == "local" or "local" not in seen else str(all(
