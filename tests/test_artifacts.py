@@ -98,6 +98,11 @@ def test_a_large_table_and_a_large_manifest_are_written_as_they_would_be_whole(t
     assert path.read_text(encoding="utf-8") == json.dumps(manifest, ensure_ascii=False, default=str) + "\n"
     small = {"documents": [{"doc": 1}]}  # still indented for reading
     assert run.write_json("small.json", small).read_text() == json.dumps(small, indent=1) + "\n"
+    notes = [{"doc": str(i), "note": f"n {i}", "refs": []} for i in range(6000)]  # a round's notes, as a generator
+    assert run.write_json("round.json", iter(notes)).read_text() == json.dumps(notes, ensure_ascii=False) + "\n"
+    reuse = {"mode": "exact", "documents": {str(i): {"relevance-1": {"reused": False}} for i in range(6000)}}
+    assert run.write_json("reuse.json", reuse).read_text() == json.dumps(reuse, ensure_ascii=False) + "\n"
+    assert run.write_json("few.json", iter(notes[:2])).read_text() == json.dumps(notes[:2], indent=1) + "\n"
 
 
 def test_entries_are_written_as_the_list_they_make_each_time_the_file_is_written(tmp_path):

@@ -262,3 +262,23 @@ def test_the_reuse_record_takes_each_later_reads_notes_when_relevance_is_decided
     assert previous.reads[(2, first)].full == {(second, note_digest(f"note {docs[1].key}"))}
     assert previous.reads[(2, second)].full == frozenset(), "a read with nothing logged was shown nothing in full"
     reuse.close()
+
+
+def test_the_decisions_per_document_are_made_a_document_at_a_time_in_the_order_they_were_made():
+    from r3con.pipeline.reuse import Decisions
+
+    decisions = Decisions("exact", None)
+    decisions.note("2", "relevance-1", True, "same request")
+    decisions.note("1", "relevance-1", False, "no earlier run")
+    decisions.note("1", "relevance-2", False, "notes shown changed", ("2",))
+    decisions.note("2", "populate", True, "kept: final note unchanged")
+    documents = decisions.documents()
+    assert list(documents) == ["2", "1"] and len(documents) == 2 and "3" not in documents
+    assert dict(documents) == {
+        "2": {"relevance-1": {"reused": True, "why": "same request"},
+              "populate": {"reused": True, "why": "kept: final note unchanged"}},
+        "1": {"relevance-1": {"reused": False, "why": "no earlier run"},
+              "relevance-2": {"reused": False, "why": "notes shown changed", "top": ["2"]}}}
+    assert decisions.counts() == {"relevance-1": {"reused": 1, "recomputed": 1},
+                                  "relevance-2": {"reused": 0, "recomputed": 1}, "populate": {"reused": 1, "recomputed": 0}}
+    assert decisions.recomputed() == {"1": {"relevance-1": "no earlier run", "relevance-2": "notes shown changed"}}

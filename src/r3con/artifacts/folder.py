@@ -150,14 +150,18 @@ class RunDir:
 
     def write_json(self, name: str, data: Any) -> Path:
         """`data` as JSON, indented for reading; beyond 200,000 characters on one line (indenting goes through
-        Python's slow encoder: seconds for a large corpus's manifest). A mapping that holds a list of more
-        than 5,000 items (a large corpus's manifest) is written on one line, a piece at a time: the same
-        text, never held whole (100,000 documents' entries are 45 MB of JSON, twice or four times that
-        as a Python string)."""
+        Python's slow encoder: seconds for a large corpus's manifest). A list or a mapping of more than 5,000
+        items, or a mapping that holds one (a large corpus's manifest, a round's notes, reuse.json), is
+        written on one line, a piece at a time: the same text, never held whole (100,000 documents' entries
+        are 45 MB of JSON, twice or four times that as a Python string). `data`, or a value of it, may be
+        an iterator of a list's items, or a `Later`, made as it is written."""
+        data = _made(data)
         if isinstance(data, Mapping) and all(isinstance(k, str) for k in data):
             data = {k: _made(v) for k, v in data.items()}
-            if any(isinstance(v, Iterator) or isinstance(v, list) and len(v) > _STREAM_ITEMS for v in data.values()):
-                return self.write_text(name, _json_pieces(data))
+            if any(_long(v) for v in data.values()):
+                return self.write_text(name, itertools.chain(_json_pieces(data), ["\n"]))
+        elif _long(data):
+            return self.write_text(name, itertools.chain(_json_pieces(data), ["\n"]))
         text = json.dumps(data, ensure_ascii=False, default=_default)
         if len(text) <= _INDENT_UP_TO:
             text = json.dumps(data, ensure_ascii=False, indent=1, default=_default)
@@ -219,41 +223,53 @@ class Later:
 
 
 def _made(value: Any) -> Any:
-    """What a `Later` makes (else `value`): a short list, or an iterator of more than `_STREAM_ITEMS` items."""
-    if not isinstance(value, Later):
+    """What a `Later` makes (else `value`), and an iterator (made or given) as a list when it is short."""
+    if isinstance(value, Later):
+        value = value.make()
+    if not isinstance(value, Iterator):
         return value
-    made = value.make()
-    if not isinstance(made, Iterator):
-        return made
-    head = list(itertools.islice(made, _STREAM_ITEMS + 1))
-    return head if len(head) <= _STREAM_ITEMS else itertools.chain(head, made)
+    head = list(itertools.islice(value, _STREAM_ITEMS + 1))
+    return head if len(head) <= _STREAM_ITEMS else itertools.chain(head, value)
+
+
+def _long(value: Any) -> bool:
+    """Written a piece at a time: an iterator (of many items), or a list or mapping of many."""
+    return isinstance(value, Iterator) or isinstance(value, list | Mapping) and len(value) > _STREAM_ITEMS
 
 
 def _default(value: Any) -> Any:
-    """What `write_json` writes for a value JSON has no type for: what a `Later` makes, else its str."""
+    """What `write_json` writes for a value JSON has no type for: what a `Later` makes, a mapping's dict,
+    else its str."""
+    if isinstance(value, Mapping):
+        return dict(value)
     if not isinstance(value, Later):
         return str(value)
     made = value.make()
     return list(made) if isinstance(made, Iterator) else made
 
 
-def _json_pieces(data: Mapping[str, Any]) -> Iterator[str]:
-    """`json.dumps(data, ensure_ascii=False, default=_default)`, a value at a time and the long lists (and
-    what a `Later` makes as an iterator) an item at a time."""
+def _json_pieces(value: Any, top: bool = True) -> Iterator[str]:
+    """`json.dumps(value, ensure_ascii=False, default=_default)` a piece at a time: the mapping at the top
+    a member at a time, and within it the long lists, iterators and mappings (`_long`) an item at a time."""
     def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=_default)
 
-    yield "{"
-    for n, (key, value) in enumerate(data.items()):
-        yield ("" if n == 0 else ", ") + dumps(key) + ": "
-        if isinstance(value, Iterator) or isinstance(value, list) and len(value) > _STREAM_ITEMS:
-            yield "["
-            for i, item in enumerate(value):
-                yield ("" if i == 0 else ", ") + dumps(item)
-            yield "]"
-        else:
-            yield dumps(value)
-    yield "}\n"
+    value = _made(value)
+    if isinstance(value, Iterator) or isinstance(value, list) and len(value) > _STREAM_ITEMS:
+        yield "["
+        for i, item in enumerate(value):
+            yield ("" if i == 0 else ", ") + dumps(item)
+        yield "]"
+    elif isinstance(value, Mapping) and (top or _long(value)) and all(isinstance(k, str) for k in value):
+        yield "{"
+        for n, (key, inner) in enumerate(value.items()):
+            yield ("" if n == 0 else ", ") + dumps(key) + ": "
+            yield from _json_pieces(inner, top=False)
+        yield "}"
+    else:
+        yield dumps(value)
+
+
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 

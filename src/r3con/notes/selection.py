@@ -25,7 +25,7 @@ import asyncio
 import hashlib
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -91,12 +91,12 @@ def format_index(lines: Sequence[_IndexLine], omitted: int) -> str:
             + ("... and more documents with notes, not listed.\n" if omitted else "") + "</notes_index>")
 
 
-def round_entries(parts: Sequence[Document], notes: Mapping[str, str]) -> list[dict[str, Any]]:
-    """A round's notes for its record (notes/round-N.json): each with `refs`, the keys of the documents
-    it names ("document 12"), for links and for knowing which notes name a document that left."""
+def round_entries(parts: Sequence[Document], notes: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """A round's notes for its record (notes/round-N.json), one at a time: each with `refs`, the keys of the
+    documents it names ("document 12"), for links and for knowing which notes name a document that left."""
     keys = {p.key for p in parts}
-    return [{"doc": p.key, "title": p.title, "note": notes[p.key],
-             "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes]
+    return ({"doc": p.key, "title": p.title, "note": notes[p.key],
+             "refs": document_refs(notes[p.key], keys, own=p.key)} for p in parts if p.key in notes)
 
 
 def terms(text: str) -> list[str]:

@@ -308,17 +308,38 @@ class Decisions:
                     out.setdefault(doc, {})[stage] = why
         return out
 
-    def documents(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per document part and stage, {"reused", "why"} and, for a later-round read, "top"."""
-        out: dict[str, dict[str, dict[str, Any]]] = {}
-        for stage, docs in self.by_stage.items():
-            for doc, (reused, why, top) in docs.items():
-                out.setdefault(doc, {})[stage] = {"reused": reused, "why": why, **({"top": list(top)} if top else {})}
-        return out
+    def documents(self) -> Mapping[str, dict[str, dict[str, Any]]]:
+        """Per document part and stage, {"reused", "why"} and, for a later-round read, "top": each document's
+        made when it is read (reuse.json is written a document at a time)."""
+        return _PerDocument(self.by_stage)
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "previous_run": self.previous, "counts": self.counts(), "why": self.whys(),
                 "documents": self.documents()}
+
+
+class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
+    """`Decisions.documents`: a document's stages, in the order its decisions were made."""
+
+    def __init__(self, by_stage: Mapping[str, Mapping[str, tuple[bool, str, tuple[str, ...]]]]):
+        self._by_stage = by_stage
+        self._docs = dict.fromkeys(doc for docs in by_stage.values() for doc in docs)
+
+    def __getitem__(self, doc: str) -> dict[str, dict[str, Any]]:
+        out = {}
+        for stage, docs in self._by_stage.items():
+            if doc in docs:
+                reused, why, top = docs[doc]
+                out[stage] = {"reused": reused, "why": why, **({"top": list(top)} if top else {})}
+        if not out:
+            raise KeyError(doc)
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._docs)
+
+    def __len__(self) -> int:
+        return len(self._docs)
 
 
 class Reuse:
