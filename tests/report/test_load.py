@@ -151,6 +151,36 @@ def test_a_large_runs_page_lists_the_documents_it_mentions_and_counts_every_inpu
     assert any("10 documents" in p for p in data["problems"])
 
 
+def test_a_large_runs_files_are_read_a_piece_at_a_time_and_give_the_page_they_gave_parsed_whole(tmp_path, monkeypatch):
+    """A large run's manifest, notes, reuse.json and result.json are never parsed whole (at 100,000 documents
+    each is hundreds of megabytes as Python objects): what the page keeps is what it kept when they were."""
+    from r3con.report import _load
+
+    monkeypatch.setattr(_load, "TEXTS_UP_TO", 3)
+    n = 12
+    folder = _folder(tmp_path, **{
+        "manifest.json": {"task": "q", "documents": [{"doc": i, "title": f"T{i}", "parts": 1} for i in range(1, n + 1)],
+                          "inputs": {"read": [{"doc": i, "source": f"f{i}.txt"} for i in range(1, n + 1)]},
+                          "evidence_stats": {"records": 2, "by_doc": {"4": {"records": 1}, "11": {"records": 1}}}},
+        "result.json": {"documents": n, "evidence": [{"doc": 11, "id": "D11", "kind": "document", "title": "T11"}],
+                        "inputs": {"read": [{"doc": i} for i in range(1, n + 1)]}},
+        "documents.jsonl": "".join(json.dumps({"doc": i, "title": f"T{i}", "text": f"text {i}"}) + "\n"
+                                   for i in range(1, n + 1)),
+        "notes/round-1.json": [{"doc": str(i), "note": f"note {i}", "refs": []} for i in range(1, n + 1)],
+        "records.json": {"facts": [{"_doc": 4, "v": 1}]},
+        "reuse.json": {"documents": {str(i): {"populate": {"reused": True, "why": "same"}} for i in range(1, n + 1)}},
+    })
+    whole: list[str] = []
+    json_of = _load.Folder.json
+    monkeypatch.setattr(_load.Folder, "json", lambda self, name, default=None: whole.append(name) or json_of(self, name, default))
+    data = load(folder)
+    assert not {"manifest.json", "result.json", "reuse.json", "notes/round-1.json"} & set(whole)
+    assert [d["doc"] for d in data["documents"]] == [1, 2, 3, 4, 11] and data["documents_total"] == n
+    assert data["texts"] == {"11": "text 11"} and list(data["notes"]) == ["1", "2", "3", "11"]
+    assert list(data["reuse"]) == ["1", "2", "3", "4", "11"] and data["inputs_total"] == {"read": n}
+    assert data["evidence_stats"]["by_doc"] == {"4": {"records": 1}, "11": {"records": 1}}
+
+
 def test_records_written_a_row_a_line_are_read_as_records_parsed_whole(tmp_path, monkeypatch):
     """The report reads records.json a record at a time in `write_json_rows`'s layout and parses any other
     layout whole (an indented one, an older run's); a large run's page keeps the same records either way."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..artifacts.folder import NotRows, json_rows
+from ..artifacts.jsonstream import Rule, Where, read_pruned
 from ..llm.layers import LogSummary
 from ._diff import changed_share, word_diff
 
@@ -37,6 +38,19 @@ class Folder:
         try:
             return json.loads(raw)
         except ValueError as exc:
+            self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
+            return default
+
+    def pruned(self, name: str, default: Any, rules: Sequence[Rule]) -> Any:
+        """`json(name)` read a piece at a time, the items `rules` name kept where they say (`jsonstream`): a large
+        run's manifest, reuse.json and notes are never parsed whole."""
+        target = self.path / name
+        if not target.exists():
+            return default
+        try:
+            with target.open(encoding="utf-8") as file:
+                return read_pruned(file, rules)
+        except (OSError, ValueError) as exc:
             self.problems.append(f"{name}: could not be read ({type(exc).__name__}: {exc})")
             return default
 
@@ -130,17 +144,25 @@ def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
 def _notes(folder: Folder, limit: int | None = None,
            also: frozenset[str] = frozenset()) -> tuple[int, dict[str, list[dict[str, Any]]]]:
     """Each note key's rounds: text, the documents it names, and from round 2 on the word diff to the round before.
-    With a `limit`: the notes of the first `limit` keys and of the documents in `also` (a large run)."""
+    With a `limit`: the notes of the first `limit` keys and of the documents in `also` (a large run), the
+    others left as each round's file is read."""
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    kept: set[str] = set()  # the keys kept so far, as the files are read
+
+    def wanted(_: Where, item: Any) -> bool:
+        if not isinstance(item, dict) or "doc" not in item:
+            return False
+        key = str(item["doc"])
+        if limit is None or key in kept or len(kept) < limit or key.split(".")[0] in also:
+            kept.add(key)
+            return True
+        return False
+
     rounds = 0
     while (folder.path / "notes" / f"round-{rounds + 1}.json").exists():
         rounds += 1
-        for item in _list(folder.json(f"notes/round-{rounds}.json", [])):
-            if not isinstance(item, dict) or "doc" not in item:
-                continue
+        for item in _list(folder.pruned(f"notes/round-{rounds}.json", [], [((), wanted)])):
             key, note = str(item["doc"]), str(item.get("note", ""))
-            if limit is not None and key not in by_key and (len(by_key) >= limit and key.split(".")[0] not in also):
-                continue
             entry: dict[str, Any] = {"round": rounds, "note": note, "refs": [str(r) for r in _list(item.get("refs"))]}
             earlier = by_key[key]
             if earlier and earlier[-1]["round"] == rounds - 1:
@@ -184,89 +206,116 @@ def _timing(folder: Folder, usage: Mapping[str, Any]) -> tuple[dict[str, dict[st
     return summary.timing(), summary.calls
 
 
-def _inputs_within(inputs: Mapping[str, Any], mentioned: set[str]) -> dict[str, Any]:
-    """The inputs' account for a large run's page: the documents read that it mentions, and of each
-    other kind (skipped, unreadable, ...) the first `LISTED_UP_TO`; `inputs_total` keeps the counts."""
-    out: dict[str, Any] = {}
-    for kind, items in inputs.items():
-        if kind == "read" and isinstance(items, list):
-            out[kind] = [i for i in items if isinstance(i, dict) and str(i.get("doc")) in mentioned]
-        elif isinstance(items, list):
-            out[kind] = items[:LISTED_UP_TO]
-        else:
-            out[kind] = items
-    return out
+def _none(_: Where, __: Any) -> bool:
+    return False
 
 
-def _documents(folder: Folder, manifest: dict[str, Any], cited: set[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The run's documents (the manifest's, and any only documents.jsonl lists) and the texts the page holds:
-    every one, or of a large run only the cited ones."""
-    documents = [d for d in _list(manifest.get("documents")) if isinstance(d, dict)]
-    listed = {str(d.get("doc")) for d in documents}
+def _how_many(folder: Folder, result: Mapping[str, Any]) -> tuple[int, list[str]]:
+    """How many documents the run has, and the numbers of the first `TEXTS_UP_TO`: from result.json and
+    documents.jsonl where a finished run wrote them, else from the manifest's list (read, not kept)."""
+    first: list[str] = []
+    total = result.get("documents")
+    if isinstance(total, int) and (folder.path / "documents.jsonl").exists():
+        with contextlib.suppress(OSError), (folder.path / "documents.jsonl").open(encoding="utf-8") as lines:
+            for line in lines:
+                if len(first) >= TEXTS_UP_TO:
+                    break
+                with contextlib.suppress(ValueError):
+                    first.append(str(json.loads(line)["doc"]))
+        return total, first
+    count = 0
+
+    def listed(_: Where, entry: Any) -> bool:
+        nonlocal count
+        if isinstance(entry, dict):
+            count += 1
+            if len(first) < TEXTS_UP_TO:
+                first.append(str(entry.get("doc")))
+        return False
+
+    folder.pruned("manifest.json", {}, [(("documents",), listed), (("inputs", "*"), _none),
+                                        (("evidence_stats", "by_doc"), _none)])
+    return count, first
+
+
+def _texts(folder: Folder, cited: set[str] | None) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """documents.jsonl's texts, every one or (`cited`, a large run) the cited ones'; and the documents it lists
+    (number, title, source) for a run whose manifest may not list them all (not for a large run)."""
     texts: dict[str, str] = {}
-    large = len(documents) > TEXTS_UP_TO
+    listed: list[dict[str, Any]] = []
     for line in folder.each_line("documents.jsonl"):
         if "doc" in line:
-            if not large or str(line["doc"]) in cited:
+            if cited is None or str(line["doc"]) in cited:
                 texts[str(line["doc"])] = str(line.get("text", ""))
-            if str(line["doc"]) not in listed:
-                listed.add(str(line["doc"]))
-                documents.append({"doc": line["doc"], "title": line.get("title", ""), "source": line.get("source", "")})
-    if len(documents) > TEXTS_UP_TO:
-        folder.problems.append(f"{len(documents):,} documents: the texts of the cited ones and the notes of the first "
-                               f"{TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl and "
-                               "notes/)")
-    return documents, texts
+            if cited is None:
+                listed.append({"doc": line["doc"], "title": line.get("title", ""), "source": line.get("source", "")})
+    return texts, listed
 
 
-def _within(folder: Folder, mentioned: set[str], documents: list[dict[str, Any]], inputs: dict[str, Any],
-            evidence_stats: Any) -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
-    """A large run's documents, inputs and evidence counts, cut to the documents the page mentions."""
-    total = len(documents)
-    documents = [d for d in documents if str(d.get("doc")) in mentioned]
-    if isinstance(evidence_stats, dict) and isinstance(evidence_stats.get("by_doc"), dict):
-        evidence_stats = {**evidence_stats, "by_doc": {k: v for k, v in evidence_stats["by_doc"].items()
-                                                       if k in mentioned}}
-    folder.problems.append(f"{total:,} documents: the {len(documents):,} this page mentions (the first "
-                           f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
-                           "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
-    return documents, _inputs_within(inputs, mentioned), evidence_stats
+def _within(mentioned: set[str], totals: Counter[str]) -> list[Rule]:
+    """How a large run's manifest is read: its documents, their inputs and evidence counts, cut to the documents
+    the page mentions, and the inputs of each other kind (skipped, unreadable, ...) to the first `LISTED_UP_TO`;
+    `totals` counts the inputs of each kind."""
+    def document(_: Where, entry: Any) -> bool:
+        return isinstance(entry, dict) and str(entry.get("doc")) in mentioned
+
+    def an_input(path: Where, entry: Any) -> bool:
+        kind, index = str(path[1]), path[2]
+        totals[kind] += 1
+        if kind == "read":
+            return isinstance(entry, dict) and str(entry.get("doc")) in mentioned
+        return isinstance(index, int) and index < LISTED_UP_TO
+
+    return [(("documents",), document), (("inputs", "*"), an_input),
+            (("evidence_stats", "by_doc"), lambda path, _: str(path[-1]) in mentioned)]
 
 
 def load(path: Path) -> dict[str, Any]:
-    """Everything the report shows, as JSON-ready data (document texts under "texts", by document number)."""
+    """Everything the report shows, as JSON-ready data (document texts under "texts", by document number).
+    A large run's (more than `TEXTS_UP_TO` documents) page keeps the documents it mentions (the first ones,
+    the cited ones, those of the records it holds), and its files are read a piece at a time, what the page
+    does not keep left as it is read (`Folder.pruned`)."""
     folder = Folder(Path(path))
-    manifest = _dict(folder.json("manifest.json", {}))
-    result = _dict(folder.json("result.json", {}))
+    # result.json's account of the inputs and evidence counts per document are the manifest's again: left
+    result = _dict(folder.pruned("result.json", {}, [(("inputs", "*"), _none), (("evidence_stats", "by_doc"), _none)]))
     answer = folder.text("answer.txt")
     evidence = [e for e in _list(result.get("evidence")) if isinstance(e, dict)]
     cited = {str(e.get("doc")) for e in evidence}
-    documents, texts = _documents(folder, manifest, cited)
-    large = len(documents) > TEXTS_UP_TO
-    rounds, notes = _notes(folder, TEXTS_UP_TO if large else None, frozenset(cited))
+    documents_total, first = _how_many(folder, result)
+    large = documents_total > TEXTS_UP_TO
+    texts, listed = _texts(folder, cited if large else None)
     records = folder.records(RECORDS_UP_TO if large else None, cited)
+    mentioned: set[str] | None = None
+    totals: Counter[str] = Counter()
+    if large:  # the page lists the documents it mentions; manifest.json, reuse.json and result.json hold all
+        mentioned = set(first) | cited | {str(r.get("_doc")) for rows in records.values() for r in rows}
+    manifest = _dict(folder.pruned("manifest.json", {}, _within(mentioned, totals) if mentioned is not None else []))
+    documents = [d for d in _list(manifest.get("documents")) if isinstance(d, dict)]
+    if mentioned is None:  # and any document only documents.jsonl lists (a run stopped before its manifest said)
+        known = {str(d.get("doc")) for d in documents}
+        documents += [d for d in listed if str(d["doc"]) not in known]
+        documents_total = len(documents)
+    else:
+        folder.problems.append(f"{documents_total:,} documents: the texts of the cited ones and the notes of the "
+                               f"first {TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl "
+                               "and notes/)")
+        folder.problems.append(f"{documents_total:,} documents: the {len(documents):,} this page mentions (the first "
+                               f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
+                               "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
+    rounds, notes = _notes(folder, TEXTS_UP_TO if large else None, frozenset(cited))
     schema = folder.json("schema.json")
     usage = _dict(folder.json("usage.json", {})) or _dict(result.get("usage"))
     timing, calls = _timing(folder, usage)
     settings = redact(_dict(manifest.get("settings")))
     inputs = _dict(manifest.get("inputs"))
     evidence_stats = manifest.get("evidence_stats") or result.get("evidence_stats")
-    inputs_total = {kind: len(items) for kind, items in inputs.items() if isinstance(items, list)}
-    documents_total = len(documents)
-    mentioned: set[str] | None = None
-    if large:  # the page lists the documents it mentions; manifest.json, reuse.json and result.json hold all
-        mentioned = ({str(d.get("doc")) for d in documents[:TEXTS_UP_TO]} | cited
-                     | {str(r.get("_doc")) for rows in records.values() for r in rows})
-        documents, inputs, evidence_stats = _within(folder, mentioned, documents, inputs, evidence_stats)
-    # what the page shows of the manifest, and the manifest let go before reuse.json is read: a large run's
-    # two files, parsed, are hundreds of megabytes each
+    inputs_total = {kind: len(items) for kind, items in inputs.items() if isinstance(items, list)} | dict(totals)
     run = {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
                                         "layout", "notes_selection", "sandbox", "reuse") if k in manifest}
     question, tables, endpoint = str(manifest.get("task") or ""), _dict(manifest.get("tables")), _dict(manifest.get("endpoint"))
     del manifest
-    reuse = _dict(_dict(folder.json("reuse.json", {})).get("documents"))
-    if mentioned is not None:
-        reuse = {k: v for k, v in reuse.items() if k.split(".")[0] in mentioned}
+    reuse = _dict(_dict(folder.pruned("reuse.json", {}, [] if mentioned is None else [
+        (("documents",), lambda path, _: str(path[-1]).split(".")[0] in mentioned)])).get("documents"))
     return {
         "run_dir": str(folder.path),
         "question": question,

@@ -1,0 +1,127 @@
+"""A run folder's large JSON files read a piece at a time, what is not wanted dropped as it is read.
+
+A 100,000-document run's manifest, reuse.json and notes are tens of megabytes of JSON each, parsed whole
+hundreds of megabytes of Python objects, while a reader such as the report keeps a few thousand entries
+of them. `read_pruned` parses the file from disk a MiB at a time (Python's own decoder for each value),
+goes into the lists and objects that `rules` name, item by item, and keeps an item only when the rule's
+function says so; everything else is parsed whole, as `json.load` would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+Where = tuple[str | int, ...]  # an item's keys and list indexes from the top
+Keep = Callable[[Where, Any], bool]  # (the item's path, its key or index in a list last; the item) -> keep it
+Rule = tuple[tuple[str, ...], Keep]  # the path of a list or object from the top ("*": any key), and its Keep
+
+_DECODER = json.JSONDecoder()
+_SPACE = frozenset(" \t\n\r")
+_CHUNK = 1 << 20
+
+
+def read_pruned(file: TextIO, rules: Sequence[Rule]) -> Any:
+    """The JSON value in `file`, with the items of each list or object a rule names kept only where its
+    function says (the first rule whose path matches applies); ValueError where it is not JSON."""
+    reader = _Reader(file)
+    value = _parse(reader, (), rules)
+    if reader.peek():
+        raise ValueError(f"extra data after the JSON value: {reader.peek()!r}")
+    return value
+
+
+def _matches(path: Where, pattern: tuple[str, ...]) -> bool:
+    return len(path) == len(pattern) and all(p == "*" or p == k for k, p in zip(path, pattern, strict=True))
+
+
+def _parse(reader: _Reader, path: Where, rules: Sequence[Rule]) -> Any:
+    if not any(len(pattern) >= len(path) and _matches(path, pattern[:len(path)]) for pattern, _ in rules):
+        return reader.value()  # nothing to prune below: parsed whole
+    keep = next((k for pattern, k in rules if _matches(path, pattern)), None)
+    opening = reader.peek()
+    if opening not in ("{", "["):
+        return reader.value()
+    reader.take(opening)
+    closing = "}" if opening == "{" else "]"
+    out: Any = {} if opening == "{" else []
+    if reader.peek() == closing:
+        reader.take(closing)
+        return out
+    index = 0
+    while True:
+        key: str | int = index
+        if opening == "{":
+            key = reader.value()
+            if not isinstance(key, str):
+                raise ValueError(f"an object's key is not a string: {key!r}")
+            reader.take(":")
+        where = (*path, key)
+        item = _parse(reader, where, rules)
+        if keep is None or keep(where, item):
+            if opening == "{":
+                out[key] = item
+            else:
+                out.append(item)
+        index += 1
+        if reader.peek() == ",":
+            reader.take(",")
+            continue
+        reader.take(closing)
+        return out
+
+
+class _Reader:
+    """The file's text from where it has been read to, a chunk at a time."""
+
+    def __init__(self, file: TextIO):
+        self.file = file
+        self.text = ""
+        self.at = 0
+        self.ended = False
+
+    def _more(self, at_least: int = 0) -> bool:
+        """Read on (at least `at_least` characters, so a long value is retried on twice as much); False at the end."""
+        if self.ended:
+            return False
+        more = self.file.read(max(_CHUNK, at_least))
+        if not more:
+            self.ended = True
+            return False
+        self.text = self.text[self.at:] + more
+        self.at = 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end), not taken."""
+        while True:
+            text, at = self.text, self.at
+            while at < len(text) and text[at] in _SPACE:
+                at += 1
+            self.at = at
+            if at < len(text):
+                return text[at]
+            if not self._more():
+                return ""
+
+    def take(self, char: str) -> None:
+        found = self.peek()
+        if found != char:
+            raise ValueError(f"expected {char!r}, found {found or 'the end'!r}")
+        self.at += 1
+
+    def value(self) -> Any:
+        """The next whole JSON value."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.at)
+            except json.JSONDecodeError:
+                if self._more(len(self.text) - self.at):  # the value goes on past what was read
+                    continue
+                raise
+            if end == len(self.text) and self._more():  # a number may go on past what was read
+                continue
+            self.at = end
+            return value

@@ -1,0 +1,53 @@
+"""artifacts.jsonstream: a large JSON file read a piece at a time, the unwanted items dropped as they are read."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from r3con.artifacts import jsonstream
+from r3con.artifacts.jsonstream import read_pruned
+
+VALUE = {"task": "é 中 \"quoted\"", "n": 12345678901234567890, "x": -1.5e-7, "ok": True, "none": None,
+         "documents": [{"doc": i, "title": f"t{i}", "tags": [i, {"deep": [None, False]}]} for i in range(40)],
+         "inputs": {"read": [{"doc": i} for i in range(30)], "skipped": [{"source": f"s{i}"} for i in range(9)],
+                    "empty": []},
+         "by_doc": {str(i): {"records": i} for i in range(25)}, "empty": {}, "last": [[], {}, ""]}
+
+
+@pytest.fixture(params=[3, 7, 1 << 20], ids=["3 characters a read", "7", "a MiB"])
+def chunk(request, monkeypatch):
+    monkeypatch.setattr(jsonstream, "_CHUNK", request.param)  # values cut at every place a read can end
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+def test_without_rules_it_reads_what_json_reads(chunk, indent):
+    text = json.dumps(VALUE, ensure_ascii=False, indent=indent)
+    assert read_pruned(io.StringIO(text), []) == VALUE == json.loads(text)
+    assert read_pruned(io.StringIO(" [1, 2] "), []) == [1, 2] and read_pruned(io.StringIO("7"), []) == 7
+
+
+def test_the_items_a_rule_names_are_kept_only_where_it_says(chunk):
+    seen: list[object] = []
+
+    def first(limit: int):
+        return lambda path, item: seen.append(path) or path[-1] < limit
+
+    rules = [(("documents",), first(3)), (("inputs", "read"), lambda path, item: item["doc"] in (4, 29)),
+             (("inputs", "*"), first(2)), (("by_doc",), lambda path, item: path == ("by_doc", "3") or path[1] == "24")]
+    got = read_pruned(io.StringIO(json.dumps(VALUE)), rules)
+    assert got["documents"] == VALUE["documents"][:3]
+    assert got["inputs"] == {"read": [{"doc": 4}, {"doc": 29}], "skipped": VALUE["inputs"]["skipped"][:2], "empty": []}
+    assert got["by_doc"] == {"3": {"records": 3}, "24": {"records": 24}}
+    assert {k: v for k, v in got.items() if k not in ("documents", "inputs", "by_doc")} == {
+        k: v for k, v in VALUE.items() if k not in ("documents", "inputs", "by_doc")}
+    assert seen == [("documents", i) for i in range(40)] + [("inputs", "skipped", i) for i in range(9)]
+    assert read_pruned(io.StringIO(json.dumps([{"a": 1}, {"a": 2}])), [((), lambda p, item: item["a"] > 1)]) == [{"a": 2}]
+
+
+@pytest.mark.parametrize("text", ['{"a": [1, 2}', '{"a": 1} x', '{"a" 1}', "", '{"a": [1, 2', '{1: 2}'])
+def test_what_is_not_json_is_a_value_error(chunk, text):
+    with pytest.raises(ValueError):
+        read_pruned(io.StringIO(text), [(("a",), lambda k, v: True)])
