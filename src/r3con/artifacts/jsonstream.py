@@ -60,8 +60,9 @@ def _parse(reader: _Reader, path: Where, rules: Sequence[Rule]) -> Any:
         where = (*path, key)
         item = _parse(reader, where, rules)
         if keep is None or keep(where, item):
+            item = _shared(item, reader.keys)
             if opening == "{":
-                out[key] = item
+                out[reader.keys.setdefault(key, key) if isinstance(key, str) else key] = item
             else:
                 out.append(item)
         index += 1
@@ -72,6 +73,16 @@ def _parse(reader: _Reader, path: Where, rules: Sequence[Rule]) -> Any:
         return out
 
 
+def _shared(value: Any, keys: dict[str, str]) -> Any:
+    """`value` with its objects' keys taken from `keys`: `json.load` shares one string per key across a file,
+    a value parsed on its own does not (11 MB more for a 10,000-document run's report)."""
+    if isinstance(value, dict):
+        return {keys.setdefault(k, k): _shared(v, keys) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v, keys) for v in value]
+    return value
+
+
 class _Reader:
     """The file's text from where it has been read to, a chunk at a time."""
 
@@ -80,6 +91,7 @@ class _Reader:
         self.text = ""
         self.at = 0
         self.ended = False
+        self.keys: dict[str, str] = {}  # the objects' keys kept, one string each (`_shared`)
 
     def _more(self, at_least: int = 0) -> bool:
         """Read on (at least `at_least` characters, so a long value is retried on twice as much); False at the end."""
