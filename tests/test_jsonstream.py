@@ -51,3 +51,10 @@ def test_the_items_a_rule_names_are_kept_only_where_it_says(chunk):
 def test_what_is_not_json_is_a_value_error(chunk, text):
     with pytest.raises(ValueError):
         read_pruned(io.StringIO(text), [(("a",), lambda k, v: True)])
+
+
+def test_the_objects_kept_share_one_string_a_key_as_json_loads_does(chunk):
+    got = read_pruned(io.StringIO(json.dumps({"items": [{"doc": 1, "in": {"doc": 3}}, {"doc": 2}]})),
+                      [(("items",), lambda path, item: True)])
+    (a, inner), (b,) = got["items"][0], got["items"][1]
+    assert a is b is next(iter(got["items"][0]["in"])) and inner == "in"
