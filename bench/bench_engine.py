@@ -1,6 +1,7 @@
 """`--engine ray` against the in-process run, and the notes selection's cost per read as the notes grow.
 
     .venv/bin/python bench/bench_engine.py runs [--sizes 1000,10000] [--chars 600] [--concurrency 16] [--engines local,ray]
+                                                [--same-as RUN_DIR] [--keep]
     .venv/bin/python bench/bench_engine.py select [--notes 100000,1000000] [--calls 50] [--budget 4000]
     .venv/bin/python bench/bench_engine.py heap [--size 3000] [--chars 600] [--engine local]
     .venv/bin/python bench/bench_engine.py plan [--notes 100000] [--kinds random,people] [--reads 5000] [--repeats 3] [--where driver,ray]
@@ -13,7 +14,8 @@ once with `--engine ray --ray-address` joining a local cluster started first (`r
 (VmHWM of the driver process alone, polled; the cluster's processes are not the driver's), the
 driver's CPU a call (user + system of the driver and what it waited for: the sandbox; not the scripted
 server's, which figures before 2026-12-06 counted as well), and whether
-the notes, schema, records and answer are byte for byte the in-process run's.
+the notes, schema, records and answer are byte for byte the in-process run's (or, with `--same-as RUN_DIR`
+and Ray alone, an in-process run folder's of the same D, kept from an earlier `--keep`).
 
 `select`: N synthetic notes (30 words each from a 5,000-word vocabulary); one later-round selection
 as relevance makes it (the task and a document's own note as the query, that note left out, ranked
@@ -107,7 +109,8 @@ def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]
             "cpu_s_children_total": usage.ru_utime + usage.ru_stime, "run_dir": result["run_dir"]}
 
 
-def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str]) -> None:
+def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], same_as: Path | None = None,
+         keep: bool = False) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
@@ -141,14 +144,17 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str]) -> 
                     server.wait()
                 cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
                 seen[engine] = figures
-                same = "" if engine == "local" or "local" not in seen else str(all(
-                    (Path(figures["run_dir"]) / n).read_bytes() == (Path(seen["local"]["run_dir"]) / n).read_bytes()
-                    for n in SAME))
+                local = Path(seen["local"]["run_dir"]) if "local" in seen else same_as
+                same = "" if engine == "local" or local is None else str(all(
+                    (Path(figures["run_dir"]) / n).read_bytes() == (local / n).read_bytes() for n in SAME))
                 print(f"| {size:,} | {engine} | {figures['calls']:,} | {figures['wall_s']} | "
                       f"{figures['peak_rss_mib']:,} | {1000 * cpu / int(figures['calls']):.2f} | {same} |", flush=True)
     finally:
         subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+        if keep:
+            print(f"kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 async def select(sizes: list[int], calls: int, budget: int) -> None:
@@ -340,6 +346,8 @@ def main() -> None:
     r.add_argument("--chars", type=int, default=600)
     r.add_argument("--concurrency", type=int, default=16)
     r.add_argument("--engines", default="local,ray")
+    r.add_argument("--same-as", type=Path, help="an in-process run folder of the same D to compare outputs with")
+    r.add_argument("--keep", action="store_true", help="keep the corpus and the run folders (their path is printed)")
     s = sub.add_parser("select")
     s.add_argument("--notes", default="100000,1000000")
     s.add_argument("--calls", type=int, default=50)
@@ -357,7 +365,8 @@ def main() -> None:
     p.add_argument("--where", default="driver,ray")
     args = parser.parse_args()
     if args.command == "runs":
-        runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","))
+        runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","),
+             args.same_as, args.keep)
     elif args.command == "plan":
         asyncio.run(plan([int(x) for x in args.notes.split(",")], args.kinds.split(","), args.reads, args.repeats,
                          args.budget, args.where.split(",")))
