@@ -284,6 +284,10 @@ def load(path: Path) -> dict[str, Any]:
     documents_total, first = _how_many(folder, result)
     large = documents_total > TEXTS_UP_TO
     texts, listed = _texts(folder, cited if large else None)
+    if large:
+        folder.problems.append(f"{documents_total:,} documents: the texts of the cited ones and the notes of the "
+                               f"first {TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl "
+                               "and notes/)")
     records = folder.records(RECORDS_UP_TO if large else None, cited)
     mentioned: set[str] | None = None
     totals: Counter[str] = Counter()
@@ -296,9 +300,6 @@ def load(path: Path) -> dict[str, Any]:
         documents += [d for d in listed if str(d["doc"]) not in known]
         documents_total = len(documents)
     else:
-        folder.problems.append(f"{documents_total:,} documents: the texts of the cited ones and the notes of the "
-                               f"first {TEXTS_UP_TO:,} and the cited ones are in this page (all are in documents.jsonl "
-                               "and notes/)")
         folder.problems.append(f"{documents_total:,} documents: the {len(documents):,} this page mentions (the first "
                                f"{TEXTS_UP_TO:,}, the cited ones and those of the records in it) are listed, with "
                                "their inputs and reuse (all are in manifest.json, reuse.json and result.json)")
