@@ -306,6 +306,23 @@ async def test_a_choice_kept_without_its_text_renders_the_same_text():
             full.shown, full.indexed, full.omitted, full.tokens)
 
 
+async def test_a_choice_made_elsewhere_travels_as_its_positions_and_unpacks_to_the_choice_made_here():
+    import pickle
+
+    refs = [NoteRef(str(i), f"T{i}", f"Ann Lee met Bob Stone in Oslo on day {i}.") for i in range(1, 300)]
+    selector = NotesSelector(refs, 400)
+    packed = await selector.packed("Who met in Oslo?", "3", top=3)
+    here = await selector.select("Who met in Oslo?", exclude="3", compact=True, top=3)
+    assert selector.unpack(pickle.loads(pickle.dumps(packed))) == here
+    assert here.selected and len(here.top) == 3
+    assert [refs[i].label for i in packed.picks.full.tolist()] == list(selector.filled(here).full)
+    assert [refs[i].label for i in packed.picks.index.tolist()] == list(selector.filled(here).listed)
+    # held a document while its round is planned: its positions as 4 bytes each and little besides (two
+    # numpy arrays and their objects, as it was, took three times the room)
+    positions = here.shown + here.indexed + len(here.top)
+    assert len(pickle.dumps(packed)) <= 4 * positions + 250, (len(pickle.dumps(packed)), positions)
+
+
 def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes():
     """`_Ranked.pick` ranks only as far as it must; a plain scan of every position in `ranking` order must
     agree, over many ties, small budgets (most positions passed over), costs below zero and a skipped

@@ -141,7 +141,7 @@ def prefix_order(count: int, own: int | None) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NotesChoice:
     """The notes text for one call, and how it was chosen."""
 
@@ -207,26 +207,48 @@ class Shown:
         return {**out, "top": list(self.top)} if self.top else out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Picks:
     """Which notes a choice shows in full and as index lines (positions, in the text's order), so that
-    a choice can be kept without its text and rendered when its call goes out."""
+    a choice can be kept without its text and rendered when its call goes out.
 
-    full: np.ndarray
-    index: np.ndarray
+    The positions are one string of bytes (int32, those in full first): a round holds one a document
+    until its calls go out, and two numpy arrays with their objects took three times the room."""
+
+    positions: bytes
+    shown: int  # how many of `positions` are shown in full
     omitted: int
     every_but: int | None = None  # every note but this position's, in full (no budget applied)
     every: bool = False
 
+    @classmethod
+    def of(cls, full: Sequence[int], index: Sequence[int], omitted: int) -> _Picks:
+        return cls(_packed([*full, *index]), len(full), omitted)
 
-@dataclass(frozen=True)
+    @property
+    def full(self) -> np.ndarray:
+        return np.frombuffer(self.positions, dtype=np.int32, count=self.shown)
+
+    @property
+    def index(self) -> np.ndarray:
+        return np.frombuffer(self.positions, dtype=np.int32, offset=4 * self.shown)
+
+
+@dataclass(frozen=True, slots=True)
 class PackedChoice:
     """A compact choice by positions in its selector's `refs` (`NotesSelector.packed`): small to pickle
-    (numpy arrays), for choices made in another process over the same notes (`Selects`)."""
+    (strings of bytes), for choices made in another process over the same notes (`Selects`)."""
 
     picks: _Picks
     tokens: int
-    top: np.ndarray  # the positions of the notes that rank first, when asked for
+    top: bytes  # the positions (int32) of the notes that rank first, when asked for
+
+    def first(self) -> list[int]:
+        return np.frombuffer(self.top, dtype=np.int32).tolist()
+
+
+def _packed(positions: Sequence[int]) -> bytes:
+    return np.asarray(positions, dtype=np.int32).tobytes()
 
 
 @dataclass(frozen=True)
@@ -359,7 +381,7 @@ class NotesSelector:
         full, listed = self.keys_of(picks) if render else ((), ())
         return NotesChoice(self._render(picks) if render else "", shown=shown, indexed=len(picks.index),
                            omitted=picks.omitted, tokens=packed.tokens, full=full, listed=listed, picks=picks,
-                           top=tuple(refs[i].label for i in packed.top.tolist()))
+                           top=tuple(refs[i].label for i in packed.first()))
 
     async def _pick(self, query: str, exclude: str | None, budget: int | None, top: int) -> PackedChoice:
         # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
@@ -368,9 +390,9 @@ class NotesSelector:
         count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
         scores = await self._scores(query) if top > 0 and count else None
-        first = self._first(scores, pos, top) if scores is not None else _NONE
+        first = self._first(scores, pos, top) if scores is not None else b""
         if not count or budget is None or full <= budget:
-            return PackedChoice(_Picks(_NONE, _NONE, 0, every_but=pos, every=True), full, first)
+            return PackedChoice(_Picks(b"", 0, 0, every_but=pos, every=True), full, first)
         scores = await self._scores(query) if scores is None else scores
         _, line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
@@ -388,16 +410,14 @@ class NotesSelector:
         tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
         if indexed or omitted:
             tokens += _INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
-        picks = _Picks(np.array(sorted(shown), dtype=np.int32), np.array(indexed, dtype=np.int32), omitted)
-        return PackedChoice(picks, tokens, first)
+        return PackedChoice(_Picks.of(sorted(shown), indexed, omitted), tokens, first)
 
-    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> np.ndarray:
+    def _first(self, scores: np.ndarray, pos: int | None, k: int) -> bytes:
         """The positions of the `k` notes that rank first by `scores` (without position `pos`), by the ranking
         the selection uses, whether or not every note fits: descending score, ties in corpus order; with BM25,
         only notes that share a term with the query."""
         best = _best(scores, None, min(len(scores), k + 1)).tolist()
-        picked = [i for i in best if i != pos and (self._embed is not None or scores[i] > 0)][:k]
-        return np.array(picked, dtype=np.int32)
+        return _packed([i for i in best if i != pos and (self._embed is not None or scores[i] > 0)][:k])
 
     def compact(self, choice: NotesChoice) -> NotesChoice:
         """`choice` kept small while a round's other calls are planned: its positions (`picks`) alone, without
@@ -460,7 +480,6 @@ class NotesSelector:
         return (self._vectors @ unit_rows([(await embed([query]))[0]])[0]).tolist()  # rows are unit already
 
 
-_NONE = np.zeros(0, dtype=np.int32)
 _BLOCK = 256  # notes ranked at a time, among those that still fit
 
 
