@@ -1,4 +1,4 @@
-"""artifacts.jsonstream: a large JSON file read a piece at a time, the unwanted items dropped as they are read."""
+"""artifacts.jsonstream: large JSON written and read a piece at a time, the unwanted items dropped as they are read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from r3con.artifacts import jsonstream
-from r3con.artifacts.jsonstream import read_pruned
+from r3con.artifacts.jsonstream import json_pieces, read_pruned
 
 VALUE = {"task": "é 中 \"quoted\"", "n": 12345678901234567890, "x": -1.5e-7, "ok": True, "none": None,
          "documents": [{"doc": i, "title": f"t{i}", "tags": [i, {"deep": [None, False]}]} for i in range(40)],
@@ -58,3 +58,14 @@ def test_the_objects_kept_share_one_string_a_key_as_json_loads_does(chunk):
                       [(("items",), lambda path, item: True)])
     (a, inner), (b,) = got["items"][0], got["items"][1]
     assert a is b is next(iter(got["items"][0]["in"])) and inner == "in"
+
+
+@pytest.mark.parametrize("split", [lambda value, top: True, lambda value, top: top, lambda value, top: False])
+def test_json_pieces_write_what_json_dumps_writes_however_they_split(split):
+    value = {"a": [1, {"b": [None, "é ✓", 2.5]}, []], "": {}, "n": {"1": [True, {"x": "\"q\""}]}, "k": [[]],
+             "ints": {1: "a"}, "gen": "x"}
+    assert "".join(json_pieces(value, split)) == json.dumps(value, ensure_ascii=False)
+    assert "".join(json_pieces([value, [value]], split)) == json.dumps([value, [value]], ensure_ascii=False)
+    assert "".join(json_pieces(iter([1, "two", {"3": 3}]), split)) == '[1, "two", {"3": 3}]'  # made as written
+    pieces = list(json_pieces({"rows": list(range(5))}, lambda value, top: True))
+    assert len(pieces) > 5, "a list that split picks is written an item at a time"

@@ -64,7 +64,8 @@ async def test_a_list_given_under_several_names_is_sent_once_and_is_one_list(san
 async def test_the_data_frame_is_written_a_piece_at_a_time_as_the_same_bytes():
     import io
 
-    from r3con.sandbox._worker import encode_frame, write_frame
+    from r3con.sandbox._sandbox import write_frame
+    from r3con.sandbox._worker import encode_frame
 
     message = {"variables": {"records": {"orders": RECORDS, "empty": [], "é": {}}, "n": 3, "nested": [[1, {"a": None}]],
                              "ints": {1: "a", "b": 2.5}, "notes": {"1": "note \"quoted\" ✓"}},

@@ -39,6 +39,7 @@ from typing import Any
 
 from ..errors import ConfigError, DiskFull, InputError, R3conError
 from ..files import PRIVATE_DIR, make_private, write_atomic
+from .jsonstream import json_pieces
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -248,26 +249,10 @@ def _default(value: Any) -> Any:
     return list(made) if isinstance(made, Iterator) else made
 
 
-def _json_pieces(value: Any, top: bool = True) -> Iterator[str]:
+def _json_pieces(value: Any) -> Iterator[str]:
     """`json.dumps(value, ensure_ascii=False, default=_default)` a piece at a time: the mapping at the top
     a member at a time, and within it the long lists, iterators and mappings (`_long`) an item at a time."""
-    def dumps(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, default=_default)
-
-    value = _made(value)
-    if isinstance(value, Iterator) or isinstance(value, list) and len(value) > _STREAM_ITEMS:
-        yield "["
-        for i, item in enumerate(value):
-            yield ("" if i == 0 else ", ") + dumps(item)
-        yield "]"
-    elif isinstance(value, Mapping) and (top or _long(value)) and all(isinstance(k, str) for k in value):
-        yield "{"
-        for n, (key, inner) in enumerate(value.items()):
-            yield ("" if n == 0 else ", ") + dumps(key) + ": "
-            yield from _json_pieces(inner, top=False)
-        yield "}"
-    else:
-        yield dumps(value)
+    return json_pieces(value, lambda value, top: top or _long(value), default=_default, made=_made)
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)

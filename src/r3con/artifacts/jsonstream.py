@@ -1,4 +1,7 @@
-"""A run folder's large JSON files read a piece at a time, what is not wanted dropped as it is read.
+"""Large JSON written and read a piece at a time: a run folder's files, the sandbox's data.
+
+`json_pieces` writes a value as `json.dumps` does, the lists and objects it is told to split an item at a
+time, so that 100,000 documents' entries are never one string in memory.
 
 A 100,000-document run's manifest, reuse.json and notes are tens of megabytes of JSON each, parsed whole
 hundreds of megabytes of Python objects, while a reader such as the report keeps a few thousand entries
@@ -10,7 +13,7 @@ function says so; everything else is parsed whole, as `json.load` would.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 Where = tuple[str | int, ...]  # an item's keys and list indexes from the top
@@ -20,6 +23,33 @@ Rule = tuple[tuple[str, ...], Keep]  # the path of a list or object from the top
 _DECODER = json.JSONDecoder()
 _SPACE = frozenset(" \t\n\r")
 _CHUNK = 1 << 20
+
+
+def json_pieces(value: Any, split: Callable[[Any, bool], bool], *, default: Callable[[Any], Any] | None = None,
+                made: Callable[[Any], Any] = lambda value: value, top: bool = True) -> Iterator[str]:
+    """`json.dumps(value, ensure_ascii=False, default=default)` a piece at a time, the same text: an iterator
+    (a list's items, made as written) and the lists and mappings `split(value, top)` picks an item at a
+    time, a list's items each encoded whole, a mapping's values split again where `split` says.
+
+    `made(value)` is what is written for `value` (a value made only as it is written)."""
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, default=default)
+
+    value = made(value)
+    if isinstance(value, Iterator) or isinstance(value, list) and value and split(value, top):
+        yield "["
+        for i, item in enumerate(value):
+            yield ("" if i == 0 else ", ") + dumps(item)
+        yield "]"
+    elif (isinstance(value, Mapping) and value and split(value, top)
+          and all(isinstance(key, str) for key in value)):  # others: json.dumps's way
+        yield "{"
+        for n, (key, inner) in enumerate(value.items()):
+            yield ("" if n == 0 else ", ") + dumps(key) + ": "
+            yield from json_pieces(inner, split, default=default, made=made, top=False)
+        yield "}"
+    else:
+        yield dumps(value)
 
 
 def read_pruned(file: TextIO, rules: Sequence[Rule]) -> Any:

@@ -15,10 +15,11 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import IO, Any, Literal
 
+from ..artifacts.jsonstream import json_pieces
 from ..errors import SandboxError
 from ._process import ProtocolError, WorkerGone, WorkerProcess, describe_exit
 from ._results import LAYERS, OPTIONAL_LAYERS, CellResult, IsolationReport, SandboxLimits
-from ._worker import clip, jsonable, write_frame
+from ._worker import HEADER, clip, jsonable
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _OUTPUT_GRACE_S = 2.0  # how long the parent waits for a finished cell's output to arrive
@@ -323,3 +324,20 @@ def _cited(value: Any) -> tuple[str, ...]:
         return ()
     items = value if isinstance(value, list | tuple) else [value]
     return tuple(str(v) for v in items if isinstance(v, str | int) and not isinstance(v, bool))
+
+
+def write_frame(message: dict[str, Any], out: IO[bytes]) -> None:
+    """The worker's `encode_frame(message)` written to the binary file `out` a piece at a time: mappings
+    member by member and lists item by item, each item encoded whole, so a run's records are never one
+    string in memory (with its bytes and the frame, three copies of them at once). The same bytes."""
+    start = out.tell()
+    out.write(HEADER.pack(0))
+    for piece in json_pieces(message, lambda value, top: True):
+        out.write(piece.encode("utf-8"))
+    end = out.tell()
+    size = end - start - HEADER.size
+    if size >= 2 ** (8 * HEADER.size):
+        raise ValueError(f"the sandbox's data is {size:,} bytes as JSON, more than a frame holds (4 GiB)")
+    out.seek(start)
+    out.write(HEADER.pack(size))
+    out.seek(end)

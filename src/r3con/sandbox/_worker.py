@@ -56,40 +56,6 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
-def write_frame(message: dict[str, Any], out: Any) -> None:
-    """`encode_frame(message)` written to the binary file `out` a piece at a time: mappings member by member
-    and lists item by item, each item encoded whole, so a run's records are never one string in memory
-    (with its bytes and the frame, three copies of them at once). The same bytes as `encode_frame`."""
-    start = out.tell()
-    out.write(HEADER.pack(0))
-    _write_json(message, lambda text: out.write(text.encode("utf-8")))
-    end = out.tell()
-    size = end - start - HEADER.size
-    if size >= 2 ** (8 * HEADER.size):
-        raise ValueError(f"the sandbox's data is {size:,} bytes as JSON, more than a frame holds (4 GiB)")
-    out.seek(start)
-    out.write(HEADER.pack(size))
-    out.seek(end)
-
-
-def _write_json(value: Any, write: Callable[[str], object]) -> None:
-    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):  # others: json.dumps's way
-        sep = "{"
-        for key, inner in value.items():
-            write(sep + json.dumps(key, ensure_ascii=False) + ": ")
-            _write_json(inner, write)
-            sep = ", "
-        write("}")
-    elif isinstance(value, list) and value:
-        sep = "["
-        for item in value:
-            write(sep + json.dumps(item, ensure_ascii=False))
-            sep = ", "
-        write("]")
-    else:
-        write(json.dumps(value, ensure_ascii=False))
-
-
 def marker(nonce: str, cell: int) -> bytes:
     return MARKER_PREFIX + nonce.encode("ascii") + b":" + f"{cell:08x}".encode("ascii")
 
