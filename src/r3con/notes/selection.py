@@ -51,7 +51,7 @@ _STOP = frozenset(
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NoteRef:
     """A note as it appears in a prompt: labelled with its document number and title."""
 
@@ -166,7 +166,7 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shown:
     """What one read was shown of the other notes, and why: all of them, a selection within the budget,
     or a smaller selection after the endpoint refused the call as too long for its window."""
@@ -251,7 +251,7 @@ def _packed(positions: Sequence[int]) -> bytes:
     return np.asarray(positions, dtype=np.int32).tobytes()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NotesQuery:
     """One read's selection to make: its query, the document whose note is left out, how many notes that
     rank first to name (`NotesSelector.select(query, exclude, top=top)`)."""
@@ -271,7 +271,7 @@ class Selects(Protocol):
                           queries: Sequence[NotesQuery]) -> list[PackedChoice]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _IndexLine:
     label: str
     title: str
