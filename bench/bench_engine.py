@@ -51,9 +51,12 @@ import os
 import random
 import resource
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -109,18 +112,46 @@ def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]
             "cpu_s_children_total": usage.ru_utime + usage.ru_stime, "run_dir": result["run_dir"]}
 
 
+def start_cluster(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """A Ray head of this bench's own (`ray start --head --block`, a session of its own, a free port) and its
+    address: stopped by `stop_cluster`, not by `ray stop`, which stops every Ray process on the machine (a
+    test suite's cluster running beside the bench, another bench's)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+    head = subprocess.Popen([ray, "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
+                             "--include-dashboard", "false", "--disable-usage-stats"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    assert head.stdout is not None
+    said = []
+    for line in head.stdout:
+        said.append(line)
+        if "--address=" in line:
+            threading.Thread(target=head.stdout.read, daemon=True).start()  # drained: the head never blocks on it
+            return head, line.split("--address=")[1].split()[0].strip("'\"")
+    head.wait()
+    raise SystemExit("ray start failed: " + "".join(said[-20:]))
+
+
+def stop_cluster(head: subprocess.Popen[str]) -> None:
+    """Stop the Ray head `start_cluster` started, and the processes of its session (its workers)."""
+    try:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+    except ProcessLookupError:
+        pass
+
+
 def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], same_as: Path | None = None,
          keep: bool = False) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
-    ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
-    head = subprocess.run([ray, "start", "--head", "--num-cpus", "2", "--include-dashboard", "false",
-                           "--disable-usage-stats"], env=env, capture_output=True, text=True)
-    if head.returncode != 0:
-        raise SystemExit(head.stderr)
-    address = next(line.split("--address=")[1].split()[0].strip("'\"") for line in head.stdout.splitlines()
-                   if "--address=" in line)
+    head, address = start_cluster(env)
     print("| D | engine | calls | wall s | driver peak RSS MiB | driver CPU ms / call | same outputs |")
     print("|---|---|---|---|---|---|---|")
     try:
@@ -150,7 +181,7 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], sam
                 print(f"| {size:,} | {engine} | {figures['calls']:,} | {figures['wall_s']} | "
                       f"{figures['peak_rss_mib']:,} | {1000 * cpu / int(figures['calls']):.2f} | {same} |", flush=True)
     finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+        stop_cluster(head)
         if keep:
             print(f"kept: {root}")
         else:
