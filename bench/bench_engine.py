@@ -9,8 +9,9 @@
 `runs`: D documents of about `--chars` characters (a person, an age, a city and filler), written as D
 files; the scripted server in its own process; `r3con run` in its own process (two relevance rounds,
 schema, population, the agent's answer; LLM cache on, empty; no corpus store), once in-process and
-once with `--engine ray --ray-address` joining a local cluster started first (`ray start --head
---num-cpus 2`), as a driver joins a cluster. Printed per engine: wall seconds, the driver's peak RSS
+once with `--engine ray --ray-address` joining a local cluster started first (`ray start --head --block
+--num-cpus 2` on a free port, the bench's own: stopped at the end without touching other clusters), as a
+driver joins a cluster. Printed per engine: wall seconds, the driver's peak RSS
 (VmHWM of the driver process alone, polled; the cluster's processes are not the driver's), the
 driver's CPU a call (user + system of the driver and what it waited for: the sandbox; not the scripted
 server's, which figures before 2026-12-06 counted as well), and whether
