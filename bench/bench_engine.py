@@ -113,16 +113,18 @@ def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]
             "cpu_s_children_total": usage.ru_utime + usage.ru_stime, "run_dir": result["run_dir"]}
 
 
-def start_cluster(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    """A Ray head of this bench's own (`ray start --head --block`, a session of its own, a free port) and its
-    address: stopped by `stop_cluster`, not by `ray stop`, which stops every Ray process on the machine (a
-    test suite's cluster running beside the bench, another bench's)."""
+def start_cluster(env: dict[str, str], temp_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    """A Ray head of this bench's own (`ray start --head --block`, a session of its own, a free port, its files
+    in `temp_dir`) and its address: stopped by `stop_cluster`, not by `ray stop`, which stops every Ray
+    process on the machine (a test suite's cluster running beside the bench, another bench's). Its address
+    file is in `temp_dir` too: in /tmp/ray, a later `ray.init()` on the machine would try to join it."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     head = subprocess.Popen([ray, "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
-                             "--include-dashboard", "false", "--disable-usage-stats"], env=env,
+                             "--temp-dir", str(temp_dir), "--include-dashboard", "false",
+                             "--disable-usage-stats"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     assert head.stdout is not None
     said = []
@@ -152,7 +154,8 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], sam
     root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
-    head, address = start_cluster(env)
+    ray_dir = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths under it must fit in 107 bytes
+    head, address = start_cluster(env, ray_dir)
     print("| D | engine | calls | wall s | driver peak RSS MiB | driver CPU ms / call | same outputs |")
     print("|---|---|---|---|---|---|---|")
     try:
@@ -183,6 +186,7 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], sam
                       f"{figures['peak_rss_mib']:,} | {1000 * cpu / int(figures['calls']):.2f} | {same} |", flush=True)
     finally:
         stop_cluster(head)
+        shutil.rmtree(ray_dir, ignore_errors=True)
         if keep:
             print(f"kept: {root}")
         else:
