@@ -285,3 +285,29 @@ async def test_a_selection_batch_survives_a_worker_killed_mid_way_and_one_gone_f
         workers = remote.to_dict()["per_worker"]
     assert [w["lost"] for w in workers] == [False, True]
     assert workers[0]["selections"] > len(queries), "the second time, every batch on the one left"
+
+
+@pytest.mark.parametrize("left", [True, False], ids=["a cluster ray start left", "none"])
+def test_a_cluster_that_does_not_answer_is_named_with_what_to_do(monkeypatch, tmp_path, left):
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'r3con[ray]' runs the Ray engine's tests")
+    from r3con.engine import _ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # where Ray keeps the address `ray start` last wrote
+    if left:
+        (tmp_path / "ray").mkdir()
+        (tmp_path / "ray" / "ray_current_cluster").write_text("192.0.2.9:6379\n")
+
+    def init(**kwargs):  # what ray.init says after a minute of waiting for a head that is gone
+        raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.9:6379")
+
+    monkeypatch.setattr(_ray.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(_ray.ray, "init", init)
+    with pytest.raises(r3con.ConfigError) as raised:
+        _ray._connect(r3con.Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray"))
+    message = str(raised.value)
+    assert "\n" not in message and "drop --engine ray" in message
+    if left:
+        assert "left on this machine at 192.0.2.9:6379" in message and "`ray stop` clears it" in message
+    else:
+        assert "at a local cluster" in message and "--ray-address" in message

@@ -257,13 +257,29 @@ def _connect(settings: Settings) -> bool:
         ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.ERROR, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = settings.ray_address or os.environ.get("RAY_ADDRESS") or "a local cluster"
-        raise ConfigError(f"could not start or join Ray at {where}: {exc}; check --ray-address "
-                          "(or RAY_ADDRESS), or drop --engine ray") from exc
+        where = settings.ray_address or os.environ.get("RAY_ADDRESS")
+        left = None if where else _left_by_ray_start()
+        if left:  # ray.init() joins the cluster `ray start` last started here, whether or not it still runs
+            raise ConfigError(f"could not join the Ray cluster `ray start` left on this machine at {left}: {exc}; "
+                              "if it was stopped, `ray stop` clears it (or pass --ray-address), or drop "
+                              "--engine ray") from exc
+        raise ConfigError(f"could not start or join Ray at {where or 'a local cluster'}: {exc}; check "
+                          "--ray-address (or RAY_ADDRESS), or drop --engine ray") from exc
     finally:
         if main:  # ray.init sets its own SIGTERM handler: the CLI's (stop cleanly, say how to resume) stays
             signal.signal(signal.SIGTERM, sigterm)
     return True
+
+
+def _left_by_ray_start() -> str | None:
+    """The address of the cluster `ray start` last started on this machine (what `ray.init()` joins when
+    given none), or None."""
+    try:
+        from ray._private.utils import read_ray_address  # Ray's own reading of its address file
+
+        return read_ray_address() or None
+    except (ImportError, OSError):
+        return None
 
 
 @asynccontextmanager
