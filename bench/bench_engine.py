@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -59,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 TASK = "Which people are named, how old is each, and where do they work?"
@@ -113,40 +115,42 @@ def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]
             "cpu_s_children_total": usage.ru_utime + usage.ru_stime, "run_dir": result["run_dir"]}
 
 
-def start_cluster(env: dict[str, str], temp_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    """A Ray head of this bench's own (`ray start --head --block`, a session of its own, a free port, its files
-    in `temp_dir`) and its address: stopped by `stop_cluster`, not by `ray stop`, which stops every Ray
-    process on the machine (a test suite's cluster running beside the bench, another bench's). Its address
-    file is in `temp_dir` too: in /tmp/ray, a later `ray.init()` on the machine would try to join it."""
+@contextlib.contextmanager
+def own_cluster(env: dict[str, str]) -> Iterator[str]:
+    """The address of a Ray head of this bench's own (`ray start --head --block`: a session of its own, a
+    free port, its files and address file in a temporary folder), stopped at the end by signalling its
+    session. Not `ray stop`, which stops every Ray process on the machine (a test suite's cluster beside
+    the bench, another bench's); not /tmp/ray, where its address file would make a later `ray.init()` on
+    the machine try to join it once it is gone."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    folder = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths under it must fit in 107 bytes
     ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     head = subprocess.Popen([ray, "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
-                             "--temp-dir", str(temp_dir), "--include-dashboard", "false",
-                             "--disable-usage-stats"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    assert head.stdout is not None
-    said = []
-    for line in head.stdout:
-        said.append(line)
-        if "--address=" in line:
-            threading.Thread(target=head.stdout.read, daemon=True).start()  # drained: the head never blocks on it
-            return head, line.split("--address=")[1].split()[0].strip("'\"")
-    head.wait()
-    raise SystemExit("ray start failed: " + "".join(said[-20:]))
-
-
-def stop_cluster(head: subprocess.Popen[str]) -> None:
-    """Stop the Ray head `start_cluster` started, and the processes of its session (its workers)."""
+                             "--temp-dir", str(folder), "--include-dashboard", "false", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        os.killpg(head.pid, signal.SIGTERM)
-        head.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
+        assert head.stdout is not None
+        said = []
+        for line in head.stdout:
+            said.append(line)
+            if "--address=" in line:
+                threading.Thread(target=head.stdout.read, daemon=True).start()  # drained: the head never blocks
+                yield line.split("--address=")[1].split()[0].strip("'\"")
+                break
+        else:
+            raise SystemExit("ray start failed: " + "".join(said[-20:]))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(head.pid, signal.SIGKILL)
         head.wait()
-    except ProcessLookupError:
-        pass
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], same_as: Path | None = None,
@@ -154,39 +158,36 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], sam
     root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
-    ray_dir = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths under it must fit in 107 bytes
-    head, address = start_cluster(env, ray_dir)
     print("| D | engine | calls | wall s | driver peak RSS MiB | driver CPU ms / call | same outputs |")
     print("|---|---|---|---|---|---|---|")
     try:
-        for size in sizes:
-            corpus = root / f"docs-{size}"
-            write_corpus(corpus, size, chars)
-            seen: dict[str, dict] = {}
-            for engine in engines:
-                server, base_url = start_server()  # a fresh server: its simulated prefix cache starts empty
-                try:
-                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    args = ["run", TASK, str(corpus), "--base-url", base_url, "--out", str(root / "runs"),
-                            "--cache", str(root / f"{engine}-{size}.sqlite"), "--no-corpus-store",
-                            "--concurrency", str(concurrency), "--json", "--quiet", "--engine", engine]
-                    if engine == "ray":
-                        args += ["--ray-address", address]
-                    figures = driver(args, env)
-                    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the driver's, not yet the server's
-                finally:
-                    server.terminate()
-                    server.wait()
-                cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-                seen[engine] = figures
-                local = Path(seen["local"]["run_dir"]) if "local" in seen else same_as
-                same = "" if engine == "local" or local is None else str(all(
-                    (Path(figures["run_dir"]) / n).read_bytes() == (local / n).read_bytes() for n in SAME))
-                print(f"| {size:,} | {engine} | {figures['calls']:,} | {figures['wall_s']} | "
-                      f"{figures['peak_rss_mib']:,} | {1000 * cpu / int(figures['calls']):.2f} | {same} |", flush=True)
+        with own_cluster(env) as address:
+            for size in sizes:
+                corpus = root / f"docs-{size}"
+                write_corpus(corpus, size, chars)
+                seen: dict[str, dict] = {}
+                for engine in engines:
+                    server, base_url = start_server()  # a fresh server: its simulated prefix cache starts empty
+                    try:
+                        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        args = ["run", TASK, str(corpus), "--base-url", base_url, "--out", str(root / "runs"),
+                                "--cache", str(root / f"{engine}-{size}.sqlite"), "--no-corpus-store",
+                                "--concurrency", str(concurrency), "--json", "--quiet", "--engine", engine]
+                        if engine == "ray":
+                            args += ["--ray-address", address]
+                        figures = driver(args, env)
+                        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the driver's, not yet the server's
+                    finally:
+                        server.terminate()
+                        server.wait()
+                    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+                    seen[engine] = figures
+                    local = Path(seen["local"]["run_dir"]) if "local" in seen else same_as
+                    same = "" if engine == "local" or local is None else str(all(
+                        (Path(figures["run_dir"]) / n).read_bytes() == (local / n).read_bytes() for n in SAME))
+                    print(f"| {size:,} | {engine} | {figures['calls']:,} | {figures['wall_s']} | "
+                          f"{figures['peak_rss_mib']:,} | {1000 * cpu / int(figures['calls']):.2f} | {same} |", flush=True)
     finally:
-        stop_cluster(head)
-        shutil.rmtree(ray_dir, ignore_errors=True)
         if keep:
             print(f"kept: {root}")
         else:
