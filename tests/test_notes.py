@@ -445,6 +445,20 @@ async def test_a_population_choice_kept_as_positions_renders_the_same_text_and_k
                 assert kept.listed == ()  # no keys held while the stage is planned
 
 
+async def test_final_notes_give_back_population_s_index_once_populated_and_choose_the_same_after():
+    docs = [Document(number=i, title=f"T{i}", text="") for i in range(1, 80)]
+    notes = {d.key: f"Ann Lee met Bob Stone in Oslo on day {d.number}; the ship {d.number % 7} sailed." for d in docs}
+    final = await FinalNotes.of("Who met in Oslo?", docs, notes, 300)
+    before = [await final.for_document(k) for k in ("1", "40")]
+    refit = await final.selector.select(final.task, budget=150)
+    assert final.selector._lines is not None and final._head is not None  # built by the choices above
+    final.populated()
+    assert final.selector._lines is None and final.selector._bm25 is None and final._head is None
+    again = await final.selector.select(final.task, budget=150)  # an answer refitted: built again, the same choice
+    assert (again.text, again.full, again.listed, again.tokens) == (refit.text, refit.full, refit.listed, refit.tokens)
+    assert [await final.for_document(k) for k in ("1", "40")] == before
+
+
 def test_a_shown_log_gives_back_each_entry_by_document_and_in_the_order_asked_and_its_file_goes_with_it():
     import gc
 

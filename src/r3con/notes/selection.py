@@ -448,6 +448,14 @@ class NotesSelector:
             text += "\n" + format_index(index, picks.omitted)
         return text
 
+    def release(self) -> None:
+        """Drop what ranking and rendering built and can build again (the index lines, BM25's postings, the
+        cost arrays): a selector kept for a rare later use (refitting the answer) does not hold them meanwhile.
+        The embeddings' vectors stay (they were calls)."""
+        self._lines, self._line_cost, self._line_total = None, [], 0
+        self._cost_arrays = {}
+        self._bm25 = None
+
     def _costs(self, kind: str) -> np.ndarray:
         """The notes' tokens in full ("full"), as index lines ("line"), or in full beyond their line ("extra")."""
         if kind not in self._cost_arrays:
@@ -730,6 +738,13 @@ class FinalNotes:
         own = iter(await selects.select_many(head.rest.refs, head.budget, queries))
         return [head.joined(head.rest.unpack(next(own))) if self.notes.get(k) else head.alone(len(head.rest.refs))
                 for k in keys]
+
+    def populated(self) -> None:
+        """Population's calls are done: the head and its selector of the other notes go, and the selector's
+        index with them; the answer, which is shown `choice`, builds it again only when it is refitted (at D =
+        2,000 with Ray, the two selectors' index lines and postings were 600 B a document at the run's peak)."""
+        self._head = None
+        self.selector.release()
 
     def summary(self) -> dict[str, Any]:
         """How the final notes were chosen, for the manifest."""

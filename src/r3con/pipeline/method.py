@@ -283,6 +283,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         if schema is not None:
             tables, evidence_stats = await _populate(watch, task, schema, parts, final, final_notes, settings, options,
                                                      selects)
+            final.populated()  # what only population's calls used is not held through the answer
         answer_options = replace(options.answer, data_view_chars=min(  # the window as learned in any stage
             settings.data_view_chars, Budgets.of(settings, llm.planning_window).data_view_chars))
         answer = await _answer(watch, task, final, final_notes, schema, tables, answer_options, settings)
