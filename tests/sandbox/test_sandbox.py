@@ -78,6 +78,22 @@ async def test_the_data_frame_is_written_a_piece_at_a_time_as_the_same_bytes():
         write_frame({"variables": {"x": {1, 2}}}, io.BytesIO())
 
 
+async def test_hidden_keys_are_left_out_of_the_rows_as_they_are_written_and_the_rows_stay_whole():
+    import io
+
+    from r3con.sandbox._sandbox import write_frame
+    from r3con.sandbox._worker import encode_frame
+
+    rows = [{"name": "Ann", "_span": [0, 3], "_id": "R1.1.1"}, {"name": "Bo"}]
+    message = {"variables": {"records": {"people": rows}, "span": {"_span": 1}}, "dataframes": {"people": {"rows": rows}}}
+    out = io.BytesIO()
+    write_frame(message, out, frozenset({"_span"}))
+    seen = [{"name": "Ann", "_id": "R1.1.1"}, {"name": "Bo"}]  # a mapping not in a list keeps its keys
+    assert out.getvalue() == encode_frame({"variables": {"records": {"people": seen}, "span": {"_span": 1}},
+                                           "dataframes": {"people": {"rows": seen}}})
+    assert rows[0]["_span"] == [0, 3]
+
+
 async def test_state_persists_across_cells(sandbox):
     await sandbox.run("total = 40\ndef bump(x):\n    return x + 2")
     result = await sandbox.run("print(bump(total))")

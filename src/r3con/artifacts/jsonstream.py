@@ -25,13 +25,19 @@ _SPACE = frozenset(" \t\n\r")
 _CHUNK = 1 << 20
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def json_pieces(value: Any, split: Callable[[Any, bool], bool], *, default: Callable[[Any], Any] | None = None,
-                made: Callable[[Any], Any] = lambda value: value, top: bool = True) -> Iterator[str]:
+                made: Callable[[Any], Any] = _same, each: Callable[[Any], Any] = _same,
+                top: bool = True) -> Iterator[str]:
     """`json.dumps(value, ensure_ascii=False, default=default)` a piece at a time, the same text: an iterator
     (a list's items, made as written) and the lists and mappings `split(value, top)` picks an item at a
     time, a list's items each encoded whole, a mapping's values split again where `split` says.
 
-    `made(value)` is what is written for `value` (a value made only as it is written)."""
+    `made(value)` is what is written for `value` (a value made only as it is written); `each(item)`, what is
+    written for an item of a split list (a record without its hidden fields, one copy at a time)."""
     def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=default)
 
@@ -39,14 +45,14 @@ def json_pieces(value: Any, split: Callable[[Any, bool], bool], *, default: Call
     if isinstance(value, Iterator) or isinstance(value, list) and value and split(value, top):
         yield "["
         for i, item in enumerate(value):
-            yield ("" if i == 0 else ", ") + dumps(item)
+            yield ("" if i == 0 else ", ") + dumps(each(item))
         yield "]"
     elif (isinstance(value, Mapping) and value and split(value, top)
           and all(isinstance(key, str) for key in value)):  # others: json.dumps's way
         yield "{"
         for n, (key, inner) in enumerate(value.items()):
             yield ("" if n == 0 else ", ") + dumps(key) + ": "
-            yield from json_pieces(inner, split, default=default, made=made, top=False)
+            yield from json_pieces(inner, split, default=default, made=made, each=each, top=False)
         yield "}"
     else:
         yield dumps(value)

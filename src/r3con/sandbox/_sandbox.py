@@ -9,7 +9,7 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -39,6 +39,8 @@ class Sandbox:
     as a plain function that runs the async host function in the parent (JSON arguments and result).
     A list given twice (as a variable and as a key of an earlier variable, or as a DataFrame's rows) is
     sent to the worker once and is one list there too: a run's records are not copied three times.
+    `hidden`: keys left out of every mapping in a list (the records' fields the model is not shown), as the
+    data is written: the rows are not copied first.
     `mode="strict"` refuses to start without every isolation layer; `skip_layers` leaves layers out on
     purpose (benchmarks, tests) and is reported like a layer the kernel refused.
     """
@@ -47,12 +49,13 @@ class Sandbox:
         self,
         *,
         variables: Mapping[str, Any] = _EMPTY,
-        dataframes: Mapping[str, list[dict[str, Any]]] = _EMPTY,
+        dataframes: Mapping[str, Sequence[Mapping[str, Any]]] = _EMPTY,
         limits: SandboxLimits = SandboxLimits(),
         mode: Literal["best", "strict"] = "best",
         host_functions: Mapping[str, HostFunction] = _EMPTY,
         scratch_root: Path | None = None,
         skip_layers: Collection[str] = (),
+        hidden: Collection[str] = (),
     ):
         if mode not in ("best", "strict"):
             raise SandboxError(f"sandbox mode must be 'best' or 'strict', not {mode!r}")
@@ -63,8 +66,10 @@ class Sandbox:
             if not name.isidentifier():
                 raise SandboxError(f"sandbox names must be Python identifiers, not {name!r}")
         self._variables = dict(variables)
-        self._dataframes = {name: rows if isinstance(rows, list) else list(rows) for name, rows in dataframes.items()}
+        self._dataframes: dict[str, list[Any]] = {name: rows if isinstance(rows, list) else list(rows)
+                                                  for name, rows in dataframes.items()}
         self._host_functions = dict(host_functions)
+        self._hidden = frozenset(hidden)
         self.limits = limits
         self.mode = mode
         self._scratch_root = scratch_root
@@ -147,7 +152,7 @@ class Sandbox:
             raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
         try:
             write_frame({**_once(self._variables, self._dataframes), "host_functions": sorted(self._host_functions)},
-                        out)
+                        out, self._hidden)
             out.flush()
         except (TypeError, ValueError) as exc:
             out.close()
@@ -326,13 +331,19 @@ def _cited(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in items if isinstance(v, str | int) and not isinstance(v, bool))
 
 
-def write_frame(message: dict[str, Any], out: IO[bytes]) -> None:
+def write_frame(message: dict[str, Any], out: IO[bytes], hidden: frozenset[str] = frozenset()) -> None:
     """The worker's `encode_frame(message)` written to the binary file `out` a piece at a time: mappings
     member by member and lists item by item, each item encoded whole, so a run's records are never one
-    string in memory (with its bytes and the frame, three copies of them at once). The same bytes."""
+    string in memory (with its bytes and the frame, three copies of them at once). The same bytes, but that
+    a mapping in a list is written without its `hidden` keys."""
+    def shown(item: Any) -> Any:
+        if not hidden or not isinstance(item, dict) or hidden.isdisjoint(item):
+            return item
+        return {k: v for k, v in item.items() if k not in hidden}
+
     start = out.tell()
     out.write(HEADER.pack(0))
-    for piece in json_pieces(message, lambda value, top: True):
+    for piece in json_pieces(message, lambda value, top: True, each=shown):
         out.write(piece.encode("utf-8"))
     end = out.tell()
     size = end - start - HEADER.size

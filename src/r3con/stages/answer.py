@@ -83,21 +83,22 @@ def render_value(value: Any) -> str:
 
 
 def data_view(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int) -> str:
-    """The whole data as JSON if it fits in `max_chars`, else per table: its count, fields and a sample."""
+    """The whole data as the model sees it (`shown`) as JSON if it fits in `max_chars`, else per table: its
+    count, fields and a sample."""
     whole = _whole(tables, max_chars)
     if whole is not None:
         return whole
     budget = max(200, max_chars // max(1, len(tables)))
     parts = []
     for name, rows in tables.items():
-        fields = sorted({key for row in rows for key in row})
+        fields = sorted({key for row in rows for key in row if key not in HIDDEN_FIELDS})
         sample: list[Mapping[str, Any]] = []
         used = 0
         for row in rows:
-            size = len(json.dumps(row, ensure_ascii=False))
+            size = len(json.dumps(shown(row), ensure_ascii=False))
             if used + size > budget and sample:
                 break
-            sample.append(row)
+            sample.append(shown(row))
             used += size
         parts.append(json.dumps({
             "table": name, "records": len(rows), "fields": fields,
@@ -112,20 +113,21 @@ def _whole(tables: Mapping[str, Sequence[Mapping[str, Any]]], max_chars: int) ->
     used = 0
     for rows in tables.values():
         for row in rows:
-            used += len(json.dumps(row, ensure_ascii=False))
+            used += len(json.dumps(shown(row), ensure_ascii=False))
             if used > max_chars:
                 return None
-    whole = json.dumps({k: list(v) for k, v in tables.items()}, ensure_ascii=False, indent=None)
+    whole = json.dumps({k: [shown(row) for row in v] for k, v in tables.items()}, ensure_ascii=False, indent=None)
     return whole if len(whole) <= max_chars else None
 
 
 HIDDEN_FIELDS = ("_span",)  # offsets into the document: for people and the report, noise to the model
 
 
-def model_view(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """The records as the answering model sees them: with their ids and passages, without the spans."""
-    return {name: [{k: v for k, v in row.items() if k not in HIDDEN_FIELDS} for row in rows]
-            for name, rows in tables.items()}
+def shown(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record as the answering model sees it: with its id and passage, without its span. Made a record at
+    a time, as it is measured or written (the sandbox leaves the same fields out, `Sandbox(hidden=)`): a
+    copy of every record was the answer stage's largest holder at D = 6,000."""
+    return {k: v for k, v in row.items() if k not in HIDDEN_FIELDS}
 
 
 def sandbox_names(tables: Mapping[str, Any]) -> dict[str, str]:
@@ -149,7 +151,7 @@ async def answer_direct(
     options: AnswerOptions, missing: Sequence[str] = (),
 ) -> AnswerResult:
     """Answer from the notes and the data in one call, without code."""
-    data = data_view(model_view(tables), options.data_view_chars) if tables else ""
+    data = data_view(tables, options.data_view_chars) if tables else ""
     prompt = render("direct", task=task, notes=notes, schema=schema, data=data, missing=_missing_text(missing))
     completion = await llm.complete(ChatRequest(
         messages=(Message("user", prompt.text),), stage=STAGE, mode="direct", max_tokens=options.max_tokens,
@@ -165,7 +167,7 @@ async def answer_with_code(
     extra_variables: Mapping[str, Any] | None = None,
 ) -> AnswerResult:
     """Run the coding agent until it calls final_answer or reaches `max_steps`."""
-    view = model_view(tables)
+    view = {name: list(rows) for name, rows in tables.items()}  # the records themselves, not copies
     names = sandbox_names(view)
     renamed = "; ".join(f"record type {name!r} is {safe} (records[{safe!r}], dfs[{safe!r}])"
                         for name, safe in names.items() if name != safe)
@@ -182,7 +184,7 @@ async def answer_with_code(
             variables[name] = rows
     variables.update(extra_variables or {})
     sandbox = Sandbox(variables=variables, dataframes=safe_view, limits=options.sandbox_limits,
-                      mode=options.sandbox_mode, scratch_root=options.scratch_root)
+                      mode=options.sandbox_mode, scratch_root=options.scratch_root, hidden=HIDDEN_FIELDS)
     del view, safe_view, variables  # the sandbox has them until its data is on disk; the agent's steps do not
     return await run_agent(llm, system, first, sandbox, options)
 
