@@ -318,7 +318,7 @@ async def plan(sizes: list[int], kinds: list[str], reads: int, repeats: int, bud
         ray.shutdown()
 
 
-async def heap(size: int, chars: int, engine: str) -> None:
+async def heap(size: int, chars: int, engine: str, frames: int = 1, rows: int = 15) -> None:
     import gc
     import tracemalloc
 
@@ -330,18 +330,18 @@ async def heap(size: int, chars: int, engine: str) -> None:
     peak: dict[str, object] = {"bytes": 0, "snapshot": None}
 
     def show(title: str, snapshot: tracemalloc.Snapshot) -> None:
-        every = snapshot.statistics("lineno")
-        code = sum(s.size for s in every if s.traceback[0].filename.startswith("<frozen"))  # imported modules
-        stats = [s for s in every if not s.traceback[0].filename.startswith("<frozen")]
+        every = snapshot.statistics("lineno" if frames == 1 else "traceback")  # with frames: grouped by the calls too
+        code = sum(s.size for s in every if s.traceback[-1].filename.startswith("<frozen"))  # imported modules
+        stats = [s for s in every if not s.traceback[-1].filename.startswith("<frozen")]
         total = sum(s.size for s in stats)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         print(f"\n{title}: {total / 2**20:.1f} MiB traced besides {code / 2**20:.1f} MiB of imported code, "
               f"{total / size:,.0f} B a document; peak RSS {rss:,} MiB")
         print("| B / document | MiB | blocks | made at |\n|---|---|---|---|")
-        for s in stats[:15]:
-            where = s.traceback[0]
-            name = where.filename.split("site-packages/")[-1].split("src/")[-1]
-            print(f"| {s.size / size:,.0f} | {s.size / 2**20:.1f} | {s.count:,} | {name}:{where.lineno} |")
+        for s in stats[:rows]:
+            made = " <- ".join(f"{f.filename.split('site-packages/')[-1].split('src/')[-1].split('python3.11/')[-1]}:"
+                               f"{f.lineno}" for f in reversed(s.traceback))  # the line that made it first
+            print(f"| {s.size / size:,.0f} | {s.size / 2**20:.1f} | {s.count:,} | {made} |")
 
     async def sample() -> None:
         while True:
@@ -358,7 +358,7 @@ async def heap(size: int, chars: int, engine: str) -> None:
 
     method._populate = after_relevance  # type: ignore[assignment]
     server, base_url = start_server()
-    tracemalloc.start(1)
+    tracemalloc.start(frames)
     sampler = asyncio.ensure_future(sample())
     try:
         corpus = r3con.load_corpus([root / "docs"])
@@ -393,6 +393,8 @@ def main() -> None:
     h.add_argument("--size", type=int, default=3000)
     h.add_argument("--chars", type=int, default=600)
     h.add_argument("--engine", default="local")
+    h.add_argument("--frames", type=int, default=1, help="the calls that led to each allocation, this many deep")
+    h.add_argument("--rows", type=int, default=15, help="the lines (or call chains) shown, largest first")
     p = sub.add_parser("plan")
     p.add_argument("--notes", default="100000")
     p.add_argument("--kinds", default="random,people")
@@ -408,7 +410,7 @@ def main() -> None:
         asyncio.run(plan([int(x) for x in args.notes.split(",")], args.kinds.split(","), args.reads, args.repeats,
                          args.budget, args.where.split(",")))
     elif args.command == "heap":
-        asyncio.run(heap(args.size, args.chars, args.engine))
+        asyncio.run(heap(args.size, args.chars, args.engine, args.frames, args.rows))
     else:
         asyncio.run(select([int(x) for x in args.notes.split(",")], args.calls, args.budget))
 
