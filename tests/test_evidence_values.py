@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from r3con.evidence._values import Numbers, stated, tokens
-from r3con.evidence.citations import EvidenceStats, verify
+from r3con.evidence.citations import DocEvidence, EvidenceStats, verify
 from r3con.evidence.grounding import Source, dates, field_grounded, ungrounded, unsupported_numbers
 
 LOG = ("On 6 July we finished taking in cargo, silver sand and boxes of earth. The company sold 4,200 units "
@@ -113,6 +113,7 @@ def test_stats_count_mismatches_and_ungrounded_records_apart():
     stats = EvidenceStats.of(records)
     assert (stats.verified, stats.mismatched, stats.ungrounded, stats.ungrounded_values) == (2, 1, 1, 2)
     assert stats.to_dict()["by_doc"]["1"] == {"records": 2, "verified": 1, "mismatch": 1, "ungrounded": 0, "share": 0.5}
+    assert stats.by_doc["2"] == DocEvidence(records=2, verified=1, mismatch=0, ungrounded=1)
     assert "1 with a value that differs" in stats.line() and "2 values" in stats.line()
 
 

@@ -23,10 +23,11 @@ original character it came from.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ._fold import fold
 from ._locate import FUZZY_MIN_CHARS, FUZZY_THRESHOLD, Haystack, Match, MatchKind, fuzzy_score, locate
@@ -189,6 +190,18 @@ def unsupported_in_answer(answer: str, question: str, cited: Citations, records:
 # -- counts -----------------------------------------------------------------------------------------
 
 
+class DocEvidence(NamedTuple):
+    """One document part's records and how many of them were verified, differ in a value, or are ungrounded."""
+
+    records: int = 0
+    verified: int = 0
+    mismatch: int = 0
+    ungrounded: int = 0
+
+
+_NONE = DocEvidence()
+
+
 @dataclass(frozen=True)
 class EvidenceStats:
     """How many records' passages were found in their documents with their values (in all and per
@@ -198,7 +211,7 @@ class EvidenceStats:
     records: int = 0
     verified: int = 0
     by_match: Mapping[str, int] = field(default_factory=dict)
-    by_doc: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    by_doc: Mapping[str, DocEvidence] = field(default_factory=dict)  # a tuple a part: a dict each was 260 B
     reasked: int = 0  # documents re-asked for their unverified records
     dropped: int = 0  # unverified records left out (--unverified drop)
     ungrounded: int = 0  # records with a value in neither their passage nor their document
@@ -216,18 +229,16 @@ class EvidenceStats:
     def of(cls, records: Sequence[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
         """Counts over `records` (dropped ones included, so the share says what the model gave)."""
         by_match = dict.fromkeys(MATCH_KINDS, 0)
-        by_doc: dict[str, dict[str, int]] = {}
+        by_doc: dict[str, DocEvidence] = {}
         ungrounded = ungrounded_values = 0
         for r in records:
             kind = str(r.get("_match") or "none")
             by_match[kind] = by_match.get(kind, 0) + 1
-            key = str(r.get("_doc")) if "_part" not in r else f"{r.get('_doc')}.{r.get('_part')}"
-            counts = by_doc.setdefault(key, {"records": 0, "verified": 0, "mismatch": 0, "ungrounded": 0})
-            counts["records"] += 1
-            counts["verified"] += kind in VERIFIED
-            counts["mismatch"] += kind == "mismatch"
+            key = sys.intern(str(r.get("_doc")) if "_part" not in r else f"{r.get('_doc')}.{r.get('_part')}")
             missing = r.get("_ungrounded") or ()
-            counts["ungrounded"] += bool(missing)
+            had = by_doc.get(key, _NONE)
+            by_doc[key] = DocEvidence(had.records + 1, had.verified + (kind in VERIFIED),
+                                      had.mismatch + (kind == "mismatch"), had.ungrounded + bool(missing))
             ungrounded += bool(missing)
             ungrounded_values += len(missing)
         verified = sum(by_match.get(k, 0) for k in VERIFIED)
@@ -241,7 +252,7 @@ class EvidenceStats:
                 "mismatched": self.mismatched, "ungrounded": self.ungrounded,
                 "ungrounded_values": self.ungrounded_values,
                 "reasked_documents": self.reasked, "dropped": self.dropped,
-                "by_doc": {k: {**v, "share": round(v["verified"] / v["records"], 4) if v["records"] else None}
+                "by_doc": {k: {**v._asdict(), "share": round(v.verified / v.records, 4) if v.records else None}
                            for k, v in self.by_doc.items()}}
 
     def line(self) -> str:
