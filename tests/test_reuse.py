@@ -282,3 +282,7 @@ def test_the_decisions_per_document_are_made_a_document_at_a_time_in_the_order_t
     assert decisions.counts() == {"relevance-1": {"reused": 1, "recomputed": 1},
                                   "relevance-2": {"reused": 0, "recomputed": 1}, "populate": {"reused": 1, "recomputed": 0}}
     assert decisions.recomputed() == {"1": {"relevance-1": "no earlier run", "relevance-2": "notes shown changed"}}
+    assert set(decisions.by_stage["relevance-1"].values()) <= set(range(len(decisions.kinds))) and len(decisions.kinds) == 4
+    decisions.note("1", "relevance-2", True, "same request")  # decided again (a re-plan): the last decision stands
+    assert decisions.documents()["1"]["relevance-2"] == {"reused": True, "why": "same request"}
+    assert decisions.whys()["relevance-2"] == {"same request": 1} and len(decisions.kinds) == 4

@@ -31,7 +31,6 @@ import functools
 import hashlib
 import json
 import sqlite3
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -274,36 +273,62 @@ def _kept(cache: CallCache, where: Callable[[str], str | None], digest: str) -> 
 
 @dataclass
 class Decisions:
-    """Per stage and document part: reused or recomputed, and why (reuse.json). Each held as a tuple (reused,
-    why, top) under its stage, the reasons interned, the entries made as reuse.json is written: a dict a
-    stage and document was 550 B a document for the whole run at D = 3,000 (bench_engine heap)."""
+    """Per stage and document part: reused or recomputed, and why (reuse.json). Under its stage a document's
+    decision is the number of its (reused, why) pair in `kinds` (a handful of pairs in all: small ints are
+    shared), and the notes that ranked first for a later-round read are kept apart, only where there are
+    some; the entries are made as reuse.json is written. A dict a stage and document was 550 B a document
+    for the whole run at D = 3,000, a tuple each 105 B a stage (bench_engine heap)."""
 
     mode: str
     previous: str | None
-    by_stage: dict[str, dict[str, tuple[bool, str, tuple[str, ...]]]] = field(default_factory=dict)
+    by_stage: dict[str, dict[str, int]] = field(default_factory=dict)
+    kinds: list[tuple[bool, str]] = field(default_factory=list)
+    tops: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    _kind: dict[tuple[bool, str], int] = field(default_factory=dict, repr=False)
 
     def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
         """`doc`'s `stage` was reused or not, and `why`; `top`: the notes that ranked first for a later-round read."""
-        self.by_stage.setdefault(stage, {})[doc] = (reused, sys.intern(why), tuple(top))
+        kind = (reused, why)
+        if kind not in self._kind:
+            self._kind[kind] = len(self.kinds)
+            self.kinds.append(kind)
+        self.by_stage.setdefault(stage, {})[doc] = self._kind[kind]
+        if top:
+            self.tops.setdefault(stage, {})[doc] = tuple(top)
+        elif doc in self.tops.get(stage, {}):
+            del self.tops[stage][doc]
+
+    def of(self, stage: str, doc: str) -> tuple[bool, str, tuple[str, ...]] | None:
+        """`doc`'s decision in `stage` (reused, why, top), or None when it has none there."""
+        kind = self.by_stage.get(stage, {}).get(doc)
+        if kind is None:
+            return None
+        return (*self.kinds[kind], self.tops.get(stage, {}).get(doc, ()))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
         out: dict[str, dict[str, int]] = {}
         for stage, docs in self.by_stage.items():
-            reused = sum(1 for r, _, _ in docs.values() if r)
+            reused = sum(1 for kind in docs.values() if self.kinds[kind][0])
             out[stage] = {"reused": reused, "recomputed": len(docs) - reused}
         return out
 
     def whys(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts for each reason."""
-        return {stage: dict(Counter(why for _, why, _ in docs.values()).most_common())
-                for stage, docs in self.by_stage.items()}
+        out: dict[str, dict[str, int]] = {}
+        for stage, docs in self.by_stage.items():
+            whys: Counter[str] = Counter()
+            for kind, count in Counter(docs.values()).items():
+                whys[self.kinds[kind][1]] += count
+            out[stage] = dict(whys.most_common())
+        return out
 
     def recomputed(self) -> dict[str, dict[str, str]]:
         """Per document part, the stages it was recomputed in and why (the exceptions, when most is reused)."""
         out: dict[str, dict[str, str]] = {}
         for stage, docs in self.by_stage.items():
-            for doc, (reused, why, _) in docs.items():
+            for doc, kind in docs.items():
+                reused, why = self.kinds[kind]
                 if not reused:
                     out.setdefault(doc, {})[stage] = why
         return out
@@ -311,7 +336,7 @@ class Decisions:
     def documents(self) -> Mapping[str, dict[str, dict[str, Any]]]:
         """Per document part and stage, {"reused", "why"} and, for a later-round read, "top": each document's
         made when it is read (reuse.json is written a document at a time)."""
-        return _PerDocument(self.by_stage)
+        return _PerDocument(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "previous_run": self.previous, "counts": self.counts(), "why": self.whys(),
@@ -321,15 +346,16 @@ class Decisions:
 class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
     """`Decisions.documents`: a document's stages, in the order its decisions were made."""
 
-    def __init__(self, by_stage: Mapping[str, Mapping[str, tuple[bool, str, tuple[str, ...]]]]):
-        self._by_stage = by_stage
-        self._docs = dict.fromkeys(doc for docs in by_stage.values() for doc in docs)
+    def __init__(self, decisions: Decisions):
+        self._decisions = decisions
+        self._docs = dict.fromkeys(doc for docs in decisions.by_stage.values() for doc in docs)
 
     def __getitem__(self, doc: str) -> dict[str, dict[str, Any]]:
         out = {}
-        for stage, docs in self._by_stage.items():
-            if doc in docs:
-                reused, why, top = docs[doc]
+        for stage in self._decisions.by_stage:
+            decided = self._decisions.of(stage, doc)
+            if decided is not None:
+                reused, why, top = decided
                 out[stage] = {"reused": reused, "why": why, **({"top": list(top)} if top else {})}
         if not out:
             raise KeyError(doc)
