@@ -22,7 +22,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from ..config import DEFAULT_CONCURRENCY, Settings
 from ..errors import ConfigError, ProviderError, R3conError
 from ..llm import LLMStack, build_llm
-from ..llm.routing import SHARED_KEY, routing_key
+from ..llm.routing import routing_key
 from ..llm.types import ChatRequest, Completion
 
 if TYPE_CHECKING:  # a worker imports the notes' modules when it is first asked for a selection (`_round`): imported
@@ -133,13 +133,13 @@ class _Tally:
     seconds: float = 0.0
     lost: bool = False
     selections: int = 0  # relevance reads whose notes choice this worker made
-    parts: set[str] = field(default_factory=set)
+    parts: set[int] = field(default_factory=set)  # the document parts it answered for (`_part_id`)
 
     def to_dict(self, index: int) -> dict[str, Any]:
         return {"worker": index, "node": self.node, "pid": self.pid, "calls": self.calls,
                 "cache_hits": self.cache_hits, "errors": self.errors, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
-                "documents": len(self.parts - {SHARED_KEY}), "selections": self.selections, "lost": self.lost}
+                "documents": len(self.parts), "selections": self.selections, "lost": self.lost}
 
 
 class RayWorkers:
@@ -171,7 +171,8 @@ class RayWorkers:
                 tally.lost = True
                 continue
             tally.seconds += time.perf_counter() - began
-            tally.parts.add(key)
+            if request.doc is not None:
+                tally.parts.add(_part_id(request.doc, request.part))
             if isinstance(outcome, _Raised):
                 tally.errors += 1
                 raise outcome.error
@@ -240,6 +241,12 @@ class RayWorkers:
         for entry in merged.values():
             entry["time_s"] = round(entry["time_s"], 3)
         return list(merged.values())
+
+
+def _part_id(doc: int, part: int | None) -> int:
+    """A document part as one int, for counting a worker's parts: its routing key kept for every part held
+    79 B a document on the driver."""
+    return doc << 32 | (part or 0)  # a part number fits in 32 bits (4 billion parts of one document)
 
 
 def _all_lost(count: int) -> ProviderError:

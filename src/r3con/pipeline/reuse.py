@@ -397,8 +397,7 @@ class Reuse:
         decision and the record for the next run are of these parts."""
         self.parts = tuple(parts)
         self.content = {p.key: content_key(p) for p in parts}
-        self.present = set(self.content.values())
-        self.key_of = {c: k for k, c in self.content.items()}
+        self.key_of = {c: k for k, c in self.content.items()}  # its keys: the contents present
 
     @property
     def approximate(self) -> bool:
@@ -451,7 +450,7 @@ class Reuse:
             before = self.previous.reads.get((round_no - 1, content))
             if before is None or note_digest(before.note) != digest:
                 return self._reread(doc, round_no, f"a new or changed note ranks among its top {TOP}")
-        if any(c not in self.present for c in earlier.top):
+        if any(c not in self.key_of for c in earlier.top):
             return self._reread(doc, round_no, f"a note among its top {TOP} left the corpus")
         if any(self.key_of.get(c) != k for c, k in earlier.refs):
             return self._reread(doc, round_no, "a document its note names left or was renumbered")
