@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, overload
 
 from ..errors import EncryptedDocument, InputError
 from ..tokens import estimate_tokens, longest_prefix_within, max_piece_chars
 from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
 from .names import shown, special_kind
 from .readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
+from .spool import SpooledText, TextSpool
 from .walk import WalkRules, walk_paths
 
 if TYPE_CHECKING:
@@ -68,6 +69,27 @@ class FilesSeen:
 
 
 
+class _Text:
+    """`Document.text`: the text itself, or where `spool.spool` wrote it (read back on every access, the same
+    text). A dataclass field whose default is a descriptor: `__init__` and `replace` set it through `__set__`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = f"_{name}"
+
+    @overload
+    def __get__(self, doc: None, owner: type | None = None) -> _Text: ...
+    @overload
+    def __get__(self, doc: Document, owner: type | None = None) -> str: ...
+    def __get__(self, doc: Document | None, owner: type | None = None) -> str | _Text:
+        if doc is None:
+            raise AttributeError("text")  # asked for on the class (by @dataclass, for a default): none
+        held = doc.__dict__[self._name]
+        return held.read() if isinstance(held, SpooledText) else held
+
+    def __set__(self, doc: Document, text: str | SpooledText) -> None:
+        doc.__dict__[self._name] = text
+
+
 @dataclass(frozen=True)
 class Document:
     """One document, or one part of a document that was split to fit the window.
@@ -84,7 +106,7 @@ class Document:
 
     number: int
     title: str
-    text: str
+    text: _Text = _Text()  # a str (a SpooledText may stand for it: `spool`)
     source: str = ""
     part: int = 1
     parts: int = 1
@@ -108,6 +130,17 @@ class Document:
         the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap); not
         cached on the document, whose attributes' dict would grow a size for it (400 B a document)."""
         return sys.intern(str(self.number) if self.parts == 1 else f"{self.number}.{self.part}")
+
+    @property
+    def chars(self) -> int:
+        """The length of `text` in characters (a spooled text's without reading it back)."""
+        held = self.__dict__["_text"]
+        return held.chars if isinstance(held, SpooledText) else len(held)
+
+    @property
+    def spooled(self) -> bool:
+        """Whether the text is on disk (`spool`), read back each time it is asked for."""
+        return isinstance(self.__dict__["_text"], SpooledText)
 
     @property
     def label(self) -> str:
@@ -276,6 +309,17 @@ def text_sha256(text: str, chunk: int = 1 << 20) -> str:
     for at in range(0, len(text), chunk):
         digest.update(text[at:at + chunk].encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def spool(docs: Iterable[Document], into: TextSpool) -> None:
+    """Each of `docs` keeps its text in `into` from now on, not in memory (a document already spooled is left
+    as it is). What is computed of a text throughout a run (its tokens, its hash) is computed first."""
+    for doc in docs:
+        if doc.spooled:
+            continue
+        text = doc.text
+        doc.tokens, doc.sha256  # noqa: B018 (cached_property: kept on the document, asked for by every stage)
+        object.__setattr__(doc, "text", into.put(text))  # Document is frozen: its text's holder changes, not its text
 
 
 def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:

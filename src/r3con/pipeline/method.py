@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -12,8 +12,9 @@ from typing import Any
 
 from ..artifacts.folder import RunDir
 from ..config import DEFAULT_CONCURRENCY, Settings
-from ..corpus.documents import Document, FilesSeen, split_documents, split_documents_async
+from ..corpus.documents import Document, FilesSeen, split_documents, split_documents_async, spool
 from ..corpus.inputs import Inputs
+from ..corpus.spool import TextSpool
 from ..corpus.store import CorpusStore, EmbeddingsSeen, Split
 from ..engine import open_engine
 from ..errors import ConfigError, InputError, OutputError
@@ -156,7 +157,7 @@ async def run(
     if resumed:
         run_dir.lock()  # before anything reads or writes the folder; a new run's is locked as it is made
     docs = tuple(documents)
-    stored = _Stored(store, files)
+    stored = _Stored(store, files, TextSpool())
     if isinstance(llm, LLMStack):
         parts = await stored.split(docs, Budgets.of(settings, llm.planning_window).part_tokens)
         return await _run_in(run_dir, resumed, task, docs, parts, settings, llm, progress or NoProgress(), inputs,
@@ -217,15 +218,29 @@ class _Stored:
 
     store: CorpusStore | None = None
     files: FilesSeen | None = None
+    texts: TextSpool | None = None  # where the documents' and parts' texts are kept while the run reads them
     split_seen: Split | None = None
     embeddings: EmbeddingsSeen | None = None  # counted as the calls go
 
     async def split(self, docs: tuple[Document, ...], budget: int) -> tuple[Document, ...]:
-        """The parts of `docs`: through the store when there is one (cuts and token counts kept by content)."""
+        """The parts of `docs`: through the store when there is one (cuts and token counts kept by content),
+        their texts and the documents' then spooled (`corpus.spool`): read back as the calls need them."""
         if self.store is None:
-            return await split_documents_async(docs, budget)
-        self.split_seen = self.store.split(docs, budget)
-        return self.split_seen.parts
+            parts = await split_documents_async(docs, budget)
+        else:
+            self.split_seen = self.store.split(docs, budget)
+            parts = self.split_seen.parts
+        if self.texts is not None:
+            spool((*docs, *parts), self.texts)
+        return parts
+
+    async def resplit(self, docs: tuple[Document, ...], budget: int) -> tuple[Document, ...]:
+        """The parts of `docs` for a smaller window learned mid-run (split here, as the store's cuts are for the
+        window the run began with), spooled."""
+        parts = await split_documents_async(docs, budget)
+        if self.texts is not None:
+            spool(parts, self.texts)
+        return parts
 
     def embedder(self, embed: Embed, model: str | None) -> Embed:
         """`embed`, keeping its vectors in the store when there is one."""
@@ -273,7 +288,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         # --engine ray: the notes choices of the rounds and of population are made on the workers
         selects = llm.engine if isinstance(llm.engine, Selects) else None
         rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir,
-                                                  selects)
+                                                  selects, stored or _Stored())
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
         watch.final_notes(final)
@@ -303,7 +318,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
 
 async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts: tuple[Document, ...],
                      settings: Settings, llm: LLMStack, options: StageOptions, embed: Embed | None,
-                     run_dir: RunDir, selects: Selects | None,
+                     run_dir: RunDir, selects: Selects | None, stored: _Stored,
                      ) -> tuple[tuple[Mapping[str, str], ...], tuple[Document, ...], StageOptions]:
     """The relevance rounds: the notes of each round, the parts they were taken of, the options they ran
     with. A "too long" reply that states a smaller window has the parts and notes planned for it, and the
@@ -320,7 +335,7 @@ async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts:
             break
         window = llm.planning_window
         budgets = Budgets.of(settings, window)
-        parts = await split_documents_async(docs, budgets.part_tokens)
+        parts = await stored.resplit(docs, budgets.part_tokens)
         options = stage_options(settings, budgets, breakpoints=options.relevance.breakpoints, embed=embed,
                                 scratch_root=run_dir.scratch_root)
         watch.replanned(parts, budgets)
@@ -347,7 +362,7 @@ def _result(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], 
             stored: _Stored | None, elapsed_s: float, run_dir: RunDir) -> RunResult:
     """The run's result: the answer with what it cites resolved, and everything it was built from."""
     rows = [r for table in tables.values() for r in table]
-    texts = {d.number: d.text for d in docs}
+    texts = _Texts(docs)  # read back (`spool`) only for what the answer cites
     cited = resolve_citations(answer.citations, rows, {d.number: d.title for d in docs}, texts)
     last = answer.steps[-1] if answer.mode == "code" and not answer.capped and answer.steps else None
     unsupported = unsupported_in_answer(
@@ -363,6 +378,22 @@ def _result(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], 
         fallbacks=tuple(watch.record.fallbacks), unsupported_numbers=unsupported, reuse=watch.reuse.summary(),
         corpus_store=stored.to_dict() if stored else None, warnings=view.warnings(),
     )
+
+
+class _Texts(Mapping[int, str]):
+    """The documents' texts by number, each read when asked for (a spooled text from disk), not all at once."""
+
+    def __init__(self, docs: Sequence[Document]):
+        self._docs = {d.number: d for d in docs}
+
+    def __getitem__(self, number: int) -> str:
+        return self._docs[number].text
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._docs)
+
+    def __len__(self) -> int:
+        return len(self._docs)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import os
 import sys
 import time
 import traceback
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
@@ -59,7 +58,7 @@ class RunRecord:
         self.selections: dict[str, Selections] = {}
         self.seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
         self.account = (inputs or Inputs.of(docs)).with_parts(parts)
-        self._parts = Counter(p.number for p in parts)  # parts per document, for the manifest's entries
+        self._parts = _split(parts)  # parts per document split in several, for the manifest's entries
         manifest = _manifest(task, settings, llm, part_tokens)
         manifest["documents"] = Later(lambda: _documents(docs, self._parts))
         manifest["inputs"] = Later(lambda: self.degraded().to_dict())  # an entry a document: made as written
@@ -83,7 +82,7 @@ class RunRecord:
         self.account = self.account.with_parts(parts)
         self.manifest["part_tokens"] = part_tokens
         self.manifest["notes_selection"]["budget_tokens"] = notes_budget
-        self._parts = Counter(p.number for p in parts)
+        self._parts = _split(parts)
         self._learned()
         self.run_dir.write_json("manifest.json", self.manifest)
 
@@ -233,8 +232,13 @@ def _manifest(task: str, settings: Settings, view: EndpointView, budget: int) ->
 def _documents(docs: Sequence[Document], parts: Mapping[int, int]) -> Iterator[dict[str, Any]]:
     """The manifest's entry for each document, made as the manifest is written (`Entries`)."""
     for d in docs:
-        yield {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": len(d.text),
-               "sha256": d.sha256, "tokens_estimate": d.tokens, "parts": parts[d.number]}
+        yield {"doc": d.number, "title": d.title, "source": d.source, **_where(d), "chars": d.chars,
+               "sha256": d.sha256, "tokens_estimate": d.tokens, "parts": parts.get(d.number, 1)}
+
+
+def _split(parts: Sequence[Document]) -> dict[int, int]:
+    """{number: parts} of the documents split in more than one part (the others have one: not held for each)."""
+    return {p.number: p.parts for p in parts if p.parts > 1}
 
 
 def _price_sources(settings: Settings, endpoint: EndpointInfo) -> dict[str, str]:

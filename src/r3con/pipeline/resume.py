@@ -162,7 +162,7 @@ def carried_inputs(plan: ResumePlan, inputs: Inputs) -> Inputs:
 def check_documents(plan: ResumePlan, documents: Sequence[Document]) -> None:
     """ConfigError if the documents differ from the saved run's (other files, or files changed since)."""
     moved = {str(e.get("path")): str(e.get("source")) for e in plan.documents if e.get("path")}
-    now = [(moved.get(d.source, d.source), len(d.text), d.sha256) for d in documents]
+    now = [(moved.get(d.source, d.source), d.chars, d.sha256) for d in documents]
     saved = [(str(e.get("source")), e.get("chars"), e.get("sha256")) for e in plan.documents]
     if [s for s, _, _ in now] != [s for s, _, _ in saved]:
         gone = sorted(set(s for s, _, _ in saved) - set(s for s, _, _ in now))

@@ -1,0 +1,77 @@
+"""A run's document texts on disk: written once, read back each time a call needs one.
+
+A large corpus's texts are most of what a run would otherwise hold for its whole length (at 600
+characters a document, 680 B of 5 KB at the run's peak; a report of 20,000 characters, 20 KB), yet each is
+needed only for moments: a call's prompt, its records' evidence. `documents.spool(docs, into)` writes each text to
+one unlinked temporary file (in TMPDIR) and leaves the document a `SpooledText` in its place;
+`Document.text` reads it back (one `pread`) whenever it is asked for, the same text. The file goes when
+the last document that points into it does. A spooled document pickles with its text, as any other.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+import threading
+import weakref
+
+from ..errors import ConfigError, DiskFull
+
+_ENCODING = ("utf-8", "surrogatepass")  # a text with lone surrogates (a file name's bytes) survives the trip
+
+
+class TextSpool:
+    """One unlinked temporary file that texts are appended to (`put`) and read back from (`SpooledText`)."""
+
+    def __init__(self) -> None:
+        try:
+            self._file = tempfile.TemporaryFile(prefix="r3con-texts-")
+        except OSError as exc:
+            raise _unwritable(exc) from exc
+        self._fd = self._file.fileno()
+        weakref.finalize(self, self._file.close)  # closed (and so gone) when the last document's reference goes
+        self._end = 0
+        self._lock = threading.Lock()
+
+    def put(self, text: str) -> SpooledText:
+        data = text.encode(*_ENCODING)
+        with self._lock:
+            at = self._end
+            done = 0
+            try:
+                while done < len(data):
+                    done += os.pwrite(self._fd, data[done:], at + done)
+            except OSError as exc:
+                raise _unwritable(exc) from exc
+            self._end += len(data)
+        return SpooledText(self, at, len(data), len(text))
+
+    def read(self, at: int, size: int) -> str:
+        data = os.pread(self._fd, size, at)
+        if len(data) != size:  # the file is ours and unlinked: only a failing disk gives back less
+            raise OSError(f"read {len(data)} of {size} bytes of a spooled document text back from {self._file.name}")
+        return data.decode(*_ENCODING)
+
+
+class SpooledText:
+    """Where a document's text is in a `TextSpool`, and its length in characters."""
+
+    __slots__ = ("_spool", "_at", "_size", "chars")
+
+    def __init__(self, spool: TextSpool, at: int, size: int, chars: int):
+        self._spool, self._at, self._size, self.chars = spool, at, size, chars
+
+    def read(self) -> str:
+        return self._spool.read(self._at, self._size)
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        return str, (self.read(),)  # pickled (to another process, a copy) as the text itself
+
+
+def _unwritable(exc: OSError) -> DiskFull | ConfigError:
+    where = tempfile.gettempdir()
+    said = f"could not write the documents' texts to a temporary file in {where}: {exc.strerror or exc}; "
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(said + "free space there or point TMPDIR at a disk with room")
+    return ConfigError(said + "point TMPDIR at a folder r3con can write")
