@@ -86,20 +86,26 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{line.split('=')[1]}/v1"
 
 
-def driver(args: list[str], env: dict[str, str]) -> dict[str, float | int | str]:
-    """Run `r3con ARGS`; wall, peak RSS of the driver process alone, CPU (with what it waited for)."""
+def driver(args: list[str], env: dict[str, str], timeline: Path | None = None) -> dict[str, float | int | str]:
+    """Run `r3con ARGS`; wall, peak RSS of the driver process alone, CPU (with what it waited for). With
+    `timeline`, its VmRSS every 5 s (seconds since the start, MiB) is appended there, to set against
+    calls.jsonl's times."""
     started = time.perf_counter()
     out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # not pipes: --json is large
     proc = subprocess.Popen([sys.executable, "-m", "r3con", *args], env=env, stdout=out_file, stderr=err_file,
                             text=True)
     peak = 0
     status = Path(f"/proc/{proc.pid}/status")
+    sampled = 0.0
     while proc.poll() is None:
         try:
-            for line in status.read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            peak = max(peak, int(fields["VmHWM"].split()[0]))
+            if timeline is not None and time.perf_counter() - sampled >= 5:
+                sampled = time.perf_counter()
+                with timeline.open("a") as log:
+                    log.write(f"{sampled - started:.0f} {int(fields['VmRSS'].split()[0]) // 1024}\n")
+        except (OSError, KeyError, ValueError):
             pass
         time.sleep(0.1)
     proc.wait()
@@ -154,7 +160,7 @@ def own_cluster(env: dict[str, str]) -> Iterator[str]:
 
 
 def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], same_as: Path | None = None,
-         keep: bool = False) -> None:
+         keep: bool = False, timelines: Path | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_"))}
     env.update(R3CON_LOCAL_PORTS="", XDG_CACHE_HOME=str(root / "xdg"), RAY_AUTH_MODE="token")  # ~/.ray/auth_token
@@ -175,7 +181,7 @@ def runs(sizes: list[int], chars: int, concurrency: int, engines: list[str], sam
                                 "--concurrency", str(concurrency), "--json", "--quiet", "--engine", engine]
                         if engine == "ray":
                             args += ["--ray-address", address]
-                        figures = driver(args, env)
+                        figures = driver(args, env, timelines / f"rss-{engine}-{size}.txt" if timelines else None)
                         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the driver's, not yet the server's
                     finally:
                         server.terminate()
@@ -385,6 +391,7 @@ def main() -> None:
     r.add_argument("--engines", default="local,ray")
     r.add_argument("--same-as", type=Path, help="an in-process run folder of the same D to compare outputs with")
     r.add_argument("--keep", action="store_true", help="keep the corpus and the run folders (their path is printed)")
+    r.add_argument("--timelines", type=Path, help="a folder for each driver's RSS every 5 s (rss-ENGINE-D.txt)")
     s = sub.add_parser("select")
     s.add_argument("--notes", default="100000,1000000")
     s.add_argument("--calls", type=int, default=50)
@@ -405,7 +412,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "runs":
         runs([int(x) for x in args.sizes.split(",")], args.chars, args.concurrency, args.engines.split(","),
-             args.same_as, args.keep)
+             args.same_as, args.keep, args.timelines)
     elif args.command == "plan":
         asyncio.run(plan([int(x) for x in args.notes.split(",")], args.kinds.split(","), args.reads, args.repeats,
                          args.budget, args.where.split(",")))
