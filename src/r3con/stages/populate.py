@@ -301,12 +301,14 @@ async def populate(
         if earlier is not None:
             if choices is not None:
                 log.add(Shown.of(call.doc.key, 0, first, first.text))
-            return _DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
-                               repaired=False, reasks=0, kept=True)
+            return _finished(_DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
+                                         repaired=False, reasks=0, kept=True), call.doc)
         done = await populate_document(llm, task, form, call, first, options, final)
         if done.shown is not None:
             log.add(done.shown)
-        return replace(done, conversation=(), shown=None)  # neither is kept for every document until the stage ends
+        # neither the conversation nor what it was shown is kept for every document until the stage ends; the
+        # records as the stage returns them are made now, and the reply's own dicts go with the call
+        return _finished(replace(done, conversation=(), shown=None), call.doc)
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
@@ -322,18 +324,15 @@ async def populate(
         if isinstance(result, Failure):
             failures.append(result)
             continue
-        count = index = 0
+        count = 0
         for name, rows in result.records.items():
-            for row in rows:
-                if isinstance(row, Mapping):
-                    index += 1
-                    record = ordered({**stamp(row, doc), "_id": record_id(doc, index)})
-                    given.append(record)
-                    if options.unverified == "drop" and record.get("_match") in FLAGGED:
-                        dropped.append({**record, "_table": name})
-                        continue
-                    tables[name].append(record)
-                    count += 1
+            for record in rows:  # stamped and ordered as its call finished (`_finished`)
+                given.append(record)
+                if options.unverified == "drop" and record.get("_match") in FLAGGED:
+                    dropped.append({**record, "_table": name})
+                    continue
+                tables[name].append(record)
+                count += 1
         per_doc[doc.key] = count
         if result.kept:
             kept.add(doc.key)
@@ -348,6 +347,20 @@ async def populate(
         evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
         shown=log.order(d.key for d in docs),  # corpus order
     )
+
+
+def _finished(done: _DocRecords, doc: Document) -> _DocRecords:
+    """`done` with its records as the stage gives them: each stamped with `doc`, given its id (`record_id`, in
+    the order of the tables and of the rows), its fields ordered; what is not a record (not a mapping) left out."""
+    index = 0
+    records: dict[str, list[dict[str, Any]]] = {}
+    for name, rows in done.records.items():
+        records[name] = []
+        for row in rows:
+            if isinstance(row, Mapping):
+                index += 1
+                records[name].append(ordered({**stamp(row, doc), "_id": record_id(doc, index)}))
+    return replace(done, records=records)
 
 
 async def _choices(final: FinalNotes | None, docs: Sequence[Document],
