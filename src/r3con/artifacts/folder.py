@@ -187,7 +187,9 @@ class RunDir:
         self._folder(target)
         return write_atomic(target, text)
 
-    def write_table_csv(self, table: str, rows: list[dict[str, Any]]) -> Path:
+    def write_table_csv(self, table: str, rows: Sequence[Mapping[str, Any]]) -> Path:
+        """records/TABLE.csv: a column a field (in the order first seen), a row a record, lists and objects as
+        JSON; the rows are read twice (the fields, then the lines), never copied."""
         fields: dict[str, None] = {}
         for row in rows:
             fields.update(dict.fromkeys(row))

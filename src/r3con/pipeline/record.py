@@ -130,7 +130,7 @@ class RunRecord:
         if filled.dropped:  # --unverified drop: listed, never silently lost
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))
         for name, rows in filled.tables.items():
-            self.run_dir.write_table_csv(name, [dict(r) for r in rows])
+            self.run_dir.write_table_csv(name, rows)  # not a copy of each: at D = 100,000, all of them again
         self.manifest["tables"] = _write_tables(self.run_dir, filled.tables)
 
     def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:

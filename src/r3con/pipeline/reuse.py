@@ -68,6 +68,11 @@ CREATE INDEX IF NOT EXISTS records_run ON records (run);
 CREATE TABLE IF NOT EXISTS schemas (run INTEGER NOT NULL, schema TEXT NOT NULL);
 """
 
+def _part_key(record: Mapping[str, Any]) -> str:
+    """The key of the document part a record was populated from ('12', '12.2')."""
+    return f"{record['_doc']}.{record['_part']}" if "_part" in record else str(record["_doc"])
+
+
 def store_path(cache_path: Path) -> Path:
     """The runs' record beside the LLM cache: llm.sqlite -> llm.reuse.sqlite."""
     return cache_path.with_name(f"{cache_path.stem}.reuse.sqlite")
@@ -571,15 +576,19 @@ class Reuse:
             tuple[str, str, list[dict[str, Any]], dict[str, Any] | None]]:
         """The records as the record keeps them: per document populated, its content, final note, records and
         the final notes it was shown when chosen per document."""
-        per_doc: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
-        for name, rows in filled.tables.items():
-            for row in rows:
-                key = f"{row['_doc']}.{row['_part']}" if "_part" in row else str(row["_doc"])
-                per_doc.setdefault(key, []).append((name, row))
+        # each table holds its records in the order of the documents (`filled.per_doc`'s), so a document's are
+        # the next run of each table's: taken as the documents come, not grouped for all of them first
+        tables = [(name, iter(rows)) for name, rows in filled.tables.items()]
+        ahead: list[Mapping[str, Any] | None] = [next(rows, None) for _, rows in tables]
         content = self.content
         for k in filled.per_doc:
+            records = []
+            for i, (name, rows) in enumerate(tables):
+                while (row := ahead[i]) is not None and _part_key(row) == k:
+                    records.append({**row, "_table": name})
+                    ahead[i] = next(rows, None)
             seen = shown.get(k)
-            yield (content[k], final.get(k, ""), [{**row, "_table": name} for name, row in per_doc.get(k, [])],
+            yield (content[k], final.get(k, ""), records,
                    {"notes": sorted(self._population_notes(seen, final)), "digest": seen.digest}
                    if seen is not None else None)
 

@@ -274,6 +274,8 @@ def stamp(record: Mapping[str, Any], doc: Document) -> dict[str, Any]:
     stamped["_doc"] = doc.number
     if doc.parts > 1:
         stamped["_part"] = doc.part
+    else:
+        stamped.pop("_part", None)  # a record kept from an earlier run names this run's part, or none
     stamped["_title"] = doc.title
     return stamped
 
