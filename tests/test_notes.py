@@ -453,7 +453,8 @@ async def test_final_notes_give_back_population_s_index_once_populated_and_choos
     refit = await final.selector.select(final.task, budget=150)
     assert final.selector._lines is not None and final._head is not None  # built by the choices above
     final.populated()
-    assert final.selector._lines is None and final.selector._bm25 is None and final._head is None
+    assert final.selector._lines is None and final.selector._bm25 is None and final.selector._at is None
+    assert final._head is None
     again = await final.selector.select(final.task, budget=150)  # an answer refitted: built again, the same choice
     assert (again.text, again.full, again.listed, again.tokens) == (refit.text, refit.full, refit.listed, refit.tokens)
     assert [await final.for_document(k) for k in ("1", "40")] == before

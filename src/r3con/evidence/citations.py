@@ -126,7 +126,7 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
     documents' texts by number), else the passage the model gave. Unknown ids, and anything that is
     neither, are kept in `unknown` so the answer's reader sees them.
     """
-    by_id = {str(r["_id"]): r for r in records if r.get("_id")}
+    by_id = _cited(records, {str(raw).strip() for raw in cited})
     evidence: list[Evidence] = []
     unknown: list[str] = []
     seen: set[str] = set()
@@ -162,6 +162,11 @@ def resolve_citations(cited: Sequence[Any], records: Iterable[Mapping[str, Any]]
     return Citations(evidence=tuple(evidence), unknown=tuple(unknown))
 
 
+def _cited(records: Iterable[Mapping[str, Any]], ids: AbstractSet[str]) -> dict[str, Mapping[str, Any]]:
+    """{id: record} of the records whose id is among `ids` (an answer cites a few of a run's 100,000)."""
+    return {str(r["_id"]): r for r in records if r.get("_id") and str(r["_id"]) in ids}
+
+
 # -- the answer's numbers ----------------------------------------------------------------------------
 
 
@@ -172,7 +177,7 @@ def unsupported_in_answer(answer: str, question: str, cited: Citations, records:
     their ungrounded ones) and passages (the document's words at the span), the cited documents' texts; nor the question, nor what
     the agent's code printed (`outputs`, the observations before the last step). `final_code`: the code
     that called final_answer; a number of the answer not typed into it was computed over the records."""
-    by_id = {str(r["_id"]): r for r in records if r.get("_id")}
+    by_id = _cited(records, {e.id for e in cited.evidence if e.kind == "record"})
     sources: list[str] = [question, *outputs]
     values: list[Any] = []
     for e in cited.evidence:

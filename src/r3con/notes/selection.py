@@ -308,7 +308,7 @@ class NotesSelector:
         self.refs = tuple(refs)
         self.budget = budget or None
         self._embed = embed
-        self._positions = {ref.label: i for i, ref in enumerate(self.refs)}
+        self._at: dict[str, int] | None = None  # a note's position by its document key (`_position`)
         self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
         self._total = sum(self._full_cost) + 4
         self._lines: list[_IndexLine] | None = None
@@ -340,12 +340,12 @@ class NotesSelector:
 
     def shared_text(self, exclude: str | None = None) -> str:
         """Every note but that of `exclude`, in `prefix_order`: for calls that put the notes first."""
-        pos = self._positions.get(exclude) if exclude is not None else None
+        pos = self._position(exclude)
         return format_notes([self.refs[i] for i in prefix_order(len(self.refs), pos)])
 
     def full_tokens(self, exclude: str | None = None) -> int:
         """Estimated tokens of all notes in full (less the note of `exclude`)."""
-        pos = self._positions.get(exclude) if exclude is not None else None
+        pos = self._position(exclude)
         return self._total - (self._full_cost[pos] if pos is not None else 0)
 
     async def select(self, query: str, exclude: str | None = None, budget: int | None = None, *,
@@ -386,7 +386,7 @@ class NotesSelector:
     async def _pick(self, query: str, exclude: str | None, budget: int | None, top: int) -> PackedChoice:
         # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
         # budget lasts; the choice is the same as ranking every note and scanning all of them.
-        pos = self._positions.get(exclude) if exclude is not None else None
+        pos = self._position(exclude)
         count = len(self.refs) - (pos is not None)
         full = self.full_tokens(exclude)
         scores = await self._scores(query) if top > 0 and count else None
@@ -448,11 +448,20 @@ class NotesSelector:
             text += "\n" + format_index(index, picks.omitted)
         return text
 
+    def _position(self, key: str | None) -> int | None:
+        """The position in `refs` of document `key`'s note (None: no key, or no note), the map built on first use."""
+        if key is None:
+            return None
+        if self._at is None:
+            self._at = {ref.label: i for i, ref in enumerate(self.refs)}
+        return self._at.get(key)
+
     def release(self) -> None:
         """Drop what ranking and rendering built and can build again (the index lines, BM25's postings, the
-        cost arrays): a selector kept for a rare later use (refitting the answer) does not hold them meanwhile.
+        cost arrays, the positions by key): a selector kept for a rare later use (refitting the answer) does not hold them meanwhile.
         The embeddings' vectors stay (they were calls)."""
         self._lines, self._line_cost, self._line_total = None, [], 0
+        self._at = None
         self._cost_arrays = {}
         self._bm25 = None
 
