@@ -130,7 +130,12 @@ class SelectsElsewhere:
     def __init__(self):
         self.made = 0
 
-    async def select_many(self, refs, budget, queries):
+    async def select_many(self, refs, budget, queries, each=None):
         selector = NotesSelector(refs, budget)
         self.made += len(queries)
-        return [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries]
+        made = [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries[:]]
+        if each is None:
+            return made
+        for i in reversed(range(len(made))):  # handed over out of order, as a cluster's batches come back
+            each(i, made[i])
+        return []

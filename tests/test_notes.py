@@ -12,7 +12,10 @@ from r3con.notes.selection import (
     FinalNotes,
     NoteRef,
     NotesSelector,
+    PackedChoice,
+    PlannedChoices,
     format_notes,
+    made_here,
     notes_bm25,
     prefix_order,
     terms,
@@ -24,7 +27,7 @@ from r3con.stages.relevance import RelevanceOptions, extract_relevance
 from r3con.testing import FakeLLMServer
 from r3con.tokens import estimate_tokens
 
-from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, user_text
+from .fakes import SIMPLE_SCHEMA, ScriptedLLM, SelectsElsewhere, document_number, quote, user_text
 
 FILLER = "The weather stayed grey and the roads were quiet for most of the week. " * 6
 
@@ -323,6 +326,34 @@ async def test_a_choice_made_elsewhere_travels_as_its_positions_and_unpacks_to_t
     assert len(pickle.dumps(packed)) <= 4 * positions + 250, (len(pickle.dumps(packed)), positions)
 
 
+async def test_planned_choices_go_to_disk_as_bytes_and_come_back_the_same_once():
+    refs = [NoteRef(str(i), f"T{i}", f"Ann Lee met Bob Stone in Oslo on day {i}.") for i in range(1, 300)]
+    selector = NotesSelector(refs, 400)
+    made = {"3": await selector.packed("Who met in Oslo?", "3", top=3),  # a selection, with its top
+            "4": await NotesSelector(refs, None).packed("Who met in Oslo?", "4"),  # every note but its own
+            "x": await NotesSelector(refs, None).packed("Who met in Oslo?")}  # every note
+    planned = PlannedChoices()
+    for key, packed in made.items():
+        assert PackedChoice.from_bytes(packed.to_bytes()) == packed
+        planned.add(key, packed)
+    assert len(planned) == 3 and not any(isinstance(v, PackedChoice) for v in vars(planned).values())
+    for key in ("4", "x", "3"):  # in any order, each once
+        assert planned.pop(key) == made[key] and planned.pop(key) is None
+    assert len(planned) == 0 and planned.pop("never") is None
+
+
+async def test_choices_made_here_are_handed_over_one_at_a_time_in_order_when_asked():
+    got: list[tuple[int, int]] = []
+
+    async def double(n: int) -> int:
+        return 2 * n
+
+    items = list(range(600))  # the first alone, then 256 at a time
+    assert await made_here(items, double) == [2 * n for n in items]
+    assert await made_here(items, double, lambda i, made: got.append((i, made))) == []
+    assert got == [(n, 2 * n) for n in items]
+
+
 def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes():
     """`_Ranked.pick` ranks only as far as it must; a plain scan of every position in `ranking` order must
     agree, over many ties, small budgets (most positions passed over), costs below zero and a skipped
@@ -443,6 +474,13 @@ async def test_a_population_choice_kept_as_positions_renders_the_same_text_and_k
                 whole.text, whole.full, whole.listed, whole.tokens), (budget, key)
             if kept.picks is not None and whole.listed:
                 assert kept.listed == ()  # no keys held while the stage is planned
+        if final.per_document:  # planned for every document at once, on disk, here or elsewhere: the same choices
+            keys = ["1", "5", "40"]
+            for selects in (None, SelectsElsewhere()):
+                planned = await final.planned(keys, selects)
+                assert len(planned) == 2, "a document without a note has none of its own"
+                assert [final.chosen(k, planned) for k in keys] == [await final.for_document(k, compact=True)
+                                                                     for k in keys]
 
 
 async def test_final_notes_give_back_population_s_index_once_populated_and_choose_the_same_after():

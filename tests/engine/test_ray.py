@@ -282,6 +282,9 @@ async def test_a_selection_batch_survives_a_worker_killed_mid_way_and_one_gone_f
         assert await remote.actors[0].where.remote() != (remote.to_dict()["per_worker"][0]["node"], first)
         ray.kill(remote.actors[1], no_restart=True)  # as a node lost: its batches go to the other
         assert [driver.unpack(p) for p in await remote.select_many(refs, 600, queries)] == expected
+        handed: dict[int, object] = {}  # each choice handed over as its batch comes back, none kept
+        assert await remote.select_many(refs, 600, queries, lambda i, p: handed.setdefault(i, driver.unpack(p))) == []
+        assert [handed[i] for i in range(len(queries))] == expected and len(handed) == len(queries)
         workers = remote.to_dict()["per_worker"]
     assert [w["lost"] for w in workers] == [False, True]
     assert workers[0]["selections"] > len(queries), "the second time, every batch on the one left"

@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -183,16 +183,18 @@ class RayWorkers:
             return outcome
         raise _all_lost(count)
 
-    async def select_many(self, refs: Sequence[NoteRef], budget: int | None,
-                          queries: Sequence[NotesQuery]) -> list[PackedChoice]:
+    async def select_many(self, refs: Sequence[NoteRef], budget: int | None, queries: Sequence[NotesQuery],
+                          each: Callable[[int, PackedChoice], None] | None = None) -> list[PackedChoice]:
         """`queries`' notes choices over `refs`, made by the workers (`notes.Selects`): the notes go into the
         object store once, the queries in batches spread over the live workers, a few batches each at once.
 
         A worker that dies mid-batch is restarted by Ray, which sends it the batch again; one gone for good
-        is left, its batch taken by the next worker free. The choices are in the order of `queries`."""
+        is left, its batch taken by the next worker free. The choices are in the order of `queries`; with
+        `each`, each is handed to it as its batch comes back, and none is kept. A batch's queries are taken
+        from `queries` as the batch is sent (a lazy sequence is not made whole)."""
         workers = sum(1 for t in self._tallies if not t.lost)
         size = max(1, min(SELECT_BATCH, -(-len(queries) // (SELECT_IN_FLIGHT * max(1, workers)))))
-        todo = [(at, list(queries[at:at + size])) for at in range(0, len(queries), size)]
+        todo = list(range(0, len(queries), size))
         todo.reverse()  # taken from the end: in order
         notes = _Notes(uuid.uuid4().hex, ray.put((tuple(refs), budget)))
         made: dict[int, list[PackedChoice]] = {}
@@ -200,14 +202,20 @@ class RayWorkers:
         async def serve(index: int) -> None:  # one worker's turn: batches until none is left, or it is gone
             tally = self._tallies[index]
             while todo and not tally.lost:
-                at, batch = todo.pop()
+                at = todo.pop()
+                batch = list(queries[at:at + size])
                 try:
-                    made[at] = await self._actors[index].select.remote(notes, batch)
+                    choices = await self._actors[index].select.remote(notes, batch)
                 except RayActorError:  # could not be restarted: the batch goes back, for another worker
                     tally.lost = True
-                    todo.append((at, batch))
+                    todo.append(at)
                     return
                 tally.selections += len(batch)
+                if each is None:
+                    made[at] = choices
+                else:
+                    for i, choice in enumerate(choices, start=at):
+                        each(i, choice)
 
         while todo:  # again when a worker was lost after the others had found nothing left to take
             live = [i for i, t in enumerate(self._tallies) if not t.lost]

@@ -25,6 +25,8 @@ import asyncio
 import hashlib
 import re
 import sys
+import tempfile
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -246,6 +248,20 @@ class PackedChoice:
     def first(self) -> list[int]:
         return np.frombuffer(self.top, dtype=np.int32).tolist()
 
+    def to_bytes(self) -> bytes:
+        """The choice as one string of bytes (`from_bytes` reads it): a head of six int32, the positions, the top."""
+        p = self.picks
+        head = np.array([p.shown, p.omitted, -1 if p.every_but is None else p.every_but, int(p.every), self.tokens,
+                         len(p.positions) // 4], dtype=np.int32)
+        return head.tobytes() + p.positions + self.top
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PackedChoice:
+        shown, omitted, every_but, every, tokens, count = np.frombuffer(data, dtype=np.int32, count=6).tolist()
+        positions = data[24:24 + 4 * count]
+        return cls(_Picks(positions, shown, omitted, None if every_but < 0 else every_but, bool(every)), tokens,
+                   data[24 + 4 * count:])
+
 
 def _packed(positions: Sequence[int]) -> bytes:
     return np.asarray(positions, dtype=np.int32).tobytes()
@@ -267,8 +283,11 @@ class Selects(Protocol):
     each of `queries`, `NotesSelector(refs, budget).packed(query, exclude, budget, top=top)`, the same code
     on the same notes; the caller's own selector (`unpack`) turns them into the choices it would have made."""
 
-    async def select_many(self, refs: Sequence[NoteRef], budget: int | None,
-                          queries: Sequence[NotesQuery]) -> list[PackedChoice]: ...
+    async def select_many(self, refs: Sequence[NoteRef], budget: int | None, queries: Sequence[NotesQuery],
+                          each: Callable[[int, PackedChoice], None] | None = None) -> list[PackedChoice]:
+        """The choices of `queries`, in their order; or, with `each`, `each(i, choice)` for the i-th query's as
+        it comes back (in no particular order), and [] (a stage keeps them elsewhere, not all at once)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,13 +661,57 @@ class _Head:
 _PLANNED_AT_ONCE = 256  # choices made concurrently where they are made here (embeddings: a call each)
 
 
-async def made_here(items: Sequence[T], choose: Callable[[T], Awaitable[NotesChoice]]) -> list[NotesChoice]:
+R = TypeVar("R")
+
+
+async def made_here(items: Sequence[T], choose: Callable[[T], Awaitable[R]],
+                    each: Callable[[int, R], None] | None = None) -> list[R]:
     """`choose(item)` for each of `items`, in order, as a stage plans its calls' notes in this process: the
-    first alone (it builds the index, or ranks the task's first line once), then `_PLANNED_AT_ONCE` at a time."""
-    made = [await choose(item) for item in items[:1]]
-    for at in range(1, len(items), _PLANNED_AT_ONCE):
-        made += await asyncio.gather(*(choose(item) for item in items[at:at + _PLANNED_AT_ONCE]))
+    first alone (it builds the index, or ranks the task's first line once), then `_PLANNED_AT_ONCE` at a time;
+    with `each`, `each(i, made)` for each as it is made, and [] (they are kept elsewhere, not all at once)."""
+    made: list[R] = []
+    for at in (0, *range(1, len(items), _PLANNED_AT_ONCE)):
+        chunk = await asyncio.gather(*(choose(item) for item in items[at:1 if at == 0 else at + _PLANNED_AT_ONCE]))
+        if each is None:
+            made += chunk
+        else:
+            for i, choice in enumerate(chunk, start=at):
+                each(i, choice)
     return made
+
+
+class PlannedChoices:
+    """The notes choices a stage planned for its calls, kept on disk until each call goes out (`pop`): at D =
+    100,000 a round's choices held at once took the driver 293 MiB between the rounds (bench_engine `runs`),
+    and the memory stayed taken. Each is written as it is made (`PackedChoice.to_bytes`) to an unnamed
+    temporary file; what is held a call is where it is."""
+
+    def __init__(self) -> None:
+        self._file: Any = None  # opened with the first choice
+        self._at: dict[str, tuple[int, int]] = {}
+
+    def add(self, key: str, choice: PackedChoice) -> None:
+        data = choice.to_bytes()
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile()
+                self._closer = weakref.finalize(self, self._file.close)
+            at = self._file.seek(0, 2)
+            self._file.write(data)
+        except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
+            raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
+        self._at[key] = (at, len(data))
+
+    def pop(self, key: str) -> PackedChoice | None:
+        """Document `key`'s choice, no longer kept; None when it has none (or it was taken already)."""
+        where = self._at.pop(key, None)
+        if where is None or self._file is None:
+            return None
+        self._file.seek(where[0])
+        return PackedChoice.from_bytes(self._file.read(where[1]))
+
+    def __len__(self) -> int:
+        return len(self._at)
 HEAD_SHARE = 0.5  # of the notes budget: the notes in full every population call is shown first
 
 
@@ -737,16 +800,33 @@ class FinalNotes:
         tail = head.rest.filled(choice)
         return replace(tail, text="\n".join(t for t in (head.text, tail.text) if t), full=head.keys + tail.full)
 
-    async def for_documents(self, keys: Sequence[str], selects: Selects | None = None) -> list[NotesChoice]:
-        """`for_document(key, compact=True)` for each of `keys`, the own selections made by `selects` when given
+    async def planned(self, keys: Sequence[str], selects: Selects | None = None) -> PlannedChoices:
+        """Each of `keys`' own selection of the other notes (for a document with a final note, when the notes do
+        not all fit), made now and kept on disk until its call takes it (`chosen`); made by `selects` when given
         (`--engine ray`: on the workers, over a copy of the notes past the head) and the ranking is BM25."""
-        if not self.per_document or selects is None or self.selector.embed is not None:
-            return await made_here(keys, lambda k: self.for_document(k, compact=True))
+        planned = PlannedChoices()
+        if not self.per_document:
+            return planned
         head = await self.head()
-        queries = [NotesQuery(self.query(k), None) for k in keys if self.notes.get(k)]
-        own = iter(await selects.select_many(head.rest.refs, head.budget, queries))
-        return [head.joined(head.rest.unpack(next(own))) if self.notes.get(k) else head.alone(len(head.rest.refs))
-                for k in keys]
+        own = [k for k in keys if self.notes.get(k)]
+
+        def keep(i: int, packed: PackedChoice) -> None:
+            planned.add(own[i], packed)
+
+        if selects is None or self.selector.embed is not None:
+            await made_here(own, lambda k: head.rest.packed(self.query(k), budget=head.budget), keep)
+        else:
+            await selects.select_many(head.rest.refs, head.budget, [NotesQuery(self.query(k), None) for k in own], keep)
+        return planned
+
+    def chosen(self, key: str, planned: PlannedChoices) -> NotesChoice:
+        """`for_document(key, compact=True)` as `planned` made it: the head and the document's own selection (taken
+        from `planned`), or the head alone for a document without a note."""
+        head = self._head
+        packed = planned.pop(key)
+        if head is None:
+            raise RuntimeError("chosen() before planned()")  # our bug: the head is made by `planned`
+        return head.alone(len(head.rest.refs)) if packed is None else head.joined(head.rest.unpack(packed))
 
     def populated(self) -> None:
         """Population's calls are done: the head and its selector of the other notes go, and the selector's

@@ -28,7 +28,7 @@ from ..evidence.grounding import Source
 from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ..notes.selection import FinalNotes, NotesChoice, Selects, Shown, fitting
+from ..notes.selection import FinalNotes, NotesChoice, PlannedChoices, Selects, Shown, fitting
 from ..notes.shown import ShownLog
 from ..prompts.render import render
 from ..results import Failure
@@ -289,7 +289,7 @@ async def populate(
     options = options or PopulateOptions()
     form = _Form.of(schema, task)
     final = notes if isinstance(notes, FinalNotes) else None
-    choices = await _choices(final, docs, options.selects)  # per document key, kept without their text while the calls are planned
+    choices = await _choices(final, docs, options.selects)  # per document key, on disk while the calls are planned
     text = notes if isinstance(notes, str) else notes.text
     common = NotesChoice(text, shown=0, indexed=0, tokens=estimate_tokens(text))  # when every document's is the same
     shared = Shared(form.tokens + common.tokens) if final is None else _shared(form, final)
@@ -298,7 +298,7 @@ async def populate(
     log = ShownLog()  # what each answered call was shown, on disk until the stage's record is written
 
     async def one(call: CallPlan) -> _DocRecords:
-        first = common if choices is None or final is None else _rendered(final, choices.pop(call.doc.key))
+        first = common if choices is None or final is None else _rendered(final, final.chosen(call.doc.key, choices))
         earlier = options.keep(call.doc) if options.keep is not None else None
         if earlier is not None:
             if choices is not None:
@@ -366,12 +366,11 @@ def _finished(done: _DocRecords, doc: Document) -> _DocRecords:
 
 
 async def _choices(final: FinalNotes | None, docs: Sequence[Document],
-                   selects: Selects | None) -> dict[str, NotesChoice] | None:
-    """Each document's own choice of the final notes, without its text, when they are chosen per document."""
+                   selects: Selects | None) -> PlannedChoices | None:
+    """Each document's own choice of the final notes, on disk until its call, when they are chosen per document."""
     if final is None or not final.per_document:
         return None
-    picked = await final.for_documents([d.key for d in docs], selects)
-    return {d.key: c for d, c in zip(docs, picked, strict=True)}
+    return await final.planned([d.key for d in docs], selects)
 
 
 def _rendered(final: FinalNotes, choice: NotesChoice) -> NotesChoice:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import overload
 
 from ..corpus.documents import Document
 from ..llm.replies import reply_text
@@ -21,6 +22,8 @@ from ..notes.selection import (
     NotesChoice,
     NotesQuery,
     NotesSelector,
+    PackedChoice,
+    PlannedChoices,
     Selections,
     Selects,
     Shown,
@@ -90,6 +93,26 @@ class _Read:
     seen: Seen
     selections: Selections
     kept: bool = False
+
+
+class _Queries(Sequence[NotesQuery]):
+    """A round's reads' selections to make, each made when it is asked for (`Selects` takes them a batch at a
+    time): at D = 100,000 the queries (the task and each read's own note) held at once were 30 MB."""
+
+    def __init__(self, round_: _Round, readers: Sequence[Document]):
+        self._round, self._readers = round_, readers
+
+    @overload
+    def __getitem__(self, at: int) -> NotesQuery: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[NotesQuery]: ...
+    def __getitem__(self, at: int | slice) -> NotesQuery | list[NotesQuery]:
+        if isinstance(at, slice):
+            return [self._round.query(d) for d in self._readers[at]]
+        return self._round.query(self._readers[at])
+
+    def __len__(self) -> int:
+        return len(self._readers)
 
 
 def parse_note(text: str) -> str:
@@ -166,7 +189,7 @@ class _Round:
         self.readers = docs if readers is None else readers
         self.selector = None if previous is None else NotesSelector(
             note_refs(docs, previous), options.notes_budget, embed=options.embed)
-        self.choices: dict[str, NotesChoice] = {}
+        self.choices = PlannedChoices()  # each read's, on disk from planning until its call goes out
         self.log = ShownLog()  # what each answered read was shown
         self.planned = Selections()  # the notes chosen for the round's calls before they go out
 
@@ -176,18 +199,21 @@ class _Round:
             return plan_round(self.options.placement, self.round_no, self.readers)
         selector, readers = self.selector, self.readers
         top, selects = self.options.top, self.options.selects
-        if selects is not None and selector.embed is None:  # made elsewhere: this selector ranks nothing here
-            queries = [NotesQuery(self._query(d), d.key, top) for d in readers]
-            choices = [selector.unpack(p) for p in await selects.select_many(selector.refs, selector.budget, queries)]
-        else:
-            choices = await made_here(readers, lambda d: selector.select(  # kept as positions: rendered as sent
-                self._query(d), exclude=d.key, compact=True, top=top))
-        shared = []
-        for doc, choice in zip(readers, choices, strict=True):
-            shared.append(self._shared(doc, choice))
-            self.choices[doc.key] = choice
+        shared: list[Shared | None] = [None] * len(readers)
+
+        def planned(i: int, packed: PackedChoice) -> None:  # each as it is made: its size kept, itself on disk
+            doc, choice = readers[i], selector.unpack(packed)
+            shared[i] = self._shared(doc, choice)
+            self.choices.add(doc.key, packed)
             self.planned += Selections(calls=1, selected=int(choice.selected))
-        return plan_round(self.options.placement, self.round_no, self.readers, shared)
+
+        if selects is not None and selector.embed is None:  # made elsewhere: this selector ranks nothing here
+            await selects.select_many(selector.refs, selector.budget, _Queries(self, readers), planned)
+        else:
+            await made_here(readers, lambda d: selector.packed(self._query(d), exclude=d.key, top=top), planned)
+        if any(s is None for s in shared):
+            raise RuntimeError("a read's notes choice was not made")  # our bug: every query is answered or raises
+        return plan_round(self.options.placement, self.round_no, self.readers, [s for s in shared if s is not None])
 
     async def run(self, seen: CacheSeen) -> tuple[dict[str, _Read | Failure], CacheSeen]:
         """The round's outcome per document key, and what the cache was seen to hold after it."""
@@ -208,6 +234,10 @@ class _Round:
         """What ranks the other notes for `doc`'s call: the task and its own last note."""
         return f"{self.task}\n{(self.previous or {}).get(doc.key, '')}"
 
+    def query(self, doc: Document) -> NotesQuery:
+        """`doc`'s read's selection to make (`Selects`)."""
+        return NotesQuery(self._query(doc), doc.key, self.options.top)
+
     def _shared(self, doc: Document, choice: NotesChoice) -> Shared:
         """The notes part of `doc`'s call: common to the round's calls when it is every note (in prefix
         order), or the selection for the task alone, which every document without a note of its own gets."""
@@ -217,8 +247,8 @@ class _Round:
     async def _read(self, call: CallPlan) -> _Read:
         """One call; when it is too long for the window, again with half the notes, down to none."""
         doc, selector = call.doc, self.selector
-        planned = self.choices.pop(doc.key, None)  # kept without its text while the round was planned
-        first = None if planned is None or selector is None else selector.filled(planned)
+        planned = self.choices.pop(doc.key)  # kept on disk, by positions, while the round was planned
+        first = None if planned is None or selector is None else selector.filled(selector.unpack(planned))
         top = first.top if first is not None else ()
         if self.options.keep is not None:
             ranked = None if first is None else {k: (self.previous or {})[k] for k in top}
