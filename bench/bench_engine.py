@@ -88,8 +88,8 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 def driver(args: list[str], env: dict[str, str], timeline: Path | None = None) -> dict[str, float | int | str]:
     """Run `r3con ARGS`; wall, peak RSS of the driver process alone, CPU (with what it waited for). With
-    `timeline`, its VmRSS every 5 s (seconds since the start, MiB) is appended there, to set against
-    calls.jsonl's times."""
+    `timeline`, its VmRSS, RssAnon and RssFile every second (seconds since the start, MiB) are appended
+    there, to set against calls.jsonl's times."""
     started = time.perf_counter()
     out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # not pipes: --json is large
     proc = subprocess.Popen([sys.executable, "-m", "r3con", *args], env=env, stdout=out_file, stderr=err_file,
@@ -101,10 +101,11 @@ def driver(args: list[str], env: dict[str, str], timeline: Path | None = None) -
         try:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
             peak = max(peak, int(fields["VmHWM"].split()[0]))
-            if timeline is not None and time.perf_counter() - sampled >= 5:
+            if timeline is not None and time.perf_counter() - sampled >= 1:
                 sampled = time.perf_counter()
+                mib = " ".join(str(int(fields[f].split()[0]) // 1024) for f in ("VmRSS", "RssAnon", "RssFile"))
                 with timeline.open("a") as log:
-                    log.write(f"{sampled - started:.0f} {int(fields['VmRSS'].split()[0]) // 1024}\n")
+                    log.write(f"{sampled - started:.0f} {mib}\n")
         except (OSError, KeyError, ValueError):
             pass
         time.sleep(0.1)
@@ -391,7 +392,7 @@ def main() -> None:
     r.add_argument("--engines", default="local,ray")
     r.add_argument("--same-as", type=Path, help="an in-process run folder of the same D to compare outputs with")
     r.add_argument("--keep", action="store_true", help="keep the corpus and the run folders (their path is printed)")
-    r.add_argument("--timelines", type=Path, help="a folder for each driver's RSS every 5 s (rss-ENGINE-D.txt)")
+    r.add_argument("--timelines", type=Path, help="a folder for each driver's RSS, anonymous and file-backed, every second (rss-ENGINE-D.txt)")
     s = sub.add_parser("select")
     s.add_argument("--notes", default="100000,1000000")
     s.add_argument("--calls", type=int, default=50)
