@@ -39,7 +39,7 @@ from typing import Any
 
 from ..errors import ConfigError, DiskFull, InputError, R3conError
 from ..files import PRIVATE_DIR, make_private, write_atomic
-from .jsonstream import json_pieces
+from .jsonstream import json_pieces, listlike
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -237,7 +237,7 @@ def _made(value: Any) -> Any:
 
 def _long(value: Any) -> bool:
     """Written a piece at a time: an iterator (of many items), or a list or mapping of many."""
-    return isinstance(value, Iterator) or isinstance(value, list | Mapping) and len(value) > _STREAM_ITEMS
+    return isinstance(value, Iterator) or (listlike(value) or isinstance(value, Mapping)) and len(value) > _STREAM_ITEMS
 
 
 def _default(value: Any) -> Any:

@@ -29,6 +29,13 @@ def _same(value: Any) -> Any:
     return value
 
 
+def listlike(value: Any) -> bool:
+    """Whether `value` is written as a JSON list an item at a time: a list, or a sequence that is neither text
+    nor a tuple (`artifacts.rows.SpooledRows`: records read from disk as they are written)."""
+    return isinstance(value, list) or (isinstance(value, Sequence)
+                                       and not isinstance(value, str | bytes | bytearray | tuple))
+
+
 def json_pieces(value: Any, split: Callable[[Any, bool], bool], *, default: Callable[[Any], Any] | None = None,
                 made: Callable[[Any], Any] = _same, each: Callable[[Any], Any] = _same,
                 top: bool = True) -> Iterator[str]:
@@ -42,11 +49,13 @@ def json_pieces(value: Any, split: Callable[[Any, bool], bool], *, default: Call
         return json.dumps(value, ensure_ascii=False, default=default)
 
     value = made(value)
-    if isinstance(value, Iterator) or isinstance(value, list) and value and split(value, top):
+    if isinstance(value, Iterator) or listlike(value) and value and split(value, top):
         yield "["
         for i, item in enumerate(value):
             yield ("" if i == 0 else ", ") + dumps(each(item))
         yield "]"
+    elif listlike(value) and not isinstance(value, list):  # not split: as json.dumps writes a list of it
+        yield dumps(list(value))
     elif (isinstance(value, Mapping) and value and split(value, top)
           and all(isinstance(key, str) for key in value)):  # others: json.dumps's way
         yield "{"

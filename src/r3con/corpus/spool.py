@@ -22,19 +22,26 @@ _ENCODING = ("utf-8", "surrogatepass")  # a text with lone surrogates (a file na
 
 
 class TextSpool:
-    """One unlinked temporary file that texts are appended to (`put`) and read back from (`SpooledText`)."""
+    """One unlinked temporary file that texts are appended to (`put`, `append`) and read back from
+    (`SpooledText`, `read`). `what` names what it holds, for the message a full disk gives."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "the documents' texts") -> None:
+        self._what = what
         try:
             self._file = tempfile.TemporaryFile(prefix="r3con-texts-")
         except OSError as exc:
-            raise _unwritable(exc) from exc
+            raise _unwritable(exc, what) from exc
         self._fd = self._file.fileno()
         weakref.finalize(self, self._file.close)  # closed (and so gone) when the last document's reference goes
         self._end = 0
         self._lock = threading.Lock()
 
     def put(self, text: str) -> SpooledText:
+        at, size = self.append(text)
+        return SpooledText(self, at, size, len(text))
+
+    def append(self, text: str) -> tuple[int, int]:
+        """`text` written at the end: where it begins and its size, to `read` it back by."""
         data = text.encode(*_ENCODING)
         with self._lock:
             at = self._end
@@ -43,14 +50,14 @@ class TextSpool:
                 while done < len(data):
                     done += os.pwrite(self._fd, data[done:], at + done)
             except OSError as exc:
-                raise _unwritable(exc) from exc
+                raise _unwritable(exc, self._what) from exc
             self._end += len(data)
-        return SpooledText(self, at, len(data), len(text))
+        return at, len(data)
 
     def read(self, at: int, size: int) -> str:
         data = os.pread(self._fd, size, at)
         if len(data) != size:  # the file is ours and unlinked: only a failing disk gives back less
-            raise OSError(f"read {len(data)} of {size} bytes of a spooled document text back from {self._file.name}")
+            raise OSError(f"read {len(data)} of {size} bytes of {self._what} back from {self._file.name}")
         return data.decode(*_ENCODING)
 
 
@@ -69,9 +76,9 @@ class SpooledText:
         return str, (self.read(),)  # pickled (to another process, a copy) as the text itself
 
 
-def _unwritable(exc: OSError) -> DiskFull | ConfigError:
+def _unwritable(exc: OSError, what: str) -> DiskFull | ConfigError:
     where = tempfile.gettempdir()
-    said = f"could not write the documents' texts to a temporary file in {where}: {exc.strerror or exc}; "
+    said = f"could not write {what} to a temporary file in {where}: {exc.strerror or exc}; "
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return DiskFull(said + "free space there or point TMPDIR at a disk with room")
     return ConfigError(said + "point TMPDIR at a folder r3con can write")

@@ -231,12 +231,13 @@ class EvidenceStats:
         return self.by_match.get("mismatch", 0)
 
     @classmethod
-    def of(cls, records: Sequence[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
-        """Counts over `records` (dropped ones included, so the share says what the model gave)."""
+    def of(cls, records: Iterable[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
+        """Counts over `records` (dropped ones included, so the share says what the model gave), read once."""
         by_match = dict.fromkeys(MATCH_KINDS, 0)
         by_doc: dict[str, DocEvidence] = {}
-        ungrounded = ungrounded_values = 0
+        count = ungrounded = ungrounded_values = 0
         for r in records:
+            count += 1
             kind = str(r.get("_match") or "none")
             by_match[kind] = by_match.get(kind, 0) + 1
             key = sys.intern(str(r.get("_doc")) if "_part" not in r else f"{r.get('_doc')}.{r.get('_part')}")
@@ -247,7 +248,7 @@ class EvidenceStats:
             ungrounded += bool(missing)
             ungrounded_values += len(missing)
         verified = sum(by_match.get(k, 0) for k in VERIFIED)
-        return cls(records=len(records), verified=verified, by_match=by_match, by_doc=by_doc,
+        return cls(records=count, verified=verified, by_match=by_match, by_doc=by_doc,
                    reasked=reasked, dropped=dropped, ungrounded=ungrounded, ungrounded_values=ungrounded_values)
 
     def to_dict(self) -> dict[str, Any]:

@@ -50,7 +50,7 @@ class RunResult:
     parts: tuple[Document, ...]
     notes: tuple[Mapping[str, str], ...]
     schema: Mapping[str, Any] | None
-    records: Mapping[str, tuple[Mapping[str, Any], ...]]
+    records: Mapping[str, Sequence[Mapping[str, Any]]]  # per table, in corpus order (`SpooledRows`: read from disk)
     steps: tuple[AgentStep, ...]
     capped: bool
     degraded: tuple[Failure, ...]
@@ -293,7 +293,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
         watch.final_notes(final)
         schema = await _schema(watch, task, final, settings) if settings.structuring else None
-        tables: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType({})
+        tables: Mapping[str, Sequence[Mapping[str, Any]]] = MappingProxyType({})
         evidence_stats: EvidenceStats | None = None
         if schema is not None:
             tables, evidence_stats = await _populate(watch, task, schema, parts, final, final_notes, settings, options,
@@ -346,7 +346,7 @@ async def _relevance(watch: Watch, task: str, docs: tuple[Document, ...], parts:
 
 async def _populate(watch: Watch, task: str, schema: Mapping[str, Any], parts: tuple[Document, ...],
                     final: FinalNotes, final_notes: Mapping[str, str], settings: Settings, options: StageOptions,
-                    selects: Selects | None) -> tuple[Mapping[str, tuple[Mapping[str, Any], ...]], EvidenceStats]:
+                    selects: Selects | None) -> tuple[Mapping[str, Sequence[Mapping[str, Any]]], EvidenceStats]:
     """Each document's records under `schema`, with the final notes as background."""
     watch.begin("populate", len(parts))
     filled = await populate(watch.ask("populate"), task, schema, parts, final, replace(
@@ -357,16 +357,18 @@ async def _populate(watch: Watch, task: str, schema: Mapping[str, Any], parts: t
 
 
 def _result(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...], rounds: tuple[Mapping[str, str], ...],
-            schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
+            schema: Mapping[str, Any] | None, tables: Mapping[str, Sequence[Mapping[str, Any]]],
             answer: AnswerResult, evidence_stats: EvidenceStats | None, view: EndpointView, watch: Watch,
             stored: _Stored | None, elapsed_s: float, run_dir: RunDir) -> RunResult:
     """The run's result: the answer with what it cites resolved, and everything it was built from."""
-    rows = [r for table in tables.values() for r in table]
+    def rows() -> Iterator[Mapping[str, Any]]:  # each pass reads the records from disk again, one at a time
+        return (r for table in tables.values() for r in table)
+
     texts = _Texts(docs)  # read back (`spool`) only for what the answer cites
-    cited = resolve_citations(answer.citations, rows, {d.number: d.title for d in docs}, texts)
+    cited = resolve_citations(answer.citations, rows(), {d.number: d.title for d in docs}, texts)
     last = answer.steps[-1] if answer.mode == "code" and not answer.capped and answer.steps else None
     unsupported = unsupported_in_answer(
-        answer.answer, task, cited, rows, texts, outputs=[s.observation for s in answer.steps if s.observation
+        answer.answer, task, cited, rows(), texts, outputs=[s.observation for s in answer.steps if s.observation
                                                           and s is not last],
         final_code=last.code if last is not None else None)
     return RunResult(
@@ -452,7 +454,7 @@ async def _schema(watch: Watch, task: str, final: FinalNotes, settings: Settings
 
 
 async def _answer(watch: Watch, task: str, final: FinalNotes, final_notes: Mapping[str, str],
-                  schema: Mapping[str, Any] | None, tables: Mapping[str, tuple[Mapping[str, Any], ...]],
+                  schema: Mapping[str, Any] | None, tables: Mapping[str, Sequence[Mapping[str, Any]]],
                   options: AnswerOptions, settings: Settings) -> AnswerResult:
     """The answer: by the coding agent over the records, or directly from the notes and records when
     reasoning is direct, an earlier stage fell back, or the agent failed or gave no answer."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import IO, Any, Literal
 
-from ..artifacts.jsonstream import json_pieces
+from ..artifacts.jsonstream import json_pieces, listlike
 from ..errors import SandboxError
 from ._process import ProtocolError, WorkerGone, WorkerProcess, describe_exit
 from ._results import LAYERS, OPTIONAL_LAYERS, CellResult, IsolationReport, SandboxLimits
@@ -66,8 +66,8 @@ class Sandbox:
             if not name.isidentifier():
                 raise SandboxError(f"sandbox names must be Python identifiers, not {name!r}")
         self._variables = dict(variables)
-        self._dataframes: dict[str, list[Any]] = {name: rows if isinstance(rows, list) else list(rows)
-                                                  for name, rows in dataframes.items()}
+        self._dataframes: dict[str, Sequence[Any]] = {name: rows if listlike(rows) else list(rows)
+                                                      for name, rows in dataframes.items()}
         self._host_functions = dict(host_functions)
         self._hidden = frozenset(hidden)
         self.limits = limits
@@ -302,22 +302,23 @@ class Sandbox:
         return {"type": "call_result", "ok": True, "value": value}
 
 
-def _once(variables: Mapping[str, Any], dataframes: Mapping[str, list[Any]]) -> dict[str, Any]:
-    """The init frame's data with each list sent once: a variable or DataFrame whose list is (the same
-    object as) an earlier variable or one of an earlier variable's keys names where it is instead."""
+def _once(variables: Mapping[str, Any], dataframes: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """The init frame's data with each list sent once: a variable or DataFrame whose list (or `listlike`
+    sequence) is (the same object as) an earlier variable or one of an earlier variable's keys names where
+    it is instead."""
     where: dict[int, list[str]] = {}
     sent: dict[str, Any] = {}
     aliases: dict[str, list[str]] = {}
     for name, value in variables.items():
-        if isinstance(value, list) and id(value) in where:
+        if listlike(value) and id(value) in where:
             aliases[name] = where[id(value)]
             continue
         sent[name] = value
-        if isinstance(value, list):
+        if listlike(value):
             where[id(value)] = [name]
         elif isinstance(value, Mapping):
             for key, inner in value.items():
-                if isinstance(key, str) and isinstance(inner, list):
+                if isinstance(key, str) and listlike(inner):
                     where.setdefault(id(inner), [name, key])
     frames = {name: {"at": where[id(rows)]} if id(rows) in where else {"rows": rows} for name, rows in dataframes.items()}
     return {"variables": sent, "aliases": aliases, "dataframes": frames}

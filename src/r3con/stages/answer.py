@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..artifacts.jsonstream import listlike
 from ..artifacts.tables import table_name, unique_name
 from ..evidence.citations import split_sources
 from ..llm.replies import final_answer_line, reply_text
@@ -167,7 +168,8 @@ async def answer_with_code(
     extra_variables: Mapping[str, Any] | None = None,
 ) -> AnswerResult:
     """Run the coding agent until it calls final_answer or reaches `max_steps`."""
-    view = {name: list(rows) for name, rows in tables.items()}  # the records themselves, not copies
+    # the records themselves, not copies: a list each, or the table read from disk as it is sent (`SpooledRows`)
+    view = {name: rows if listlike(rows) else list(rows) for name, rows in tables.items()}
     names = sandbox_names(view)
     renamed = "; ".join(f"record type {name!r} is {safe} (records[{safe!r}], dfs[{safe!r}])"
                         for name, safe in names.items() if name != safe)

@@ -13,15 +13,18 @@ against the document (`_evidence`): `_id`, `_passage`, `_span`, `_match`.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from array import array
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 import jsonschema
 
+from ..artifacts.rows import SpooledRows
 from ..config import Settings
 from ..corpus.documents import Document
+from ..corpus.spool import TextSpool
 from ..errors import OutputError
 from ..evidence.citations import EvidenceStats, Haystack
 from ..evidence.grounding import Source
@@ -46,7 +49,7 @@ STAGE = "populate"
 class PopulateResult:
     """Records per table (each stamped with its source), records per document, and failures."""
 
-    tables: Mapping[str, tuple[Mapping[str, Any], ...]]
+    tables: Mapping[str, Sequence[Mapping[str, Any]]]  # a `SpooledRows` a table: on disk, read as iterated
     per_doc: Mapping[str, int]
     failures: tuple[Failure, ...] = ()
     kept: frozenset[str] = frozenset()  # documents whose earlier records were kept (`PopulateOptions.keep`)
@@ -105,6 +108,7 @@ class _DocRecords:
     evidence_reasked: bool = False
     kept: bool = False
     shown: Shown | None = None  # the final notes its call was shown, when chosen per document
+    spooled: array[int] = field(default_factory=lambda: array("q"))  # (table, at, size) a record: `_finished`
 
 
 def _validation_message(error: jsonschema.ValidationError) -> str:
@@ -296,6 +300,8 @@ async def populate(
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
     log = ShownLog()  # what each answered call was shown, on disk until the stage's record is written
+    names = list(schema["properties"])
+    spool = TextSpool("the records")  # each record on disk from its call's end; the tables are where they are
 
     async def one(call: CallPlan) -> _DocRecords:
         first = common if choices is None or final is None else _rendered(final, final.chosen(call.doc.key, choices))
@@ -303,39 +309,48 @@ async def populate(
         if earlier is not None:
             if choices is not None:
                 log.add(Shown.of(call.doc.key, 0, first, first.text))
-            return _finished(_DocRecords(records={name: list(earlier.get(name) or []) for name in schema["properties"]},
-                                         repaired=False, reasks=0, kept=True), call.doc)
+            return _finished(_DocRecords(records={name: list(earlier.get(name) or []) for name in names},
+                                         repaired=False, reasks=0, kept=True), call.doc, names, spool)
         done = await populate_document(llm, task, form, call, first, options, final)
         if done.shown is not None:
             log.add(done.shown)
         # neither the conversation nor what it was shown is kept for every document until the stage ends; the
-        # records as the stage returns them are made now, and the reply's own dicts go with the call
-        return _finished(replace(done, conversation=(), shown=None), call.doc)
+        # records are made as the stage returns them and written to the spool now, the reply's dicts let go
+        return _finished(replace(done, conversation=(), shown=None), call.doc, names, spool)
 
     sent = await fan_out(STAGE, calls, one, key=lambda call: call.doc.key, limit=options.in_flight)
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
-    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in schema["properties"]}
+    tables = {name: SpooledRows(spool) for name in names}
     per_doc: dict[str, int] = {}
     failures: list[Failure] = []
     repaired = reasked = shared_first = evidence_reasked = 0
     kept: set[str] = set()
-    given: list[dict[str, Any]] = []  # every record the model gave, dropped ones too (for the counts)
     dropped: list[dict[str, Any]] = []
+
+    def given() -> Iterator[dict[str, Any]]:
+        """Every record the model gave, dropped ones too (for the counts), read back once in corpus order;
+        the kept ones taken into their tables where they are."""
+        for doc, result in outcomes:
+            if isinstance(result, Failure):
+                continue
+            count = 0
+            for table, at, size in zip(*(iter(result.spooled),) * 3, strict=True):
+                name, rows = names[table], tables[names[table]]
+                record = rows.read(at, size)
+                yield record
+                if options.unverified == "drop" and record.get("_match") in FLAGGED:
+                    dropped.append({**record, "_table": name})
+                    continue
+                rows.adopt(at, size)
+                count += 1
+            per_doc[doc.key] = count
+
+    evidence = EvidenceStats.of(given(), dropped=0)
     for doc, result in outcomes:
         if isinstance(result, Failure):
             failures.append(result)
             continue
-        count = 0
-        for name, rows in result.records.items():
-            for record in rows:  # stamped and ordered as its call finished (`_finished`)
-                given.append(record)
-                if options.unverified == "drop" and record.get("_match") in FLAGGED:
-                    dropped.append({**record, "_table": name})
-                    continue
-                tables[name].append(record)
-                count += 1
-        per_doc[doc.key] = count
         if result.kept:
             kept.add(doc.key)
         repaired += int(result.repaired)
@@ -343,26 +358,27 @@ async def populate(
         shared_first += int(result.shared_first)
         evidence_reasked += int(result.evidence_reasked)
     return PopulateResult(
-        tables=MappingProxyType({k: tuple(v) for k, v in tables.items()}),
+        tables=MappingProxyType(dict(tables)),
         per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
         shared_first=shared_first, dropped=tuple(dropped), kept=frozenset(kept),
-        evidence=EvidenceStats.of(given, reasked=evidence_reasked, dropped=len(dropped)),
+        evidence=replace(evidence, reasked=evidence_reasked, dropped=len(dropped)),
         shown=log.order(d.key for d in docs),  # corpus order
     )
 
 
-def _finished(done: _DocRecords, doc: Document) -> _DocRecords:
-    """`done` with its records as the stage gives them: each stamped with `doc`, given its id (`record_id`, in
-    the order of the tables and of the rows), its fields ordered; what is not a record (not a mapping) left out."""
+def _finished(done: _DocRecords, doc: Document, names: Sequence[str], spool: TextSpool) -> _DocRecords:
+    """`done` with its records as the stage gives them, written to `spool` (`spooled`: the table's place in
+    `names`, where the record is, its size): each stamped with `doc`, given its id (`record_id`, in the order of
+    the tables and of the rows), its fields ordered; what is not a record (not a mapping) left out."""
     index = 0
-    records: dict[str, list[dict[str, Any]]] = {}
+    spooled = array("q")
     for name, rows in done.records.items():
-        records[name] = []
         for row in rows:
             if isinstance(row, Mapping):
                 index += 1
-                records[name].append(ordered({**stamp(row, doc), "_id": record_id(doc, index)}))
-    return replace(done, records=records)
+                at, size = SpooledRows.write(spool, ordered({**stamp(row, doc), "_id": record_id(doc, index)}))
+                spooled.extend((names.index(name), at, size))
+    return replace(done, records={}, spooled=spooled)
 
 
 async def _choices(final: FinalNotes | None, docs: Sequence[Document],
