@@ -35,6 +35,7 @@ from ..stages.populate import PopulateOptions, RecordLimits, populate
 from ..stages.relevance import RelevanceOptions, extract_relevance
 from ..stages.schema import propose_schema, schema_text
 from .budgets import Budgets, part_budget
+from .memory import give_back
 from .progress import NoProgress, Progress
 from .watch import Watch, check_failures
 
@@ -232,6 +233,7 @@ class _Stored:
             parts = self.split_seen.parts
         if self.texts is not None:
             spool((*docs, *parts), self.texts)
+            give_back()  # the texts' memory, now on disk
         return parts
 
     async def resplit(self, docs: tuple[Document, ...], budget: int) -> tuple[Document, ...]:
@@ -240,6 +242,7 @@ class _Stored:
         parts = await split_documents_async(docs, budget)
         if self.texts is not None:
             spool(parts, self.texts)
+            give_back()
         return parts
 
     def embedder(self, embed: Embed, model: str | None) -> Embed:
@@ -299,9 +302,11 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
             tables, evidence_stats = await _populate(watch, task, schema, parts, final, final_notes, settings, options,
                                                      selects)
             final.populated()  # what only population's calls used is not held through the answer
+            give_back()  # and the memory of it, with that of population's calls, goes back to the system
         answer_options = replace(options.answer, data_view_chars=min(  # the window as learned in any stage
             settings.data_view_chars, Budgets.of(settings, llm.planning_window).data_view_chars))
         answer = await _answer(watch, task, final, final_notes, schema, tables, answer_options, settings)
+        give_back()  # the agent's data view and steps
         result = _result(task, docs, parts, rounds, schema, tables, answer, evidence_stats, llm.view, watch, stored,
                          time.perf_counter() - started, run_dir)
         watch.finish(result.answer, result.summary(), schema)
@@ -486,6 +491,7 @@ def _after_round(failed: Sequence[Failure], docs: Sequence[Document], parts: Seq
     """After a relevance round: True when a "too long" reply taught a smaller window that changes the
     parts or cost a document its note (the rounds are planned again); RunFailed when more than
     --max-failed-share of the documents failed in it, before the next round spends anything."""
+    give_back()  # the memory of the round's prompts and replies
     smaller = learned.planning_window
     if smaller < window and (any(is_overflow(f"{f.error} {f.cause}") for f in failed)
                              or split_documents(docs, Budgets.of(settings, smaller).part_tokens) != tuple(parts)):
