@@ -516,7 +516,7 @@ def test_a_shown_log_gives_back_each_entry_by_document_and_in_the_order_asked_an
     assert log.get("1") == shown("1", "refit") and log.get("2") == shown("2") and log.get("4") is None
     assert [json.loads(line) for line in log.lines()] == [shown(d, "refit" if d == "1" else "selected").to_dict()
                                                          for d in ("1", "2", "3")]
-    file = log._file
+    file = log._lines._file
     del log
     gc.collect()
     assert file.closed  # with the log (an unnamed file: nothing is left on disk)
@@ -546,3 +546,24 @@ def test_a_full_disk_under_the_shown_log_says_where(monkeypatch, tmp_path):
     assert is_disk_full(raised.value)
     message = str(disk_full(tmp_path, raised.value))
     assert f"a temporary file in {tempfile.gettempdir()} (TMPDIR)" in message and "free some space" in message
+
+
+def test_keyed_bytes_give_back_each_entry_by_key_hold_an_int_a_key_and_go_with_the_store():
+    import gc
+
+    from r3con.notes.keyed import KeyedBytes
+
+    store = KeyedBytes()
+    assert store.get("1") is None and store.pop("1") is None and len(store) == 0  # no file until the first entry
+    store.put("1", b"first")
+    store.put("2", "Ünïcode \x00 bytes".encode())
+    store.put("1", b"replaced")  # a later entry for a key replaces it
+    assert store.get("1") == b"replaced" and store.get("2") == "Ünïcode \x00 bytes".encode() and "2" in store
+    assert all(type(where) is int for where in store._at.values()), "one int a key, not a tuple"
+    assert store.pop("2") == "Ünïcode \x00 bytes".encode() and store.pop("2") is None and list(store) == ["1"]
+    store.put("3", b"")
+    assert store.get("3") == b"" and len(store) == 2
+    file = store._file
+    del store
+    gc.collect()
+    assert file.closed

@@ -10,11 +10,9 @@ time, in corpus order (`order`) or by document (`get`). The file goes with the l
 from __future__ import annotations
 
 import json
-import tempfile
-import weakref
 from collections.abc import Iterable, Iterator
-from typing import Any
 
+from .keyed import KeyedBytes
 from .selection import Shown
 
 
@@ -22,27 +20,16 @@ class ShownLog:
     """Per document key, what its call was shown: written as each is answered, read back by key or in order."""
 
     def __init__(self) -> None:
-        self._file: Any = None  # opened with the first entry: a stage whose calls show every note writes none
-        self._at: dict[str, tuple[int, int]] = {}  # key -> where its line begins, and its length
+        self._lines = KeyedBytes()  # on disk from the first entry: a stage whose calls show every note writes none
         self._order: tuple[str, ...] = ()
 
     def add(self, shown: Shown) -> None:
         """`shown`, for its document (a later entry for the same document replaces it)."""
-        line = (json.dumps(shown.to_dict(), ensure_ascii=False) + "\n").encode()
-        try:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile()
-                self._closer = weakref.finalize(self, self._file.close)  # closed when the log goes, or at `close`
-            at = self._file.seek(0, 2)
-            self._file.write(line)
-            self._file.flush()  # a full disk says so here, not when the file is read back
-        except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
-            raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
-        self._at[shown.doc] = (at, len(line))
+        self._lines.put(shown.doc, (json.dumps(shown.to_dict(), ensure_ascii=False) + "\n").encode())
 
     def order(self, keys: Iterable[str]) -> ShownLog:
         """Iterate in the order of `keys` (those with an entry): the stage's corpus order, once its calls are done."""
-        self._order = tuple(k for k in keys if k in self._at)
+        self._order = tuple(k for k in keys if k in self._lines)
         return self
 
     def get(self, key: str) -> Shown | None:
@@ -65,18 +52,12 @@ class ShownLog:
         return len(self._order)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._at
+        return key in self._lines
 
     def close(self) -> None:
-        if self._file is not None:
-            self._closer()
-            self._file = None
-        self._at.clear()
+        self._lines.close()
         self._order = ()
 
     def _line(self, key: str) -> str | None:
-        where = self._at.get(key)
-        if where is None or self._file is None:
-            return None
-        self._file.seek(where[0])
-        return str(self._file.read(where[1]).decode())
+        line = self._lines.get(key)
+        return None if line is None else line.decode()

@@ -1,0 +1,70 @@
+"""Byte strings by document key on an unnamed temporary file: what a stage keeps of each call until it is used.
+
+A stage of a large run makes something for every document that it needs again only once or twice (the
+notes choice a call will be shown, what an answered call was shown), and holding it for the whole stage was
+the largest part of what the driver held a document (bench_engine heap). `KeyedBytes` writes each to one
+unnamed temporary file (in TMPDIR, opened with the first) and keeps one int a key: where it is and its size.
+The file goes with the store.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+_SIZE_BITS = 32  # an entry's size in the low bits of its int, where it begins above them
+
+
+class KeyedBytes:
+    """`put(key, data)`, then `get` or `pop` it by key (a later `put` for a key replaces its entry)."""
+
+    def __init__(self) -> None:
+        self._file: Any = None
+        self._at: dict[str, int] = {}
+
+    def put(self, key: str, data: bytes) -> None:
+        if len(data) >> _SIZE_BITS:
+            raise ValueError(f"{len(data):,} bytes for one key: more than an entry holds (4 GiB)")
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile()
+                self._closer = weakref.finalize(self, self._file.close)  # closed when the store goes, or at `close`
+            at = self._file.seek(0, 2)
+            self._file.write(data)
+            self._file.flush()  # a full disk says so here, not when the entry is read back
+        except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
+            raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
+        self._at[key] = at << _SIZE_BITS | len(data)
+
+    def get(self, key: str) -> bytes | None:
+        """`key`'s entry, or None when it has none."""
+        return self._read(self._at.get(key))
+
+    def pop(self, key: str) -> bytes | None:
+        """`key`'s entry, no longer kept; None when it has none (or it was taken already)."""
+        return self._read(self._at.pop(key, None))
+
+    def _read(self, where: int | None) -> bytes | None:
+        if where is None or self._file is None:
+            return None
+        self._file.seek(where >> _SIZE_BITS)
+        data: bytes = self._file.read(where & ((1 << _SIZE_BITS) - 1))
+        return data
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._at
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def close(self) -> None:
+        """The file closed (and so gone) now, and the entries with it."""
+        if self._file is not None:
+            self._closer()
+            self._file = None
+        self._at.clear()
