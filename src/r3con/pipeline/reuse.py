@@ -402,7 +402,15 @@ class Reuse:
         decision and the record for the next run are of these parts."""
         self.parts = tuple(parts)
         self.content = {p.key: content_key(p) for p in parts}
-        self.key_of = {c: k for k, c in self.content.items()}  # its keys: the contents present
+        self._key_of: dict[str, str] | None = None
+
+    @property
+    def key_of(self) -> Mapping[str, str]:
+        """Each content present, its part's key: made when an earlier run's reads are compared (a first run
+        never asks: a dict entry a document it would hold for nothing)."""
+        if self._key_of is None:
+            self._key_of = {c: k for k, c in self.content.items()}
+        return self._key_of
 
     @property
     def approximate(self) -> bool:
