@@ -346,7 +346,7 @@ async def populate(
                 count += 1
             per_doc[doc.key] = count
 
-    evidence = EvidenceStats.of(given(), dropped=0)
+    evidence = EvidenceStats.of(given(), dropped=0)  # the one pass over the records: counted, then kept or dropped
     for doc, result in outcomes:
         if isinstance(result, Failure):
             failures.append(result)
