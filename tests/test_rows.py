@@ -82,3 +82,21 @@ def test_an_unwritable_tmpdir_names_what_could_not_be_written(tmp_path, monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="could not write the records to a temporary file in .*TMPDIR"):
         TextSpool("the records")
+
+
+def test_a_full_disk_while_records_are_written_is_a_one_line_error_that_names_them(monkeypatch):
+    import errno
+    import os
+
+    from r3con.errors import DiskFull
+
+    rows = SpooledRows(TextSpool("the records"), RECORDS[:1])
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(DiskFull, match="could not write the records to a temporary file in .*: No space left on "
+                                       "device; free space there or point TMPDIR at a disk with room"):
+        rows.append(RECORDS[1])
+    assert list(rows) == RECORDS[:1], "what was written before stays"
