@@ -489,9 +489,9 @@ async def test_final_notes_give_back_population_s_index_once_populated_and_choos
     final = await FinalNotes.of("Who met in Oslo?", docs, notes, 300)
     before = [await final.for_document(k) for k in ("1", "40")]
     refit = await final.selector.select(final.task, budget=150)
-    assert final.selector._lines is not None and final._head is not None  # built by the choices above
+    assert final.selector._line_cost is not None and final._head is not None  # built by the choices above
     final.populated()
-    assert final.selector._lines is None and final.selector._bm25 is None and final.selector._at is None
+    assert final.selector._line_cost is None and final.selector._bm25 is None and final.selector._at is None
     assert final._head is None
     again = await final.selector.select(final.task, budget=150)  # an answer refitted: built again, the same choice
     assert (again.text, again.full, again.listed, again.tokens) == (refit.text, refit.full, refit.listed, refit.tokens)
@@ -567,3 +567,56 @@ def test_keyed_bytes_give_back_each_entry_by_key_hold_an_int_a_key_and_go_with_t
     del store
     gc.collect()
     assert file.closed
+
+
+def test_spooled_notes_read_back_each_note_equal_the_notes_pickle_as_them_and_hold_no_text():
+    import pickle
+    import tracemalloc
+
+    from r3con.notes.keyed import SpooledNotes
+
+    notes = {"1": "Ann Lee met Bob in Oslo.", "2": "", "3.2": "Ünïcode, \x00 and a lone \udc80 surrogate"}
+    spooled = SpooledNotes(notes)
+    assert spooled == notes and notes == spooled and dict(spooled) == notes and list(spooled) == ["1", "2", "3.2"]
+    assert spooled["3.2"] == notes["3.2"] and spooled.get("4", "none") == "none" and "2" in spooled
+    assert pickle.loads(pickle.dumps(spooled)) == notes and type(pickle.loads(pickle.dumps(spooled))) is dict
+    many = {str(i): f"note {i} " + "word " * 60 for i in range(5_000)}  # 300-character notes
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        held = SpooledNotes(many)
+        size = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held == many
+    assert size < 5_000 * 120, f"{size:,} B for 5,000 notes of 300 characters: the texts were kept"
+
+
+async def test_finished_rounds_notes_are_on_disk_and_read_as_the_round_wrote_them():
+    from r3con.notes.keyed import SpooledNotes
+
+    docs = [Document(number=i, title=f"T{i}", text=f"Person {i} is {20 + i} years old.") for i in range(1, 7)]
+    llm = ScriptedLLM({"relevance": lambda r: f"note {document_number(r)}, round {r.round}"})
+    result = await extract_relevance(llm, "How old is each person?", docs, RelevanceOptions(rounds=2))
+    assert all(isinstance(notes, SpooledNotes) for notes in result.rounds)
+    assert [dict(notes) for notes in result.rounds] == [{d.key: f"note {d.number}, round {n}" for d in docs}
+                                                        for n in (1, 2)]
+
+
+async def test_a_selector_holds_its_notes_costs_as_numbers_not_their_index_lines():
+    import tracemalloc
+
+    refs = [NoteRef(str(i), f"T{i}", f"Ann Lee met Bob Stone in Oslo on day {i}; the ship {i % 7} sailed.")
+            for i in range(4_000)]
+    selector = NotesSelector(refs, 300)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        choice = await selector.select("Who met in Oslo?", exclude="5")
+        selector._bm25 = None  # the ranking's postings are the index's (bench_engine select measures them)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert choice.listed and "<notes_index>" in choice.text and '"5"' not in choice.text
+    # the costs (8 B a note each) and the positions by key (70 B); the index lines were 170 B a note more
+    assert held < 4_000 * 100, f"{held:,} B for 4,000 notes: the index lines were kept (56 B and a string each)"

@@ -26,7 +26,7 @@ class RunEnd:
     report_error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Failure:
     """A document that a stage had to go on without (the run is degraded, not failed)."""
 

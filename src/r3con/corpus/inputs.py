@@ -34,7 +34,7 @@ class Degrading(Protocol):
     def error(self) -> str: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReadInput:
     """A file read as document `doc`; `encoding` when it was not UTF-8, `warning` when not read as its kind."""
 
@@ -53,7 +53,7 @@ class ReadInput:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SkippedInput:
     """A file that holds no text r3con can use; `kind` groups the reasons (unsupported, empty, binary, no text layer)."""
 
@@ -65,7 +65,7 @@ class SkippedInput:
         return {"source": self.source, "reason": self.reason, "kind": self.kind}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UnreadableInput:
     """A file that could not be read (permissions, a broken PDF); `reason` says what to do."""
 
@@ -76,7 +76,7 @@ class UnreadableInput:
         return {"source": self.source, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DuplicateInput:
     """A file whose text is identical to an earlier one's: read once, as `same_as`."""
 
@@ -87,7 +87,7 @@ class DuplicateInput:
         return {"source": self.source, "same_as": self.same_as}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExcludedInput:
     """A file or folder a folder walk left out, and the rule that did (hidden, version control, --exclude GLOB...)."""
 
@@ -98,7 +98,7 @@ class ExcludedInput:
         return {"source": self.source, "rule": self.rule}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DegradedInput:
     """A document (or part) a stage went on without, and why."""
 

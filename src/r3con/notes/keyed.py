@@ -1,4 +1,5 @@
-"""Byte strings by document key on an unnamed temporary file: what a stage keeps of each call until it is used.
+"""Byte strings by document key on an unnamed temporary file: what a stage keeps of each call until it is used;
+and a finished round's notes on disk (`SpooledNotes`).
 
 A stage of a large run makes something for every document that it needs again only once or twice (the
 notes choice a call will be shown, what an answered call was shown), and holding it for the whole stage was
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from ..corpus.spool import TextSpool
 
 _SIZE_BITS = 32  # an entry's size in the low bits of its int, where it begins above them
 
@@ -68,3 +71,29 @@ class KeyedBytes:
             self._closer()
             self._file = None
         self._at.clear()
+
+
+class SpooledNotes(Mapping[str, str]):
+    """A finished round's notes (document key -> note) on disk: each read back when asked for. The driver holds
+    one int a key; a round's notes held as text were 300 B a document for the rest of a large run (the first
+    round's, which only the reuse record and the run folder read again, among them)."""
+
+    def __init__(self, notes: Mapping[str, str]):
+        self._spool = TextSpool("the notes")
+        self._at: dict[str, int] = {}
+        for key, text in notes.items():
+            at, size = self._spool.append(text)
+            self._at[key] = at << _SIZE_BITS | size
+
+    def __getitem__(self, key: str) -> str:
+        where = self._at[key]
+        return self._spool.read(where >> _SIZE_BITS, where & ((1 << _SIZE_BITS) - 1))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def __reduce__(self) -> tuple[type[dict[str, str]], tuple[dict[str, str]]]:
+        return dict, (dict(self),)  # pickled (to another process, a copy) as the notes themselves

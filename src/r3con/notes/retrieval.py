@@ -34,7 +34,7 @@ class BM25:
     terms (`tokenize` of this module by default).
     """
 
-    def __init__(self, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
+    def __init__(self, texts: Iterable[str], *, k1: float = 1.5, b: float = 0.75,
                  tokenize: Callable[[str], list[str]] = tokenize, distinct_query_terms: bool = False):
         self._index((Counter(tokenize(t)) for t in texts), k1, b, tokenize, distinct_query_terms)
 
@@ -57,7 +57,7 @@ class BM25:
         self._distinct = distinct_query_terms
         self._first: tuple[str, set[str], np.ndarray] | None = None
         self._terms: dict[str, int] = {}
-        term_of, doc_of, freq_of, lengths = array("q"), array("q"), array("d"), array("d")
+        term_of, doc_of, freq_of, lengths = array("i"), array("i"), array("d"), array("d")  # 4-byte numbers: 2^31 notes
         size = 0
         for i, c in enumerate(counts):
             for term, n in c.items():
@@ -70,13 +70,17 @@ class BM25:
         length = np.frombuffer(lengths, dtype=float) if size else np.zeros(0)
         avg = float(length.mean()) if size and length.sum() else 1.0
         norm = k1 * (1 - b + b * length / avg)
-        order = np.argsort(np.frombuffer(term_of, dtype=np.int64), kind="stable")  # each term's documents ascending
-        df = np.bincount(np.frombuffer(term_of, dtype=np.int64), minlength=len(self._terms))
+        terms = np.frombuffer(term_of, dtype=np.intc)
+        order = np.argsort(terms, kind="stable")  # each term's documents ascending
+        df = np.bincount(terms, minlength=len(self._terms))
+        del terms, term_of
         self._starts = np.concatenate(([0], np.cumsum(df)))
         idf = np.array([math.log(1 + (size - n + 0.5) / (n + 0.5)) for n in df.tolist()])  # as math.log gives it
-        docs = np.frombuffer(doc_of, dtype=np.int64)[order]
+        docs = np.frombuffer(doc_of, dtype=np.intc)[order]
+        del doc_of
         tf = np.frombuffer(freq_of, dtype=float)[order]
-        self._docs = docs.astype(np.int32) if size < 2**31 else docs
+        del order, freq_of
+        self._docs = docs
         self._weights = np.repeat(idf, df) * tf * (k1 + 1) / (tf + norm[docs])
 
     def __len__(self) -> int:

@@ -25,7 +25,8 @@ import asyncio
 import hashlib
 import re
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -113,7 +114,7 @@ def terms(text: str) -> list[str]:
     return out
 
 
-def notes_bm25(texts: Sequence[str]) -> BM25:
+def notes_bm25(texts: Iterable[str]) -> BM25:
     """The BM25 index notes are ranked with: `terms` (stop words out, CJK bigrams), k1 = 1.2, each query
     term counted once."""
     return BM25(texts, k1=1.2, tokenize=terms, distinct_query_terms=True)
@@ -302,7 +303,11 @@ def _index_line(ref: NoteRef) -> _IndexLine:
     return _IndexLine(ref.label, ref.title, start)
 
 
-@dataclass(frozen=True)
+def _line_tokens(line: _IndexLine) -> int:
+    return estimate_tokens(f'Document {line.label} "{line.title}": {line.start}')
+
+
+@dataclass(frozen=True, slots=True)
 class Selections:
     """A stage's notes choices: how many, how many of them selected (the budget applied), and how many
     of its answered calls put the notes before the document."""
@@ -327,10 +332,11 @@ class NotesSelector:
         self.budget = budget or None
         self._embed = embed
         self._at: dict[str, int] | None = None  # a note's position by its document key (`_position`)
-        self._full_cost = [estimate_tokens(format_notes([r])) - 3 for r in self.refs]  # less the <notes> tags
+        # each note's tokens in full (less the <notes> tags) and as an index line (`_index`, on first use): 8 B a
+        # note each; the index lines themselves are made again for the few a choice shows (`_render`)
+        self._full_cost = array("q", (estimate_tokens(format_notes([r])) - 3 for r in self.refs))
         self._total = sum(self._full_cost) + 4
-        self._lines: list[_IndexLine] | None = None
-        self._line_cost: list[int] = []
+        self._line_cost: array[int] | None = None
         self._line_total = 0
         self._cost_arrays: dict[str, np.ndarray] = {}
         self._bm25: BM25 | None = None
@@ -412,7 +418,7 @@ class NotesSelector:
         if not count or budget is None or full <= budget:
             return PackedChoice(_Picks(b"", 0, 0, every_but=pos, every=True), full, first)
         scores = await self._scores(query) if scores is None else scores
-        _, line_cost = self._index()
+        line_cost = self._index()
         index_cost = _INDEX_OVERHEAD + self._line_total - (line_cost[pos] if pos is not None else 0)
         remaining = budget - index_cost
         ranked = _Ranked(scores, pos)
@@ -459,10 +465,9 @@ class NotesSelector:
     def _render(self, picks: _Picks) -> str:
         if picks.every:
             return format_notes([r for i, r in enumerate(self.refs) if i != picks.every_but])
-        lines, _ = self._index()
         text = format_notes([self.refs[i] for i in picks.full.tolist()]) if len(picks.full) else "<notes>\n</notes>"
         if len(picks.index) or picks.omitted:
-            index = [lines[i] for i in picks.index.tolist()]
+            index = [_index_line(self.refs[i]) for i in picks.index.tolist()]
             text += "\n" + format_index(index, picks.omitted)
         return text
 
@@ -478,7 +483,7 @@ class NotesSelector:
         """Drop what ranking and rendering built and can build again (the index lines, BM25's postings, the
         cost arrays, the positions by key): a selector kept for a rare later use (refitting the answer) does not hold them meanwhile.
         The embeddings' vectors stay (they were calls)."""
-        self._lines, self._line_cost, self._line_total = None, [], 0
+        self._line_cost, self._line_total = None, 0
         self._at = None
         self._cost_arrays = {}
         self._bm25 = None
@@ -486,24 +491,23 @@ class NotesSelector:
     def _costs(self, kind: str) -> np.ndarray:
         """The notes' tokens in full ("full"), as index lines ("line"), or in full beyond their line ("extra")."""
         if kind not in self._cost_arrays:
-            _, line = self._index()
-            full = np.array(self._full_cost, dtype=np.int64)
-            self._cost_arrays.update(full=full, line=np.array(line, dtype=np.int64), extra=full - np.array(line))
+            full, line = np.frombuffer(self._full_cost, dtype=np.int64), np.frombuffer(self._index(), dtype=np.int64)
+            self._cost_arrays.update(full=full, line=line, extra=full - line)
         return self._cost_arrays[kind]
 
-    def _index(self) -> tuple[list[_IndexLine], list[int]]:
-        if self._lines is None:
-            self._lines = [_index_line(r) for r in self.refs]
-            self._line_cost = [estimate_tokens(f'Document {x.label} "{x.title}": {x.start}') for x in self._lines]
+    def _index(self) -> array[int]:
+        """Each note's tokens as an index line."""
+        if self._line_cost is None:
+            self._line_cost = array("q", (_line_tokens(_index_line(r)) for r in self.refs))
             self._line_total = sum(self._line_cost)
-        return self._lines, self._line_cost
+        return self._line_cost
 
     async def _scores(self, query: str) -> np.ndarray:
         """Every note's score for `query` (BM25, or cosine with embeddings)."""
         if self._embed is not None:
             return np.asarray(await self._embedding_scores(query), dtype=float)
         if self._bm25 is None:
-            self._bm25 = notes_bm25([f"{r.title}\n{r.text}" for r in self.refs])
+            self._bm25 = notes_bm25(f"{r.title}\n{r.text}" for r in self.refs)  # each text made as it is indexed
         return self._bm25.score_array(query)
 
     async def _embedding_scores(self, query: str) -> list[float]:

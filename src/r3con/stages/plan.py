@@ -83,7 +83,7 @@ class Placement:
         return Seen(cached_tokens, prompt_tokens, prefix / (prefix + instructions_tokens), probe=call.probe)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shared:
     """The part of a call's prompt besides the document: its tokens, and whether other calls send it too."""
 
@@ -92,7 +92,7 @@ class Shared:
     selected: bool = False  # the notes in it are a selection (not every note)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallPlan:
     """One call as planned: its document, and whether the shared part goes before it."""
 
@@ -109,7 +109,7 @@ class CallPlan:
         return "below" if self.shared_first or self.layout == "paper" else "above"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seen:
     """What one call's reply said of the prefix cache."""
 
