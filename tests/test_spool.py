@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.corpus.documents import Document, documents_from_texts, split_documents, spool
+from r3con.corpus.documents import _TEXT, Document, documents_from_texts, split_documents, spool
 from r3con.corpus.spool import TextSpool
 from r3con.errors import ConfigError
 from r3con.testing import FakeLLMServer
@@ -23,8 +23,8 @@ def test_a_spooled_text_reads_back_the_same_and_the_document_holds_no_copy():
     before = [(d.text, d.tokens, d.sha256, d.chars) for d in docs]
     copies = [replace(d) for d in docs]
     spool(docs, TextSpool())
-    assert all(d.spooled for d in docs) and not any(isinstance(v, str) and v in TEXTS[:2] for d in docs
-                                                      for v in d.__dict__.values())
+    held = [_TEXT.held(d) for d in docs] + [getattr(d, n) for d in docs for n in Document.__slots__ if n != "text"]
+    assert all(d.spooled for d in docs) and not any(isinstance(v, str) and v in TEXTS[:2] for v in held)
     assert [(d.text, d.tokens, d.sha256, d.chars) for d in docs] == before
     assert docs == copies, "equal to the same document holding its text"
     with pytest.raises(AttributeError):
@@ -35,9 +35,9 @@ def test_spooling_again_leaves_a_spooled_document_and_a_copy_or_a_pickle_holds_t
     doc = Document(number=7, title="T", text=TEXTS[1])
     first = TextSpool()
     spool([doc], first)
-    held = doc.__dict__["_text"]
+    held = _TEXT.held(doc)
     spool([doc], TextSpool())
-    assert doc.__dict__["_text"] is held
+    assert _TEXT.held(doc) is held
     again = pickle.loads(pickle.dumps(doc))  # another process gets the text, not a reference into this one's file
     assert not again.spooled and again.text == TEXTS[1] and again == doc
     renumbered = replace(doc, number=8)
@@ -85,3 +85,27 @@ async def test_a_run_keeps_its_documents_and_parts_texts_on_disk_and_answers_as_
         p.text for p in split_documents(docs[:1], 400)]
     lines = (Path(result.run_dir) / "documents.jsonl").read_text().splitlines()
     assert [json.loads(line)["text"] for line in lines] == [long, TEXTS[0]], "the run folder has the texts"
+
+
+def test_a_document_holds_its_fields_in_slots_and_counts_its_text_once():
+    import tracemalloc
+
+    from r3con.corpus.documents import text_sha256, with_tokens
+    from r3con.tokens import estimate_tokens
+
+    doc = Document(number=7, title="T", text=TEXTS[1])
+    assert not hasattr(doc, "__dict__")  # 300 B a document less than an attributes' dict
+    assert (doc.tokens, doc.sha256) == (estimate_tokens(TEXTS[1]), text_sha256(TEXTS[1]))
+    assert with_tokens(Document(number=8, title="T", text=TEXTS[1]), 5).tokens == 5  # as the corpus store knew it
+    assert replace(with_tokens(doc, 5), number=9).tokens == estimate_tokens(TEXTS[1])  # a copy counts its own
+    spool_ = TextSpool()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        docs = [Document(number=10_000 + i, title="Record", text=TEXTS[0], source="a.txt") for i in range(5_000)]
+        spool(docs, spool_)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # the document (112 B), where its text is (64 B and two ints), its hash (113 B); an attributes' dict was 300 B more
+    assert held < 5_000 * 450, f"{held:,} B for 5,000 spooled documents"

@@ -10,9 +10,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, cast, overload
 
 from ..errors import EncryptedDocument, InputError
 from ..tokens import estimate_tokens, longest_prefix_within, max_piece_chars
@@ -69,28 +68,7 @@ class FilesSeen:
 
 
 
-class _Text:
-    """`Document.text`: the text itself, or where `spool.spool` wrote it (read back on every access, the same
-    text). A dataclass field whose default is a descriptor: `__init__` and `replace` set it through `__set__`."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = f"_{name}"
-
-    @overload
-    def __get__(self, doc: None, owner: type | None = None) -> _Text: ...
-    @overload
-    def __get__(self, doc: Document, owner: type | None = None) -> str: ...
-    def __get__(self, doc: Document | None, owner: type | None = None) -> str | _Text:
-        if doc is None:
-            raise AttributeError("text")  # asked for on the class (by @dataclass, for a default): none
-        held = doc.__dict__[self._name]
-        return held.read() if isinstance(held, SpooledText) else held
-
-    def __set__(self, doc: Document, text: str | SpooledText) -> None:
-        doc.__dict__[self._name] = text
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Document:
     """One document, or one part of a document that was split to fit the window.
 
@@ -102,51 +80,89 @@ class Document:
     `source` is the file's name as shown (escaped, see `_names.shown`); `path` is the name it was read
     by, which may hold bytes that are not UTF-8 (empty when it is `source`, or the document came from no
     file).
+
+    Slots, not an attributes' dict: 300 B a document less for a large corpus's whole run (bench_engine).
     """
 
     number: int
     title: str
-    text: _Text = _Text()  # a str (a SpooledText may stand for it: `spool`)
+    text: str  # a SpooledText may stand for it (`spool`): see `_Text` below the class
     source: str = ""
     part: int = 1
     parts: int = 1
     offset: int = 0
     path: str = field(default="", compare=False, repr=False)
+    _tokens: int | None = field(default=None, init=False, compare=False, repr=False)
+    _sha256: str | None = field(default=None, init=False, compare=False, repr=False)
 
-    @cached_property
+    @property
     def tokens(self) -> int:
         """The estimated tokens of `text` (counted once: stages ask for every call)."""
-        return estimate_tokens(self.text)
+        if self._tokens is None:
+            object.__setattr__(self, "_tokens", estimate_tokens(self.text))
+        return cast(int, self._tokens)
 
-    @cached_property
+    @property
     def sha256(self) -> str:
         """The SHA-256 of `text` as UTF-8 (`text_sha256`): computed once, or given by the loader, which
         has it from the corpus store or from telling duplicate files apart."""
-        return text_sha256(self.text)
+        if self._sha256 is None:
+            object.__setattr__(self, "_sha256", text_sha256(self.text))
+        return cast(str, self._sha256)
 
     @property
     def key(self) -> str:
         """'3' for a whole document, '3.2' for part 2 of document 3: one string a document part, interned, so
         the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap); not
-        cached on the document, whose attributes' dict would grow a size for it (400 B a document)."""
+        cached on the document (8 B a document more)."""
         return sys.intern(str(self.number) if self.parts == 1 else f"{self.number}.{self.part}")
 
     @property
     def chars(self) -> int:
         """The length of `text` in characters (a spooled text's without reading it back)."""
-        held = self.__dict__["_text"]
+        held = _TEXT.held(self)
         return held.chars if isinstance(held, SpooledText) else len(held)
 
     @property
     def spooled(self) -> bool:
         """Whether the text is on disk (`spool`), read back each time it is asked for."""
-        return isinstance(self.__dict__["_text"], SpooledText)
+        return isinstance(_TEXT.held(self), SpooledText)
 
     @property
     def label(self) -> str:
         if self.parts == 1:
             return f"Document {self.number}"
         return f"Document {self.number}, part {self.part} of {self.parts}"
+
+
+class _Text:
+    """`Document.text`: the text itself, or where `spool.spool` wrote it (read back on every access, the same
+    text). It stands in front of the slot @dataclass made for the field, which holds either: `__init__`,
+    `replace` and unpickling set it through `__set__`."""
+
+    def __init__(self, slot: Any):
+        self._slot = slot
+
+    @overload
+    def __get__(self, doc: None, owner: type | None = None) -> _Text: ...
+    @overload
+    def __get__(self, doc: Document, owner: type | None = None) -> str: ...
+    def __get__(self, doc: Document | None, owner: type | None = None) -> str | _Text:
+        if doc is None:
+            return self
+        held = self._slot.__get__(doc, owner)
+        return held.read() if isinstance(held, SpooledText) else held  # type: ignore[no-any-return]
+
+    def __set__(self, doc: Document, text: str | SpooledText) -> None:
+        self._slot.__set__(doc, text)
+
+    def held(self, doc: Document) -> str | SpooledText:
+        """What `doc` holds for its text: the text, or where it is on disk."""
+        return self._slot.__get__(doc, Document)  # type: ignore[no-any-return]
+
+
+_TEXT = _Text(Document.__dict__["text"])
+setattr(Document, "text", _TEXT)  # noqa: B010 (after @dataclass made the slot it stands in front of)
 
 
 @dataclass(frozen=True)
@@ -160,7 +176,7 @@ class Corpus:
 
 def with_tokens(doc: Document, tokens: int) -> Document:
     """`doc` with its token count already known (kept by the corpus store), so it is not counted again."""
-    doc.__dict__["tokens"] = tokens  # what `cached_property` would store on first use
+    object.__setattr__(doc, "_tokens", tokens)  # what `Document.tokens` would store on first use
     return doc
 
 
@@ -188,7 +204,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     reader = store.reader(pdf_password) if store is not None else None
     if reader is not None:
         reader.preload(specs)
-    found: list[tuple[Document, ReadInput]] = []  # numbered once every name is known
+    found: list[tuple[Document, tuple[str | None, str | None]]] = []  # numbered once every name is known; encoding, warning
     names: list[str] = []
     roots = _roots(specs)
     for path, real, plain in walk.found:
@@ -226,16 +242,17 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             continue
         doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
                        path="" if source == str(path) else str(path))
-        found.append((doc, ReadInput(doc=0, source=source, encoding=got.encoding, warning=got.warning)))
+        found.append((doc, (got.encoding, got.warning)))
         names.append(_name(path, roots))
         first_with[digest] = source
-        doc.__dict__["sha256"] = digest  # what `cached_property` would store on first use
+        object.__setattr__(doc, "_sha256", digest)  # what `Document.sha256` would store on first use
     computed = document_numbers(names, [d.sha256 for d, _ in found])
     if numbers:
         computed = [numbers.get(doc.source, n) for n, (doc, _) in zip(computed, found, strict=True)]
-    for number, (doc, entry) in zip(computed, found, strict=True):
-        docs.append(_numbered(doc, number))
-        read.append(replace(entry, doc=number))
+    for number, (doc, (encoding, warning)) in zip(computed, found, strict=True):
+        object.__setattr__(doc, "number", number)  # not a copy: no one else has seen the document yet
+        docs.append(doc)
+        read.append(ReadInput(doc=number, source=doc.source, encoding=encoding, warning=warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=walk.excluded)
     stored = reader.finish(specs) if reader is not None else None
@@ -295,13 +312,6 @@ def _name(path: Path, roots: Sequence[str]) -> str:
     return shown(path.name)
 
 
-def _numbered(doc: Document, number: int) -> Document:
-    """`doc` with `number`, keeping what was computed of it (its text's hash)."""
-    out = replace(doc, number=number)
-    out.__dict__.update({k: v for k, v in doc.__dict__.items() if k in ("sha256", "tokens")})
-    return out
-
-
 def text_sha256(text: str, chunk: int = 1 << 20) -> str:
     """The SHA-256 of `text` as UTF-8, a megabyte of characters at a time: no copy of a large text, and
     Ctrl-C lands between the chunks."""
@@ -318,7 +328,7 @@ def spool(docs: Iterable[Document], into: TextSpool) -> None:
         if doc.spooled:
             continue
         text = doc.text
-        doc.tokens, doc.sha256  # noqa: B018 (cached_property: kept on the document, asked for by every stage)
+        doc.tokens, doc.sha256  # noqa: B018 (counted once: kept on the document, asked for by every stage)
         object.__setattr__(doc, "text", into.put(text))  # Document is frozen: its text's holder changes, not its text
 
 
