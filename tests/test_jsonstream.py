@@ -69,3 +69,26 @@ def test_json_pieces_write_what_json_dumps_writes_however_they_split(split):
     assert "".join(json_pieces(iter([1, "two", {"3": 3}]), split)) == '[1, "two", {"3": 3}]'  # made as written
     pieces = list(json_pieces({"rows": list(range(5))}, lambda value, top: True))
     assert len(pieces) > 5, "a list that split picks is written an item at a time"
+
+
+def test_a_summary_made_as_it_is_written_is_the_json_of_the_summary_made_whole(tmp_path, monkeypatch):
+    from r3con.artifacts import folder
+    from r3con.artifacts.folder import RunDir, json_text
+    from r3con.corpus.inputs import Inputs, ReadInput, SkippedInput
+    from r3con.evidence.citations import EvidenceStats
+
+    monkeypatch.setattr(folder, "_STREAM_ITEMS", 6)  # as a run of more than 5,000 documents is written
+    inputs = Inputs(read=tuple(ReadInput(doc=10_000 + i, source=f"ä{i}.txt") for i in range(8)),
+                    skipped=(SkippedInput("a.bin", "binary: no text", "binary"),))
+    records = [{"_doc": 10_000 + i % 5, "_match": "exact" if i % 3 else "none"} for i in range(12)]
+    stats = EvidenceStats.of(records)
+
+    def summary(lazy: bool) -> dict:
+        return {"answer": "Ann", "inputs": inputs.to_dict(lazy=lazy), "evidence_stats": stats.to_dict(lazy=lazy),
+                "few": {"inputs": Inputs(read=inputs.read[:2]).to_dict(lazy=lazy)}}
+
+    whole = json.dumps(summary(False), ensure_ascii=False)
+    assert "".join(json_text(summary(True))) == whole
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.write_json("result.json", summary(True))
+    assert json.loads((tmp_path / "run" / "result.json").read_text(encoding="utf-8")) == json.loads(whole)

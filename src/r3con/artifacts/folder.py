@@ -160,9 +160,9 @@ class RunDir:
         if isinstance(data, Mapping) and all(isinstance(k, str) for k in data):
             data = {k: _made(v) for k, v in data.items()}
             if any(_long(v) for v in data.values()):
-                return self.write_text(name, itertools.chain(_json_pieces(data), ["\n"]))
+                return self.write_text(name, itertools.chain(json_text(data), ["\n"]))
         elif _long(data):
-            return self.write_text(name, itertools.chain(_json_pieces(data), ["\n"]))
+            return self.write_text(name, itertools.chain(json_text(data), ["\n"]))
         text = json.dumps(data, ensure_ascii=False, default=_default)
         if len(text) <= _INDENT_UP_TO:
             text = json.dumps(data, ensure_ascii=False, indent=1, default=_default)
@@ -236,8 +236,13 @@ def _made(value: Any) -> Any:
 
 
 def _long(value: Any) -> bool:
-    """Written a piece at a time: an iterator (of many items), or a list or mapping of many."""
-    return isinstance(value, Iterator) or (listlike(value) or isinstance(value, Mapping)) and len(value) > _STREAM_ITEMS
+    """Written a piece at a time: an iterator (of many items), a list or mapping of many, or a mapping that holds
+    one (a run's summary: its inputs' account holds the documents read, made as they are written)."""
+    if isinstance(value, Iterator):
+        return True
+    if (listlike(value) or isinstance(value, Mapping)) and len(value) > _STREAM_ITEMS:
+        return True
+    return isinstance(value, Mapping) and any(_long(v) for v in value.values())
 
 
 def _default(value: Any) -> Any:
@@ -245,16 +250,20 @@ def _default(value: Any) -> Any:
     else its str."""
     if isinstance(value, Mapping):
         return dict(value)
+    if listlike(value):  # a short sequence that is not a list: as a list
+        return list(value)
     if not isinstance(value, Later):
         return str(value)
     made = value.make()
     return list(made) if isinstance(made, Iterator) else made
 
 
-def _json_pieces(value: Any) -> Iterator[str]:
+def json_text(value: Any) -> Iterator[str]:
     """`json.dumps(value, ensure_ascii=False, default=_default)` a piece at a time: the mapping at the top
-    a member at a time, and within it the long lists, iterators and mappings (`_long`) an item at a time."""
+    a member at a time, and within it the long lists, iterators and mappings (`_long`) an item at a time
+    (what `write_json` writes on one line; `r3con run --json` prints a run's summary so)."""
     return json_pieces(value, lambda value, top: top or _long(value), default=_default, made=_made)
+
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)

@@ -36,6 +36,23 @@ def listlike(value: Any) -> bool:
                                        and not isinstance(value, str | bytes | bytearray | tuple))
 
 
+class Each(Mapping[str, Any]):
+    """`items`' values each made by `make` when read, never all at once: a long object of a JSON file written a
+    piece at a time (`json_pieces`), such as a large run's evidence counts per document."""
+
+    def __init__(self, items: Mapping[str, Any], make: Callable[[Any], Any]):
+        self._items, self._make = items, make
+
+    def __getitem__(self, key: str) -> Any:
+        return self._make(self._items[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 def json_pieces(value: Any, split: Callable[[Any, bool], bool], *, default: Callable[[Any], Any] | None = None,
                 made: Callable[[Any], Any] = _same, each: Callable[[Any], Any] = _same,
                 top: bool = True) -> Iterator[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from ..artifacts.folder import json_text
 from ..config import Settings
 from ..corpus.documents import load_corpus
 from ..corpus.names import shown
@@ -62,8 +63,9 @@ IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidd
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(summary, ensure_ascii=False))
+    if as_json:  # a piece at a time: json.dumps's text, never one string (a large run's summary is tens of MB)
+        sys.stdout.writelines(json_text(summary))
+        sys.stdout.write("\n")
         return
     print(summary["answer"])
     for line in evidence_lines(summary.get("evidence") or [], summary.get("unknown_citations") or [],
@@ -217,7 +219,7 @@ def _print_projection(question: str, everything: Any, sampled: Any, settings: Se
 
 
 def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool, max_steps: int) -> None:
-    print_result(result.summary(), as_json)
+    print_result(result.summary(lazy=as_json), as_json)
     if not quiet:  # the closing lines fit 80 columns; the folder and the report on lines of their own
         print(wrapped(f"usage: {usage_line(result.usage)}"), file=sys.stderr)
         print(wrapped(f"prefix cache: {cached_line(result.by_stage)}"), file=sys.stderr)

@@ -152,9 +152,11 @@ class Inputs:
             *((f"document {d.doc}", f"degraded in {d.stage}: {d.cause}") for d in self.degraded),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, lazy: bool = False) -> dict[str, Any]:
+        """The account as JSON; `lazy`: the documents read as an iterator of their entries, each made as it is
+        written (`RunDir.write_json`: 100,000 entries are not all made at once)."""
         return {
-            "read": [r.to_dict() for r in self.read],
+            "read": (r.to_dict() for r in self.read) if lazy else [r.to_dict() for r in self.read],
             "skipped": [s.to_dict() for s in self.skipped],
             "unreadable": [u.to_dict() for u in self.unreadable],
             "degraded": [d.to_dict() for d in self.degraded],

@@ -29,6 +29,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from ..artifacts.jsonstream import Each
 from ._fold import fold
 from ._locate import FUZZY_MIN_CHARS, FUZZY_THRESHOLD, Haystack, Match, MatchKind, fuzzy_score, locate
 from ._verify import Difference, Outcome, Verdict, differences, verify
@@ -207,6 +208,10 @@ class DocEvidence(NamedTuple):
 _NONE = DocEvidence()
 
 
+def _doc_counts(counts: DocEvidence) -> dict[str, Any]:
+    return {**counts._asdict(), "share": round(counts.verified / counts.records, 4) if counts.records else None}
+
+
 @dataclass(frozen=True)
 class EvidenceStats:
     """How many records' passages were found in their documents with their values (in all and per
@@ -251,15 +256,15 @@ class EvidenceStats:
         return cls(records=count, verified=verified, by_match=by_match, by_doc=by_doc,
                    reasked=reasked, dropped=dropped, ungrounded=ungrounded, ungrounded_values=ungrounded_values)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, lazy: bool = False) -> dict[str, Any]:
+        """The counts as JSON; `lazy`: those per document each made as it is written (`RunDir.write_json`)."""
         share = self.share
         return {"records": self.records, "verified": self.verified,
                 "share": None if share is None else round(share, 4), "by_match": dict(self.by_match),
                 "mismatched": self.mismatched, "ungrounded": self.ungrounded,
                 "ungrounded_values": self.ungrounded_values,
                 "reasked_documents": self.reasked, "dropped": self.dropped,
-                "by_doc": {k: {**v._asdict(), "share": round(v.verified / v.records, 4) if v.records else None}
-                           for k, v in self.by_doc.items()}}
+                "by_doc": Each(self.by_doc, _doc_counts) if lazy else {k: _doc_counts(v) for k, v in self.by_doc.items()}}
 
     def line(self) -> str:
         """One line for the CLI: the share verified and how, the mismatches, the ungrounded values."""

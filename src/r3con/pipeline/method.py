@@ -93,8 +93,10 @@ class RunResult:
 
         return frames(self.records)
 
-    def summary(self) -> dict[str, Any]:
-        """The JSON object `r3con run --json` prints."""
+    def summary(self, *, lazy: bool = False) -> dict[str, Any]:
+        """The JSON object `r3con run --json` prints. `lazy`: its parts per document (the inputs read, the evidence
+        counts) made as they are written (`artifacts.folder.json_text`, `RunDir.write_json`), never all at once:
+        at D = 100,000 they were tens of MB of dicts at the run's end."""
         usage = self.usage.to_dict()
         usage["by_stage"] = {stage: u.to_dict() for stage, u in self.by_stage.items()}
         return {
@@ -104,11 +106,11 @@ class RunResult:
             "degraded": [f.to_dict() for f in self.degraded],
             "capped": self.capped,
             "usage": usage,
-            "inputs": self.inputs.to_dict(),
+            "inputs": self.inputs.to_dict(lazy=lazy),
             "evidence": [e.to_dict() for e in self.evidence],
             "unknown_citations": list(self.unknown_citations),
             "unsupported_numbers": list(self.unsupported_numbers),
-            "evidence_stats": self.evidence_stats.to_dict() if self.evidence_stats else None,
+            "evidence_stats": self.evidence_stats.to_dict(lazy=lazy) if self.evidence_stats else None,
             "fallbacks": [dict(f) for f in self.fallbacks],
             "reuse": dict(self.reuse) if self.reuse is not None else None,
             "corpus_store": dict(self.corpus_store) if self.corpus_store is not None else None,
@@ -309,7 +311,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         give_back()  # the agent's data view and steps
         result = _result(task, docs, parts, rounds, schema, tables, answer, evidence_stats, llm.view, watch, stored,
                          time.perf_counter() - started, run_dir)
-        watch.finish(result.answer, result.summary(), schema)
+        watch.finish(result.answer, result.summary(lazy=True), schema)
     except BaseException as exc:
         ended = watch.failed(exc)
         stopped(watch.stage)
