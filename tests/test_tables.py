@@ -133,3 +133,28 @@ def test_sql_reads_and_writes_nothing_outside_the_run(tmp_path, sql, database):
         query(run, sql.format(outside=outside, secret=secret))
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert query(run, "SELECT count(*) FROM people_2025")[1] == [(3,)]
+
+
+def test_a_table_made_a_column_at_a_time_is_the_frame_a_list_of_its_records_makes():
+    import random
+
+    from r3con.artifacts.tables import flat, table_frame
+
+    def as_rows(rows):  # the frame as it was made: every record as a dict first, then one type a column
+        frame = pd.DataFrame([flat(r) for r in rows])
+        for column in frame.columns:
+            kinds = {type(v) for v in frame[column].dropna()}
+            if kinds and not kinds <= {int, float} and not kinds <= {bool} and kinds != {str}:
+                frame[column] = frame[column].map(lambda v: None if v is None or v != v else str(v))
+        return frame
+
+    values = [1, -3, 2**70, 1.5, float("nan"), True, False, None, "a", "Ünï", "", "2024-01-02", [1, 2], {"a": 1}, 0.0]
+    pools = [values, [1, 2, None], [True, False, None], ["x", None], [1.5, 2, None], [None]]
+    rng = random.Random(7)
+    for _ in range(400):  # records missing fields, fields of every JSON kind, mixed, empty, none at all
+        rows = []
+        for _ in range(rng.randint(0, 6)):
+            fields = rng.sample(["a", "b", "_span", "_match", "_passage"], rng.randint(0, 5))
+            rows.append({k: rng.choice([[1, 5], None, "x"]) if k == "_span" else rng.choice(rng.choice(pools))
+                         for k in fields})
+        pd.testing.assert_frame_equal(table_frame(rows), as_rows(rows), check_exact=True)
