@@ -75,8 +75,8 @@ class KeyedBytes:
 
 class SpooledNotes(Mapping[str, str]):
     """A finished round's notes (document key -> note) on disk: each read back when asked for. The driver holds
-    one int a key; a round's notes held as text were 300 B a document for the rest of a large run (the first
-    round's, which only the reuse record and the run folder read again, among them)."""
+    one int a key; held as text, every round's notes stayed for the whole run, the first round's too, which
+    only the reuse record and the run folder read again."""
 
     def __init__(self, notes: Mapping[str, str]):
         self._spool = TextSpool("the notes")

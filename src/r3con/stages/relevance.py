@@ -157,8 +157,8 @@ async def extract_relevance(
                 selections += outcome.selections
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
-        del sent  # each read's outcome, not held through the next round (at D = 100,000, 40 MB a round)
-        rounds.append(SpooledNotes(notes))  # on disk: the next round reads them from `previous`, then they go
+        del sent  # each read's outcome: not held through the next round's planning and calls
+        rounds.append(SpooledNotes(notes))  # kept on disk; the next round reads the dict (`previous`), which then goes
         failures += failed
         if previous is not None:
             shown.append(round_.log.order(d.key for d in docs))  # corpus order
