@@ -158,3 +158,66 @@ def test_a_table_made_a_column_at_a_time_is_the_frame_a_list_of_its_records_make
             rows.append({k: rng.choice([[1, 5], None, "x"]) if k == "_span" else rng.choice(rng.choice(pools))
                          for k in fields})
         pd.testing.assert_frame_equal(table_frame(rows), as_rows(rows), check_exact=True)
+
+
+def _battery(rng, count):
+    values = [1, -3, 2**70, 1.5, float("nan"), True, False, None, "a", "Ünï", "", "2024-01-02", [1, 2], {"a": 1}, 0.0]
+    pools = [values, [1, 2, None], [1, 2], [True, False, None], [True, False], ["x", None], ["x", "y"],
+             [1.5, 2, None], [None], [7, "7"]]
+    names = ["a", "b", "A", "c d", 'q"t', "", "_span", "_match", "_passage"]
+    chosen = rng.sample(names, rng.randint(1, 5))
+    pool = {k: rng.choice(pools) for k in chosen}
+    rows = []
+    for _ in range(count):
+        fields = [k for k in chosen if rng.random() < 0.9]
+        rows.append({k: rng.choice([[1, 5], None, "x"]) if k == "_span" else rng.choice(pool[k]) for k in fields})
+        if rng.random() < 0.02:
+            rows.append("not a record")
+    return rows
+
+
+def test_a_table_in_chunks_holds_the_frame_the_whole_table_makes():
+    import random
+
+    from r3con.artifacts.tables import _Columns, table_frame
+
+    rng = random.Random(11)
+    chunked = 0
+    for _ in range(300):
+        rows = _battery(rng, rng.randint(1, 30))
+        columns = _Columns.of(rows)
+        if not columns.chunked or not columns.kinds:
+            continue
+        chunked += 1
+        records = [r for r in rows if isinstance(r, dict)]
+        parts = [columns.frame(records[at:at + 4]) for at in range(0, len(records), 4)]
+        whole = pd.concat(parts, ignore_index=True)
+        pd.testing.assert_frame_equal(whole, table_frame(rows), check_exact=True)
+    assert chunked > 100  # most tables are written in chunks; the rest from one frame
+
+
+def test_tables_written_in_chunks_are_the_tables_one_frame_writes(tmp_path, monkeypatch):
+    import random
+
+    import duckdb
+
+    from r3con.artifacts import tables as module
+
+    rng = random.Random(5)
+    chunked = 0
+    for n in range(120):
+        rows = _battery(rng, rng.randint(0, 25))
+        columns = module._Columns.of(rows)
+        chunked += columns.chunked and bool(columns.kinds) and columns.count > 3
+        seen = []
+        for size in (10**9, 3):  # one frame; then 3 records at a time
+            monkeypatch.setattr(module, "CHUNK_ROWS", size)
+            folder = tmp_path / f"{n}-{size}"
+            folder.mkdir()
+            write_tables(folder, {"People": rows})
+            with duckdb.connect(str(folder / "records.duckdb"), read_only=True) as con:
+                names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+                seen.append([(con.execute(f'DESCRIBE "{t}"').fetchall(), con.execute(f'SELECT * FROM "{t}"').fetchall())
+                             for t in names])
+        assert repr(seen[0]) == repr(seen[1])  # the same columns, types and values (NaN included)
+    assert chunked > 20  # most were written in chunks
