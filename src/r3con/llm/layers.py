@@ -358,13 +358,17 @@ class Progressed:
     def __init__(self, inner: LLM, advance: Callable[[str], None]):
         self.inner = inner
         self._advance = advance
-        self._done: set[tuple[str, int | None, int | None, int | None]] = set()
+        # the document parts done, an int each (`doc << 32 | part`), per stage and round: a tuple each was 120 B
+        # a document and stage on the driver at D = 100,000, for the whole run
+        self._done: dict[tuple[str, int | None], set[int]] = {}
 
     async def complete(self, request: ChatRequest) -> Completion:
         try:
             return await self.inner.complete(request)
         finally:
-            key = (request.stage, request.round, request.doc, request.part)
-            if request.doc is not None and key not in self._done:
-                self._done.add(key)
-                self._advance(request.stage)
+            if request.doc is not None:
+                done = self._done.setdefault((request.stage, request.round), set())
+                key = request.doc << 32 | (request.part or 0)  # parts are numbered from 1
+                if key not in done:
+                    done.add(key)
+                    self._advance(request.stage)

@@ -98,8 +98,11 @@ class PopulateOptions:
     """Where the documents' own notes choices are made (`--engine ray`: on the workers), or None: here."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _DocRecords:
+    """One document's records and how they were got. Slotted, its records (on disk once `_finished`) a shared
+    empty mapping: the stage holds one a document until it ends."""
+
     records: Mapping[str, list[dict[str, Any]]]
     repaired: bool
     reasks: int
@@ -366,6 +369,9 @@ async def populate(
     )
 
 
+_ON_DISK: Mapping[str, list[dict[str, Any]]] = MappingProxyType({})  # what a finished document holds of its records
+
+
 def _finished(done: _DocRecords, doc: Document, names: Sequence[str], spool: TextSpool) -> _DocRecords:
     """`done` with its records as the stage gives them, written to `spool` (`spooled`: the table's place in
     `names`, where the record is, its size): each stamped with `doc`, given its id (`record_id`, in the order of
@@ -378,7 +384,7 @@ def _finished(done: _DocRecords, doc: Document, names: Sequence[str], spool: Tex
                 index += 1
                 at, size = SpooledRows.write(spool, ordered({**stamp(row, doc), "_id": record_id(doc, index)}))
                 spooled.extend((names.index(name), at, size))
-    return replace(done, records={}, spooled=spooled)
+    return replace(done, records=_ON_DISK, spooled=spooled)
 
 
 async def _choices(final: FinalNotes | None, docs: Sequence[Document],
