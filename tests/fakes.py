@@ -133,7 +133,7 @@ class SelectsElsewhere:
     async def select_many(self, refs, budget, queries, each=None):
         selector = NotesSelector(refs, budget)
         self.made += len(queries)
-        made = [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries[:]]
+        made = [await selector.answer(q, budget) for q in queries[:]]
         if each is None:
             return made
         for i in reversed(range(len(made))):  # handed over out of order, as a cluster's batches come back

@@ -620,3 +620,48 @@ async def test_a_selector_holds_its_notes_costs_as_numbers_not_their_index_lines
     assert choice.listed and "<notes_index>" in choice.text and '"5"' not in choice.text
     # the costs (8 B a note each) and the positions by key (70 B); the index lines were 170 B a note more
     assert held < 4_000 * 100, f"{held:,} B for 4,000 notes: the index lines were kept (56 B and a string each)"
+
+
+def test_spooled_notes_are_written_a_note_at_a_time_and_put_in_the_order_asked():
+    from r3con.notes.keyed import SpooledNotes
+
+    spooled = SpooledNotes()
+    for key, text in (("3", "third"), ("1", ""), ("2", "second"), ("3", "third, again")):  # as reads return
+        spooled.add(key, text)
+    ordered = spooled.ordered(["1", "2", "3", "4"])
+    assert list(ordered) == ["1", "2", "3"] and dict(ordered) == {"1": "", "2": "second", "3": "third, again"}
+    assert [ordered.has_note(k) for k in ("1", "2", "3", "4")] == [False, True, True, False]
+
+
+async def test_note_refs_are_made_when_read_and_equal_the_list_of_them():
+    import pickle
+
+    from r3con.notes.keyed import SpooledNotes
+    from r3con.notes.selection import NoteRefs, note_refs
+
+    docs = [Document(number=i, title=f"T{i}", text="") for i in range(1, 9)]
+    notes = SpooledNotes({d.key: "" if d.number % 3 == 0 else f"note on {d.number}" for d in docs})
+    refs = NoteRefs(docs, notes)
+    assert list(refs) == note_refs(docs, notes) and len(refs) == 6 and refs[1:3] == note_refs(docs, notes)[1:3]
+    assert list(refs.labels()) == [r.label for r in note_refs(docs, notes)]
+    assert list(refs.without({0, 5})) == note_refs(docs, notes)[1:5]
+    assert pickle.loads(pickle.dumps(refs)) == tuple(note_refs(docs, notes))  # to a worker, as the notes
+    lazy, listed = NotesSelector(refs, 20), NotesSelector(note_refs(docs, notes), 20)
+    for key in ("1", "4", None):
+        assert await lazy.select("note on 4", exclude=key) == await listed.select("note on 4", exclude=key)
+
+
+async def test_final_notes_chosen_elsewhere_are_the_choice_and_head_made_here_and_no_index_is_built_here():
+    docs = [Document(number=i, title=f"T{i}", text="") for i in range(1, 80)]
+    notes = {d.key: f"Ann Lee met Bob Stone in Oslo on day {d.number}; the ship {d.number % 7} sailed." for d in docs}
+    for budget in (300, 900, 10**6):
+        here = await FinalNotes.of("Who met in Oslo?", docs, notes, budget)
+        elsewhere = SelectsElsewhere()
+        there = await FinalNotes.of("Who met in Oslo?", docs, notes, budget, selects=elsewhere)
+        assert there.choice == here.choice and there.per_document == here.per_document
+        if not here.per_document:
+            assert elsewhere.made == 0, "every note fits: nothing to rank, nothing sent"
+            continue
+        assert elsewhere.made == 2 and there.selector._bm25 is None, "ranked there, not here"
+        assert (await there.head()).keys == (await here.head()).keys
+        assert [await there.for_document(k) for k in ("1", "40")] == [await here.for_document(k) for k in ("1", "40")]

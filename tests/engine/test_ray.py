@@ -314,3 +314,28 @@ def test_a_cluster_that_does_not_answer_is_named_with_what_to_do(monkeypatch, tm
         assert "left on this machine at 192.0.2.9:6379" in message and "`ray stop` clears it" in message
     else:
         assert "at a local cluster" in message and "--ray-address" in message
+
+
+def test_a_workers_parts_are_counted_once_each_and_held_as_8_bytes():
+    import random
+    import tracemalloc
+
+    from r3con.engine._ray import _Distinct, _part_id
+
+    rng = random.Random(3)  # three calls a part on average, in no order
+    calls = [_part_id(rng.randrange(10_000, 20_000), rng.choice([None, 1, 2])) for _ in range(30_000)]
+    warm = _Distinct()  # numpy's first np.unique sets up what it keeps for every later one
+    warm.add(1)
+    warm.count()
+    distinct = _Distinct()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for part in calls:
+            distinct.add(part)
+        count = distinct.count()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert count == len(set(calls)) and distinct.count() == count
+    assert held < 16 * count, f"{held:,} B for {count:,} parts"

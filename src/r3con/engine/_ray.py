@@ -10,11 +10,13 @@ import threading
 import time
 import uuid
 import zlib
+from array import array
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import ray
 from ray import ObjectRef
 from ray.exceptions import GetTimeoutError, RayActorError
@@ -34,6 +36,7 @@ RESTARTS = 2  # times Ray restarts a worker whose process died; its calls in fli
 WORKER_PREFIX = "r3con-worker-"  # the actors' names: r3con-worker-<run>-<i>
 SELECT_BATCH = 256  # reads a selection batch holds at most: its reply is a few hundred small numpy arrays
 SELECT_IN_FLIGHT = 2  # selection batches per worker at once: one is answered while the next crosses the wire
+PUT_NOTES = 4096  # notes put in the object store as one object: about a MB
 _SUMMED = ("calls", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "time_s", "documents", "taken_out")
 
 
@@ -46,11 +49,18 @@ class _Raised:
 
 @dataclass(frozen=True)
 class _Notes:
-    """A round's notes in the object store, put there once by the driver: `notes` is a reference inside this
-    object, so that Ray hands it to a worker as it is (a worker reads the notes once, not on every batch)."""
+    """A round's notes in the object store, put there once by the driver, `PUT_NOTES` at a time (the notes of a
+    large round as one object were one pickle of them all in the driver's memory): references inside this
+    object, so that Ray hands them to a worker as they are (a worker reads the notes once, not on every batch)."""
 
     round: str  # an id of the round's selection, fresh each time
-    notes: ObjectRef  # (refs, budget): what `NotesSelector` is built from
+    chunks: tuple[ObjectRef, ...]  # lists of `NoteRef`s, in order: what `NotesSelector` is built from
+    budget: int | None
+
+    @classmethod
+    def put(cls, refs: Sequence[NoteRef], budget: int | None) -> _Notes:
+        chunks = tuple(ray.put(list(refs[at:at + PUT_NOTES])) for at in range(0, len(refs), PUT_NOTES))
+        return cls(uuid.uuid4().hex, chunks, budget)
 
 
 class _Worker:
@@ -71,7 +81,7 @@ class _Worker:
         worker that Ray restarted mid-batch has none and builds it again from the object store, which
         holds the notes while the driver waits on the round's batches."""
         selector, budget = await self._round(notes)
-        return [await selector.packed(q.query, q.exclude, budget, top=q.top) for q in queries]
+        return [await selector.answer(q, budget) for q in queries]
 
     async def forget(self, round_id: str) -> None:
         """Drop the selector of `round_id` (its round is planned): its index is not held through the calls."""
@@ -109,8 +119,8 @@ class _Worker:
                 self._selector = None  # the round before's, dropped before this one's notes are read
                 from ..notes.selection import NotesSelector
 
-                refs, budget = await notes.notes
-                self._selector = (notes.round, NotesSelector(refs, budget), budget)
+                refs = [ref for chunk in await asyncio.gather(*notes.chunks) for ref in chunk]
+                self._selector = (notes.round, NotesSelector(refs, notes.budget), notes.budget)
         return self._selector[1], self._selector[2]
 
     def _locked(self) -> asyncio.Lock:
@@ -133,13 +143,13 @@ class _Tally:
     seconds: float = 0.0
     lost: bool = False
     selections: int = 0  # relevance reads whose notes choice this worker made
-    parts: set[int] = field(default_factory=set)  # the document parts it answered for (`_part_id`)
+    parts: _Distinct = field(default_factory=lambda: _Distinct())  # the document parts it answered for (`_part_id`)
 
     def to_dict(self, index: int) -> dict[str, Any]:
         return {"worker": index, "node": self.node, "pid": self.pid, "calls": self.calls,
                 "cache_hits": self.cache_hits, "errors": self.errors, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
-                "documents": len(self.parts), "selections": self.selections, "lost": self.lost}
+                "documents": self.parts.count(), "selections": self.selections, "lost": self.lost}
 
 
 class RayWorkers:
@@ -196,7 +206,7 @@ class RayWorkers:
         size = max(1, min(SELECT_BATCH, -(-len(queries) // (SELECT_IN_FLIGHT * max(1, workers)))))
         todo = list(range(0, len(queries), size))
         todo.reverse()  # taken from the end: in order
-        notes = _Notes(uuid.uuid4().hex, ray.put((tuple(refs), budget)))
+        notes = _Notes.put(refs, budget)
         made: dict[int, list[PackedChoice]] = {}
 
         async def serve(index: int) -> None:  # one worker's turn: batches until none is left, or it is gone
@@ -249,6 +259,29 @@ class RayWorkers:
         for entry in merged.values():
             entry["time_s"] = round(entry["time_s"], 3)
         return list(merged.values())
+
+
+class _Distinct:
+    """Ints, counted once each (`count`): appended as they come, 8 B each, and made distinct when they have
+    doubled. A set of a worker's document parts held 120 B a part on the driver (D = 3,000, tracemalloc)."""
+
+    def __init__(self) -> None:
+        self._ints = array("q")
+        self._distinct = 0  # how many of `_ints` are distinct, sorted, at their start
+
+    def add(self, value: int) -> None:
+        self._ints.append(value)
+        if len(self._ints) >= 2 * self._distinct + 1024:
+            self._compact()
+
+    def count(self) -> int:
+        self._compact()
+        return len(self._ints)
+
+    def _compact(self) -> None:
+        distinct = np.unique(np.frombuffer(self._ints, dtype=np.int64))
+        self._ints = array("q", distinct.tobytes())
+        self._distinct = len(self._ints)
 
 
 def _part_id(doc: int, part: int | None) -> int:

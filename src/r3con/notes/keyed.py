@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import tempfile
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..corpus.spool import TextSpool
 
 _SIZE_BITS = 32  # an entry's size in the low bits of its int, where it begins above them
+_SIZE_MASK = (1 << _SIZE_BITS) - 1
 
 
 class KeyedBytes:
@@ -28,8 +29,7 @@ class KeyedBytes:
         self._at: dict[str, int] = {}
 
     def put(self, key: str, data: bytes) -> None:
-        if len(data) >> _SIZE_BITS:
-            raise ValueError(f"{len(data):,} bytes for one key: more than an entry holds (4 GiB)")
+        _pack(0, len(data))  # too large for an entry: said before anything is written
         try:
             if self._file is None:
                 self._file = tempfile.TemporaryFile()
@@ -39,7 +39,7 @@ class KeyedBytes:
             self._file.flush()  # a full disk says so here, not when the entry is read back
         except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
             raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
-        self._at[key] = at << _SIZE_BITS | len(data)
+        self._at[key] = _pack(at, len(data))
 
     def get(self, key: str) -> bytes | None:
         """`key`'s entry, or None when it has none."""
@@ -52,8 +52,9 @@ class KeyedBytes:
     def _read(self, where: int | None) -> bytes | None:
         if where is None or self._file is None:
             return None
-        self._file.seek(where >> _SIZE_BITS)
-        data: bytes = self._file.read(where & ((1 << _SIZE_BITS) - 1))
+        at, size = _unpack(where)
+        self._file.seek(at)
+        data: bytes = self._file.read(size)
         return data
 
     def __contains__(self, key: object) -> bool:
@@ -74,20 +75,34 @@ class KeyedBytes:
 
 
 class SpooledNotes(Mapping[str, str]):
-    """A finished round's notes (document key -> note) on disk: each read back when asked for. The driver holds
-    one int a key; held as text, every round's notes stayed for the whole run, the first round's too, which
-    only the reuse record and the run folder read again."""
+    """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds one int
+    a key; held as text, every round's notes stayed for the whole run, the first round's too, which only the
+    reuse record and the run folder read again. A round writes each note as its read returns (`add`), and
+    puts the keys in corpus order at its end (`ordered`)."""
 
-    def __init__(self, notes: Mapping[str, str]):
-        self._spool = TextSpool("the notes")
-        self._at: dict[str, int] = {}
-        for key, text in notes.items():
-            at, size = self._spool.append(text)
-            self._at[key] = at << _SIZE_BITS | size
+    def __init__(self, notes: Mapping[str, str] | None = None, *, _spool: TextSpool | None = None,
+                 _at: dict[str, int] | None = None):
+        self._spool = _spool if _spool is not None else TextSpool("the notes")
+        self._at: dict[str, int] = _at if _at is not None else {}
+        for key, text in (notes or {}).items():
+            self.add(key, text)
+
+    def add(self, key: str, text: str) -> None:
+        """`text` as `key`'s note (a later one for a key replaces it)."""
+        self._at[key] = _pack(*self._spool.append(text))
+
+    def has_note(self, key: str) -> bool:
+        """Whether `key` has a note that is not empty, without reading it back."""
+        return bool(self._at.get(key, 0) & _SIZE_MASK)
+
+    def ordered(self, keys: Iterable[str]) -> SpooledNotes:
+        """These notes (on the same file) with their keys in the order of `keys`, those without a note left out."""
+        at = self._at
+        return SpooledNotes(_spool=self._spool, _at={k: at[k] for k in keys if k in at})
 
     def __getitem__(self, key: str) -> str:
         where = self._at[key]
-        return self._spool.read(where >> _SIZE_BITS, where & ((1 << _SIZE_BITS) - 1))
+        return self._spool.read(*_unpack(where))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._at)
@@ -97,3 +112,14 @@ class SpooledNotes(Mapping[str, str]):
 
     def __reduce__(self) -> tuple[type[dict[str, str]], tuple[dict[str, str]]]:
         return dict, (dict(self),)  # pickled (to another process, a copy) as the notes themselves
+
+
+def _pack(at: int, size: int) -> int:
+    """Where an entry begins and its size, as one int (`_SIZE_BITS` of size below where it begins)."""
+    if size >> _SIZE_BITS:
+        raise ValueError(f"{size:,} bytes for one key: more than an entry holds (4 GiB)")
+    return at << _SIZE_BITS | size
+
+
+def _unpack(where: int) -> tuple[int, int]:
+    return where >> _SIZE_BITS, where & _SIZE_MASK

@@ -28,7 +28,7 @@ import sys
 from array import array
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from ..errors import ContextTooLong
 from ..evidence.citations import document_refs
 from ..prompts.render import attribute
 from ..tokens import CJK_CHAR, estimate_tokens
-from .keyed import KeyedBytes
+from .keyed import KeyedBytes, SpooledNotes
 from .retrieval import BM25, unit_rows
 
 T = TypeVar("T")
@@ -70,6 +70,55 @@ def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str |
         if doc.key != exclude and text:
             refs.append(NoteRef(label=doc.key, title=doc.title, text=text))
     return refs
+
+
+class NoteRefs(Sequence[NoteRef]):
+    """`note_refs(docs, notes)` made a note at a time, when one is asked for: what a selector keeps of a large
+    round's or the final notes, which a `SpooledNotes` holds on disk. Held: 4 B a note (its document's
+    position in `docs`); the notes as `NoteRef`s were 300 B a note on the driver (D = 5,000, bench_engine heap),
+    and their texts held through round 2 and population left as much again of the heap behind them."""
+
+    def __init__(self, docs: Sequence[Document], notes: Mapping[str, str], at: array[int] | None = None):
+        self._docs, self._notes = docs, notes
+        self._at = at if at is not None else array("i", (i for i, d in enumerate(docs) if has_note(notes, d.key)))
+
+    @overload
+    def __getitem__(self, i: int) -> NoteRef: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[NoteRef]: ...
+    def __getitem__(self, i: int | slice) -> NoteRef | list[NoteRef]:
+        if isinstance(i, slice):
+            return [self._ref(at) for at in self._at[i]]
+        return self._ref(self._at[i])
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def labels(self) -> Iterator[str]:
+        """Each note's document key, in order, without reading its text."""
+        return (self._docs[at].key for at in self._at)
+
+    def without(self, positions: Iterable[int]) -> NoteRefs:
+        """These notes but those at `positions`."""
+        left = set(positions)
+        return NoteRefs(self._docs, self._notes, array("i", (at for i, at in enumerate(self._at) if i not in left)))
+
+    def _ref(self, at: int) -> NoteRef:
+        doc = self._docs[at]
+        return NoteRef(label=doc.key, title=doc.title, text=self._notes[doc.key])
+
+    def __reduce__(self) -> tuple[type[tuple[NoteRef, ...]], tuple[tuple[NoteRef, ...]]]:
+        return tuple, (tuple(self),)  # pickled (to another process, a copy) as the notes themselves
+
+
+def has_note(notes: Mapping[str, str], key: str) -> bool:
+    """Whether `notes` holds a note for document `key` that is not empty (a `SpooledNotes` answers without
+    reading it back)."""
+    return notes.has_note(key) if isinstance(notes, SpooledNotes) else bool(notes.get(key))
+
+
+def _labels(refs: Sequence[NoteRef]) -> Iterator[str]:
+    return refs.labels() if isinstance(refs, NoteRefs) else (r.label for r in refs)
 
 
 def format_notes(refs: Sequence[NoteRef]) -> str:
@@ -270,18 +319,41 @@ def _packed(positions: Sequence[int]) -> bytes:
 @dataclass(frozen=True, slots=True)
 class NotesQuery:
     """One read's selection to make: its query, the document whose note is left out, how many notes that
-    rank first to name (`NotesSelector.select(query, exclude, top=top)`)."""
+    rank first to name (`NotesSelector.select(query, exclude, top=top)`); with `best`, the notes that rank first
+    for the query each in full within `best` tokens instead (`best_in_full`, as `packed_best` gives them)."""
 
     query: str
     exclude: str | None
     top: int = 0
+    best: int | None = None
+
+
+class Queries(Sequence[NotesQuery]):
+    """The selections of `items` to make, each made by `make` when it is asked for (`Selects` takes them a batch
+    at a time): at D = 100,000 a stage's queries (the task and each document's own note) held at once were 30 MB."""
+
+    def __init__(self, items: Sequence[T], make: Callable[[T], NotesQuery]):
+        self._items: Sequence[Any] = items
+        self._make: Callable[[Any], NotesQuery] = make
+
+    @overload
+    def __getitem__(self, at: int) -> NotesQuery: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[NotesQuery]: ...
+    def __getitem__(self, at: int | slice) -> NotesQuery | list[NotesQuery]:
+        if isinstance(at, slice):
+            return [self._make(item) for item in self._items[at]]
+        return self._make(self._items[at])
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 @runtime_checkable
 class Selects(Protocol):
     """Makes many compact selections over one set of notes elsewhere (the workers of `--engine ray`): for
-    each of `queries`, `NotesSelector(refs, budget).packed(query, exclude, budget, top=top)`, the same code
-    on the same notes; the caller's own selector (`unpack`) turns them into the choices it would have made."""
+    each of `queries`, `NotesSelector(refs, budget).answer(query, budget)`, the same code on the same notes;
+    the caller's own selector (`unpack`) turns them into the choices it would have made."""
 
     async def select_many(self, refs: Sequence[NoteRef], budget: int | None, queries: Sequence[NotesQuery],
                           each: Callable[[int, PackedChoice], None] | None = None) -> list[PackedChoice]:
@@ -328,7 +400,7 @@ class NotesSelector:
     """
 
     def __init__(self, refs: Sequence[NoteRef], budget: int | None, *, embed: Embed | None = None):
-        self.refs = tuple(refs)
+        self.refs: Sequence[NoteRef] = refs if isinstance(refs, NoteRefs) else tuple(refs)  # NoteRefs: made when read
         self.budget = budget or None
         self._embed = embed
         self._at: dict[str, int] | None = None  # a note's position by its document key (`_position`)
@@ -383,6 +455,17 @@ class NotesSelector:
         budget = self.budget if budget is None else budget  # an explicit 0 leaves every note out
         choice = await self._choose(query, exclude, budget, render=not compact, top=top)
         return self.compact(choice) if compact else choice
+
+    async def packed_best(self, query: str, budget: int) -> PackedChoice:
+        """`best_in_full(query, budget)` as it travels between processes: its positions as the notes in full."""
+        shown = await self.best_in_full(query, budget)
+        return PackedChoice(_Picks.of(shown, [], 0), sum(self._full_cost[i] for i in shown) + 4 if shown else 0, b"")
+
+    async def answer(self, query: NotesQuery, budget: int | None) -> PackedChoice:
+        """`query`'s choice (`Selects`) with the selector's notes and `budget`."""
+        if query.best is not None:
+            return await self.packed_best(query.query, query.best)
+        return await self.packed(query.query, query.exclude, budget, top=query.top)
 
     async def packed(self, query: str, exclude: str | None = None, budget: int | None = None, *,
                      top: int = 0) -> PackedChoice:
@@ -458,7 +541,7 @@ class NotesSelector:
     def keys_of(self, picks: _Picks) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The keys of the notes `picks` shows in full, and of those it shows as index lines."""
         if picks.every:
-            return tuple(r.label for i, r in enumerate(self.refs) if i != picks.every_but), ()
+            return tuple(label for i, label in enumerate(_labels(self.refs)) if i != picks.every_but), ()
         return (tuple(self.refs[i].label for i in picks.full.tolist()),
                 tuple(self.refs[i].label for i in picks.index.tolist()))
 
@@ -476,7 +559,7 @@ class NotesSelector:
         if key is None:
             return None
         if self._at is None:
-            self._at = {ref.label: i for i, ref in enumerate(self.refs)}
+            self._at = {label: i for i, label in enumerate(_labels(self.refs))}
         return self._at.get(key)
 
     def release(self) -> None:
@@ -722,16 +805,25 @@ class FinalNotes:
     fit the window is sent again with a smaller selection (`fit`, `for_document(budget=)`)."""
 
     def __init__(self, task: str, selector: NotesSelector, choice: NotesChoice,
-                 notes: Mapping[str, str] | None = None):
+                 notes: Mapping[str, str] | None = None, first: Sequence[int] | None = None):
         self.task, self.selector, self.choice = task, selector, choice
         self.notes: Mapping[str, str] = notes or {}
         self._head: _Head | None = None
+        self._first = first  # the head's notes, when chosen with `choice` (`of` with `selects`)
 
     @classmethod
     async def of(cls, task: str, docs: Sequence[Document], notes: Mapping[str, str], budget: int | None,
-                 embed: Embed | None = None) -> FinalNotes:
-        selector = NotesSelector(note_refs(docs, notes), budget, embed=embed)
-        return cls(task, selector, await selector.select(task), notes)
+                 embed: Embed | None = None, selects: Selects | None = None) -> FinalNotes:
+        """The final `notes` of `docs`; when they do not all fit `budget` and `selects` is given (`--engine ray`),
+        the choice for the task and the head's notes are made there, and no index is built over the notes here
+        (at D = 100,000 ranking them took the driver 40 MiB more, kept to the run's end)."""
+        selector = NotesSelector(NoteRefs(docs, notes), budget, embed=embed)
+        within = selector.budget
+        if selects is None or embed is not None or within is None or selector.full_tokens() <= within:
+            return cls(task, selector, await selector.select(task), notes)
+        choice, head = await selects.select_many(selector.refs, within, [
+            NotesQuery(task, None), NotesQuery(task, None, best=int(HEAD_SHARE * within))])
+        return cls(task, selector, selector.filled(selector.unpack(choice)), notes, first=head.picks.full.tolist())
 
     @property
     def text(self) -> str:
@@ -749,12 +841,15 @@ class FinalNotes:
             return self._head
         selector = self.selector
         within = selector.budget if budget is None else budget
-        first = await selector.best_in_full(self.task, int(HEAD_SHARE * (within or 0)))
+        first = (self._first if budget is None and self._first is not None
+                 else await selector.best_in_full(self.task, int(HEAD_SHARE * (within or 0))))
         chosen = set(first)
         refs = [selector.refs[i] for i in first]
         tokens = sum(selector.full_cost(i) for i in first) + 4 if first else 0
         left = max(0, (within or 0) - tokens)
-        rest = NotesSelector([r for i, r in enumerate(selector.refs) if i not in chosen], left, embed=selector.embed)
+        others = (selector.refs.without(chosen) if isinstance(selector.refs, NoteRefs)
+                  else [r for i, r in enumerate(selector.refs) if i not in chosen])
+        rest = NotesSelector(others, left, embed=selector.embed)
         head = _Head(tuple(r.label for r in refs), format_notes(refs) if refs else "", tokens, rest, left)
         if budget is None:
             self._head = head
@@ -803,7 +898,7 @@ class FinalNotes:
         # the head is chosen: what ranked it for the task is built again only for a call refused as too long
         # (`for_document(budget=)`); held through population's calls, it was 440 B a note (D = 20,000)
         self.selector.release()
-        own = [k for k in keys if self.notes.get(k)]
+        own = [k for k in keys if has_note(self.notes, k)]
 
         def keep(i: int, packed: PackedChoice) -> None:
             planned.add(own[i], packed)
@@ -811,7 +906,8 @@ class FinalNotes:
         if selects is None or self.selector.embed is not None:
             await made_here(own, lambda k: head.rest.packed(self.query(k), budget=head.budget), keep)
         else:
-            await selects.select_many(head.rest.refs, head.budget, [NotesQuery(self.query(k), None) for k in own], keep)
+            await selects.select_many(head.rest.refs, head.budget, Queries(own, lambda k: NotesQuery(self.query(k), None)),
+                                      keep)
         return planned
 
     def chosen(self, key: str, planned: PlannedChoices) -> NotesChoice:

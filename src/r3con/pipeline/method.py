@@ -295,7 +295,7 @@ async def _run(task: str, docs: tuple[Document, ...], parts: tuple[Document, ...
         rounds, parts, options = await _relevance(watch, task, docs, parts, settings, llm, options, embed, run_dir,
                                                   selects, stored or _Stored())
         final_notes: Mapping[str, str] = rounds[-1] if rounds else MappingProxyType({})
-        final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed)
+        final = await FinalNotes.of(task, parts, final_notes, options.relevance.notes_budget, embed, selects)
         watch.final_notes(final)
         schema = await _schema(watch, task, final, settings) if settings.structuring else None
         tables: Mapping[str, Sequence[Mapping[str, Any]]] = MappingProxyType({})
@@ -473,7 +473,7 @@ async def _answer(watch: Watch, task: str, final: FinalNotes, final_notes: Mappi
     if settings.reasoning == "code" and not watch.record.fallbacks:
         try:
             answer = await final.fit(lambda notes: answer_with_code(
-                llm, task, dict(final_notes), notes, schema_json, tables, options, missing))
+                llm, task, final_notes, notes, schema_json, tables, options, missing))
         except DOCUMENT_ERRORS as exc:  # the agent's calls broke: answer from the notes and the data
             watch.went_on("reason", exc, "answered directly from the notes and the records")
         else:

@@ -180,7 +180,8 @@ async def answer_with_code(
                    data=data_view(view, options.data_view_chars), missing=_missing_text(missing))
     # one list per table, bound as records[name], as `name` and as dfs[name]: the sandbox sends it once
     safe_view = {names[name]: rows for name, rows in view.items()}
-    variables: dict[str, Any] = {"records": {**view, **safe_view}, "notes": dict(notes)}
+    # the notes as given (a run's final notes are on disk, `SpooledNotes`): the sandbox's data is written a note at a time
+    variables: dict[str, Any] = {"records": {**view, **safe_view}, "notes": notes if notes else {}}
     for name, rows in safe_view.items():
         if name not in variables:
             variables[name] = rows

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import overload
 
 from ..corpus.documents import Document
 from ..llm.replies import reply_text
@@ -20,17 +19,19 @@ from ..llm.types import LLM, ChatRequest
 from ..notes.keyed import SpooledNotes
 from ..notes.selection import (
     Embed,
+    NoteRefs,
     NotesChoice,
     NotesQuery,
     NotesSelector,
     PackedChoice,
     PlannedChoices,
+    Queries,
     Selections,
     Selects,
     Shown,
     fitting,
+    has_note,
     made_here,
-    note_refs,
 )
 from ..notes.shown import ShownLog
 from ..prompts.render import render
@@ -87,33 +88,12 @@ class RelevanceOptions:
 
 @dataclass(frozen=True, slots=True)
 class _Read:
-    """One document's call: its note, what its reply said of the cache, and how its notes were chosen (what
-    it was shown goes to the round's `ShownLog`)."""
+    """One document's call: what its reply said of the cache, and how its notes were chosen (its note goes to
+    the round's `SpooledNotes` as the call returns, what it was shown to the round's `ShownLog`)."""
 
-    note: str
     seen: Seen
     selections: Selections
     kept: bool = False
-
-
-class _Queries(Sequence[NotesQuery]):
-    """A round's reads' selections to make, each made when it is asked for (`Selects` takes them a batch at a
-    time): at D = 100,000 the queries (the task and each read's own note) held at once were 30 MB."""
-
-    def __init__(self, round_: _Round, readers: Sequence[Document]):
-        self._round, self._readers = round_, readers
-
-    @overload
-    def __getitem__(self, at: int) -> NotesQuery: ...
-    @overload
-    def __getitem__(self, at: slice) -> list[NotesQuery]: ...
-    def __getitem__(self, at: int | slice) -> NotesQuery | list[NotesQuery]:
-        if isinstance(at, slice):
-            return [self._round.query(d) for d in self._readers[at]]
-        return self._round.query(self._readers[at])
-
-    def __len__(self) -> int:
-        return len(self._readers)
 
 
 def parse_note(text: str) -> str:
@@ -144,21 +124,25 @@ async def extract_relevance(
         round_ = _Round(llm, task, round_no, options, previous, docs, warm=warm)
         sent, seen = await round_.run(seen)
         warm = frozenset(round_.live)
-        notes: dict[str, str] = {}
+        written = round_.written
+        order: list[str] = []  # the keys with a note, in corpus order
         failed: list[Failure] = []
-        for doc in docs:  # corpus order
+        for doc in docs:
             outcome = sent[doc.key]
             if isinstance(outcome, Failure):
                 failed.append(outcome)
-                if previous is not None and doc.key in previous:
-                    notes[doc.key] = previous[doc.key]  # keep the last good note rather than lose it
+                if previous is None or doc.key not in previous:
+                    continue
+                written.add(doc.key, previous[doc.key])  # keep the last good note rather than lose it
             else:
-                notes[doc.key] = outcome.note
                 selections += outcome.selections
+            order.append(doc.key)
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         del sent  # each read's outcome: not held through the next round's planning and calls
-        rounds.append(SpooledNotes(notes))  # kept on disk; the next round reads the dict (`previous`), which then goes
+        notes = written.ordered(order)  # on disk since each read returned: the next round reads them back from there
+        del order
+        rounds.append(notes)
         failures += failed
         if previous is not None:
             shown.append(round_.log.order(d.key for d in docs))  # corpus order
@@ -174,8 +158,9 @@ async def reread(llm: LLM, task: str, docs: Sequence[Document], notes: Mapping[s
                  readers: Sequence[Document], round_no: int, options: RelevanceOptions) -> Mapping[str, str]:
     """One later round for `readers` alone, each seeing the `notes` of all `docs` as the round before:
     what `estimate --sample` asks of a few documents, with the notes a whole corpus would give them."""
-    sent, _ = await _Round(llm, task, round_no, options, notes, docs, readers).run(CacheSeen())
-    return {key: outcome.note for key, outcome in sent.items() if isinstance(outcome, _Read)}
+    round_ = _Round(llm, task, round_no, options, notes, docs, readers)
+    sent, _ = await round_.run(CacheSeen())
+    return {key: round_.written[key] for key, outcome in sent.items() if isinstance(outcome, _Read)}
 
 
 class _Round:
@@ -190,7 +175,8 @@ class _Round:
         self.live: set[str] = set()  # the documents whose call this round reached the endpoint
         self.readers = docs if readers is None else readers
         self.selector = None if previous is None else NotesSelector(
-            note_refs(docs, previous), options.notes_budget, embed=options.embed)
+            NoteRefs(docs, previous), options.notes_budget, embed=options.embed)
+        self.written = SpooledNotes()  # each read's note, on disk as the read returns
         self.choices = PlannedChoices()  # each read's, on disk from planning until its call goes out
         self.log = ShownLog()  # what each answered read was shown
         self.planned = Selections()  # the notes chosen for the round's calls before they go out
@@ -210,7 +196,7 @@ class _Round:
             self.planned += Selections(calls=1, selected=int(choice.selected))
 
         if selects is not None and selector.embed is None:  # made elsewhere: this selector ranks nothing here
-            await selects.select_many(selector.refs, selector.budget, _Queries(self, readers), planned)
+            await selects.select_many(selector.refs, selector.budget, Queries(readers, self.query), planned)
         else:
             await made_here(readers, lambda d: selector.packed(self._query(d), exclude=d.key, top=top), planned)
         if any(s is None for s in shared):
@@ -243,7 +229,7 @@ class _Round:
     def _shared(self, doc: Document, choice: NotesChoice) -> Shared:
         """The notes part of `doc`'s call: common to the round's calls when it is every note (in prefix
         order), or the selection for the task alone, which every document without a note of its own gets."""
-        common = not choice.selected or not (self.previous or {}).get(doc.key)
+        common = not choice.selected or self.previous is None or not has_note(self.previous, doc.key)
         return Shared(choice.tokens + estimate_tokens(self.task) + SHARED_OVERHEAD, common, choice.selected)
 
     async def _read(self, call: CallPlan) -> _Read:
@@ -258,19 +244,20 @@ class _Round:
             if earlier is not None:
                 if first is not None:
                     self.log.add(Shown.of(doc.key, self.round_no, first, first.text, top=top))
-                return _Read(earlier, Seen(0, 0, 0.0), Selections(), kept=True)
+                self.written.add(doc.key, earlier)
+                return _Read(Seen(0, 0, 0.0), Selections(), kept=True)
         if selector is None or first is None:
-            return _Read(*await self._ask(call, None), Selections())
+            return _Read(await self._ask(call, None), Selections())
         tries: list[NotesChoice] = []
 
         async def once(choice: NotesChoice) -> _Read:
             placed = call if choice is first else self.options.placement.call(
                 doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
             notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
-            note, seen = await self._ask(placed, notes)
+            seen = await self._ask(placed, notes)
             self.log.add(Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries), top=top))
-            return _Read(note, seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
-                                                shared_first=int(placed.shared_first)))
+            return _Read(seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),
+                                          shared_first=int(placed.shared_first)))
 
         async def fewer(budget: int) -> NotesChoice:
             tries.append(await selector.select(self._query(doc), exclude=doc.key, budget=budget))
@@ -279,8 +266,9 @@ class _Round:
         return await fitting(once, first, fewer, f"document {doc.key} does not fit the context window even "
                              "without notes; pass a smaller --part-tokens")
 
-    async def _ask(self, call: CallPlan, others: str | None) -> tuple[str, Seen]:
-        """The note of `call.doc` for the task, in light of `others` (formatted notes) if given."""
+    async def _ask(self, call: CallPlan, others: str | None) -> Seen:
+        """The note of `call.doc` for the task, in light of `others` (formatted notes) if given, written to the
+        round's notes (`written`); what its reply said of the cache."""
         options, doc = self.options, call.doc
         instructions = render("relevance", task=self.task, others=others or "",
                               max_words=max(50, options.max_tokens // 2), where=call.where)
@@ -302,4 +290,5 @@ class _Round:
                                           estimate_tokens(instructions.text))
         else:
             seen = Seen(0, 0, 0.0, probe=call.probe)
-        return parse_note(reply_text(completion)), seen
+        self.written.add(doc.key, parse_note(reply_text(completion)))
+        return seen
