@@ -129,6 +129,29 @@ class _Worker:
         return self._lock
 
 
+class _Distinct:
+    """Ints, counted once each (`count`): appended as they come, 8 B each, and made distinct when they have
+    doubled. A set of a worker's document parts held 120 B a part on the driver (D = 3,000, tracemalloc)."""
+
+    def __init__(self) -> None:
+        self._ints = array("q")
+        self._distinct = 0  # how many of `_ints` are distinct, sorted, at their start
+
+    def add(self, value: int) -> None:
+        self._ints.append(value)
+        if len(self._ints) >= 2 * self._distinct + 1024:
+            self._compact()
+
+    def count(self) -> int:
+        self._compact()
+        return len(self._ints)
+
+    def _compact(self) -> None:
+        distinct = np.unique(np.frombuffer(self._ints, dtype=np.int64))
+        self._ints = array("q", distinct.tobytes())
+        self._distinct = len(self._ints)
+
+
 @dataclass
 class _Tally:
     """What one worker did, as the driver saw it."""
@@ -143,7 +166,7 @@ class _Tally:
     seconds: float = 0.0
     lost: bool = False
     selections: int = 0  # relevance reads whose notes choice this worker made
-    parts: _Distinct = field(default_factory=lambda: _Distinct())  # the document parts it answered for (`_part_id`)
+    parts: _Distinct = field(default_factory=_Distinct)  # the document parts it answered for (`_part_id`)
 
     def to_dict(self, index: int) -> dict[str, Any]:
         return {"worker": index, "node": self.node, "pid": self.pid, "calls": self.calls,
@@ -259,29 +282,6 @@ class RayWorkers:
         for entry in merged.values():
             entry["time_s"] = round(entry["time_s"], 3)
         return list(merged.values())
-
-
-class _Distinct:
-    """Ints, counted once each (`count`): appended as they come, 8 B each, and made distinct when they have
-    doubled. A set of a worker's document parts held 120 B a part on the driver (D = 3,000, tracemalloc)."""
-
-    def __init__(self) -> None:
-        self._ints = array("q")
-        self._distinct = 0  # how many of `_ints` are distinct, sorted, at their start
-
-    def add(self, value: int) -> None:
-        self._ints.append(value)
-        if len(self._ints) >= 2 * self._distinct + 1024:
-            self._compact()
-
-    def count(self) -> int:
-        self._compact()
-        return len(self._ints)
-
-    def _compact(self) -> None:
-        distinct = np.unique(np.frombuffer(self._ints, dtype=np.int64))
-        self._ints = array("q", distinct.tobytes())
-        self._distinct = len(self._ints)
 
 
 def _part_id(doc: int, part: int | None) -> int:
