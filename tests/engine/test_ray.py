@@ -84,8 +84,9 @@ async def test_the_notes_are_selected_on_the_workers_as_in_process_byte_for_byte
     for name in (*SAME, "notes/shown-2.jsonl", "notes/shown-populate.jsonl"):
         assert (remote.run_dir / name).read_bytes() == (local.run_dir / name).read_bytes(), name
     workers = json.loads((remote.run_dir / "manifest.json").read_text())["engine"]["per_worker"]
-    # round 2's reads and population's (each document has a final note) had their notes chosen on the workers
-    assert sum(w["selections"] for w in workers) == 2 * len(PEOPLE)
+    # round 2's reads and population's (each document has a final note) had their notes chosen on the workers, and
+    # the final notes' two: the choice for the task (the schema's and the answer's) and population's head
+    assert sum(w["selections"] for w in workers) == 2 * len(PEOPLE) + 2
     assert all(w["selections"] > 0 for w in workers), "spread over both"
 
 
