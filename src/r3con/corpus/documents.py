@@ -246,7 +246,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         names.append(_name(path, roots))
         first_with[digest] = source
         object.__setattr__(doc, "_sha256", digest)  # what `Document.sha256` would store on first use
+    excluded = walk.excluded
+    del walk  # its paths, before what is made next (each file's account, the numbers) is made where they were
     computed = document_numbers(names, [d.sha256 for d, _ in found])
+    del names
     if numbers:
         computed = [numbers.get(doc.source, n) for n, (doc, _) in zip(computed, found, strict=True)]
     for number, (doc, (encoding, warning)) in zip(computed, found, strict=True):
@@ -254,7 +257,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         docs.append(doc)
         read.append(ReadInput(doc=number, source=doc.source, encoding=encoding, warning=warning))
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
-                    duplicates=tuple(duplicates), excluded=walk.excluded)
+                    duplicates=tuple(duplicates), excluded=excluded)
     stored = reader.finish(specs) if reader is not None else None
     if not docs:
         raise InputError(_nothing_read(specs, inputs))
