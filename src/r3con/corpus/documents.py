@@ -195,7 +195,7 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     named then, its files one by one now).
     """
     walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
-    docs: list[Document] = []
+    docs: list[Document] = []  # each with its account (`read`) at the same place
     read: list[ReadInput] = []
     skipped: list[SkippedInput] = []
     unreadable: list[UnreadableInput] = list(walk.unreadable)
@@ -204,7 +204,6 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     reader = store.reader(pdf_password) if store is not None else None
     if reader is not None:
         reader.preload(specs)
-    found: list[tuple[Document, tuple[str | None, str | None]]] = []  # numbered once every name is known; encoding, warning
     names: list[str] = []
     roots = _roots(specs)
     for path, real, plain in walk.found:
@@ -242,20 +241,20 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             continue
         doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
                        path="" if source == str(path) else str(path))
-        found.append((doc, (got.encoding, got.warning)))
+        docs.append(doc)  # numbered, with its account, once every name is known
+        read.append(ReadInput(doc=0, source=source, encoding=got.encoding, warning=got.warning))
         names.append(_name(path, roots))
         first_with[digest] = source
         object.__setattr__(doc, "_sha256", digest)  # what `Document.sha256` would store on first use
     excluded = walk.excluded
     del walk  # its paths, before what is made next (each file's account, the numbers) is made where they were
-    computed = document_numbers(names, [d.sha256 for d, _ in found])
+    computed = document_numbers(names, [d.sha256 for d in docs])
     del names
     if numbers:
-        computed = [numbers.get(doc.source, n) for n, (doc, _) in zip(computed, found, strict=True)]
-    for number, (doc, (encoding, warning)) in zip(computed, found, strict=True):
-        object.__setattr__(doc, "number", number)  # not a copy: no one else has seen the document yet
-        docs.append(doc)
-        read.append(ReadInput(doc=number, source=doc.source, encoding=encoding, warning=warning))
+        computed = [numbers.get(doc.source, n) for n, doc in zip(computed, docs, strict=True)]
+    for number, doc, account in zip(computed, docs, read, strict=True):
+        object.__setattr__(doc, "number", number)  # not copies: no one else has seen them yet
+        object.__setattr__(account, "doc", number)
     inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=excluded)
     stored = reader.finish(specs) if reader is not None else None
