@@ -35,6 +35,7 @@ from ..stages.plan import CacheSeen, Placement
 from ..stages.populate import PopulateResult
 from ..stages.relevance import RelevanceResult
 from ..stages.schema import SchemaResult
+from .memory import give_back
 
 
 def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
@@ -131,6 +132,7 @@ class RunRecord:
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))
         for name, rows in filled.tables.items():
             self.run_dir.write_table_csv(name, rows)  # not a copy of each: at D = 100,000, all of them again
+        give_back()  # what population's calls freed, before the tables' libraries and frames take theirs
         self.manifest["tables"] = _write_tables(self.run_dir, filled.tables)
 
     def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:
