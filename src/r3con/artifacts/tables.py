@@ -145,10 +145,7 @@ def _write_table(con: Any, name: str, rows: Iterable[Mapping[str, Any]]) -> bool
     if not columns.kinds:
         return False
     if columns.count <= CHUNK_ROWS or not columns.chunked:  # small, or a column whose type only the whole frame tells
-        frame = table_frame(rows)
-        con.register("frame", frame)
-        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
-        con.unregister("frame")
+        _over(con, table_frame(rows), f'CREATE TABLE "{name}" AS SELECT * FROM frame')
         return True
     con.execute(f'CREATE TABLE "{name}" ({", ".join(f"{_ident(c)} {columns.sql(c)}" for c in columns.kinds)})')
     chunk: list[Mapping[str, Any]] = []
@@ -156,16 +153,17 @@ def _write_table(con: Any, name: str, rows: Iterable[Mapping[str, Any]]) -> bool
         if isinstance(record, Mapping):
             chunk.append(record)
         if len(chunk) == CHUNK_ROWS:
-            _insert(con, name, columns.frame(chunk))
+            _over(con, columns.frame(chunk), f'INSERT INTO "{name}" SELECT * FROM frame')
             chunk.clear()
     if chunk:
-        _insert(con, name, columns.frame(chunk))
+        _over(con, columns.frame(chunk), f'INSERT INTO "{name}" SELECT * FROM frame')
     return True
 
 
-def _insert(con: Any, name: str, frame: pd.DataFrame) -> None:
+def _over(con: Any, frame: pd.DataFrame, sql: str) -> None:
+    """`sql` run with `frame` as the table `frame`."""
     con.register("frame", frame)
-    con.execute(f'INSERT INTO "{name}" SELECT * FROM frame')
+    con.execute(sql)
     con.unregister("frame")
 
 

@@ -1,5 +1,5 @@
 """Byte strings by document key on an unnamed temporary file: what a stage keeps of each call until it is used;
-and a finished round's notes on disk (`SpooledNotes`).
+and a round's notes on disk (`SpooledNotes`).
 
 A stage of a large run makes something for every document that it needs again only once or twice (the
 notes choice a call will be shown, what an answered call was shown), and holding it for the whole stage was

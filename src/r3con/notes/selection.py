@@ -41,6 +41,7 @@ from .keyed import KeyedBytes, SpooledNotes
 from .retrieval import BM25, unit_rows
 
 T = TypeVar("T")
+R = TypeVar("R")
 INDEX_WORDS = 12
 QUERY_WORDS = 100  # words of a document without a note that rank the final notes for its population call
 _INDEX_OVERHEAD = 60  # tokens of the notes index's header and tags
@@ -72,7 +73,26 @@ def note_refs(docs: Sequence[Document], notes: Mapping[str, str], exclude: str |
     return refs
 
 
-class NoteRefs(Sequence[NoteRef]):
+class Made(Sequence[R]):
+    """`items`, each made into what `make` makes of it when it is asked for, never all of them at once."""
+
+    def __init__(self, items: Sequence[Any], make: Callable[[Any], R]):
+        self._items, self._make = items, make
+
+    @overload
+    def __getitem__(self, at: int) -> R: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[R]: ...
+    def __getitem__(self, at: int | slice) -> R | list[R]:
+        if isinstance(at, slice):
+            return [self._make(item) for item in self._items[at]]
+        return self._make(self._items[at])
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class NoteRefs(Made[NoteRef]):
     """`note_refs(docs, notes)` made a note at a time, when one is asked for: what a selector keeps of a large
     round's or the final notes, which a `SpooledNotes` holds on disk. Held: 4 B a note (its document's
     position in `docs`); the final notes as `NoteRef`s with their texts were 260 B a note on the driver through
@@ -81,18 +101,7 @@ class NoteRefs(Sequence[NoteRef]):
     def __init__(self, docs: Sequence[Document], notes: Mapping[str, str], at: array[int] | None = None):
         self._docs, self._notes = docs, notes
         self._at = at if at is not None else array("i", (i for i, d in enumerate(docs) if has_note(notes, d.key)))
-
-    @overload
-    def __getitem__(self, i: int) -> NoteRef: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[NoteRef]: ...
-    def __getitem__(self, i: int | slice) -> NoteRef | list[NoteRef]:
-        if isinstance(i, slice):
-            return [self._ref(at) for at in self._at[i]]
-        return self._ref(self._at[i])
-
-    def __len__(self) -> int:
-        return len(self._at)
+        super().__init__(self._at, self._ref)
 
     def labels(self) -> Iterator[str]:
         """Each note's document key, in order, without reading its text."""
@@ -328,25 +337,9 @@ class NotesQuery:
     best: int | None = None
 
 
-class Queries(Sequence[NotesQuery]):
+class Queries(Made[NotesQuery]):
     """The selections of `items` to make, each made by `make` when it is asked for (`Selects` takes them a batch
     at a time): at D = 100,000 a stage's queries (the task and each document's own note) held at once were 30 MB."""
-
-    def __init__(self, items: Sequence[T], make: Callable[[T], NotesQuery]):
-        self._items: Sequence[Any] = items
-        self._make: Callable[[Any], NotesQuery] = make
-
-    @overload
-    def __getitem__(self, at: int) -> NotesQuery: ...
-    @overload
-    def __getitem__(self, at: slice) -> list[NotesQuery]: ...
-    def __getitem__(self, at: int | slice) -> NotesQuery | list[NotesQuery]:
-        if isinstance(at, slice):
-            return [self._make(item) for item in self._items[at]]
-        return self._make(self._items[at])
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 @runtime_checkable
@@ -746,8 +739,6 @@ class _Head:
 
 _PLANNED_AT_ONCE = 256  # choices made concurrently where they are made here (embeddings: a call each)
 
-
-R = TypeVar("R")
 
 
 async def made_here(items: Sequence[T], choose: Callable[[T], Awaitable[R]],
