@@ -146,6 +146,7 @@ def test_a_run_folder_that_cannot_be_made_says_pass_a_writable_out(capsys, monke
 def test_a_refused_connection_says_connection_refused_and_where(capsys, monkeypatch, corpus, tmp_path):
     runs = tmp_path / "runs"
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    monkeypatch.setenv("R3CON_OUTAGE_S", "1")  # each call waits a server that refuses for this long (180 s by default)
     code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, url, runs, "--model", "m", "--context-window",
                                                         "8192", "--retries", "0"))
     line = one_line(err)

@@ -31,10 +31,13 @@ def test_the_cli_says_the_engine_is_unknown_in_one_line(tmp_path):
 async def test_ray_not_installed_says_how_to_install_it(monkeypatch):
     import sys
 
+    import r3con.engine
     from r3con.engine import open_engine
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as where r3con[ray] is not installed
+    # as if no test before had imported the Ray engine: `from . import _ray` would find the package's attribute
     monkeypatch.delitem(sys.modules, "r3con.engine._ray", raising=False)
+    monkeypatch.delattr(r3con.engine, "_ray", raising=False)
     settings = Settings.resolve(env={}, base_url="http://127.0.0.1:9/v1", engine="ray")
     with pytest.raises(ConfigError, match=r"pip install 'r3con\[ray\]', or drop --engine ray"):
         async with open_engine(settings):
