@@ -4,7 +4,8 @@
     python3 dev.py demo    install r3con into ./.venv and run `r3con demo`
     python3 dev.py test    install r3con with its test extras into ./.venv, run ruff, mypy and pytest
 
-Extra arguments after `test` go to pytest (e.g. `python3 dev.py test tests/stages -x`).
+Extra arguments after `test` go to pytest (e.g. `python3 dev.py test tests/stages -x`). The tests run on up to
+four of the machine's cores (pytest-xdist, each file's tests in one worker); `-n 0` runs them in this process.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ def ensure_env(extras: str) -> None:
     stamp.write_text(digest)
 
 
+def workers(pytest_args: list[str]) -> list[str]:
+    """pytest-xdist's arguments for the cores this process may use, at most four (the suite waits on servers
+    and subprocesses as much as it computes: two workers on two cores take it from 15 to 8 minutes); none when
+    the caller chose (`-n`), or with one core. `--dist loadfile`: a file's servers and clusters start once."""
+    chosen = any(a in ("-n", "--numprocesses") or a.startswith(("-n", "--numprocesses=", "--dist")) or a == "no:xdist"
+                 for a in pytest_args)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return [] if chosen or cores < 2 else ["-n", str(min(cores, 4)), "--dist", "loadfile"]
+
+
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "help"
     if command == "demo":
@@ -51,8 +62,9 @@ def main(argv: list[str]) -> int:
             code = subprocess.call([str(BIN / check[0]), *check[1:]], cwd=ROOT)
             if code != 0:
                 return code
-        print("$ pytest", " ".join(argv[1:]), flush=True)
-        code = subprocess.call([str(BIN / "python"), "-m", "pytest", *argv[1:]], cwd=ROOT)
+        args = [*workers(argv[1:]), *argv[1:]]
+        print("$ pytest", " ".join(args), flush=True)
+        code = subprocess.call([str(BIN / "python"), "-m", "pytest", *args], cwd=ROOT)
         if code == 5:
             print("pytest collected no tests: that is a failure here", file=sys.stderr)
             return 1
