@@ -38,6 +38,7 @@ FOREIGN = {
     "--help": "every r3con command (click's own)",
     "--dracula": "bench/bench_reuse.py",
     "--head": "ray start",
+    "--dist": "pytest-xdist (dev.py test)",
 }
 
 
