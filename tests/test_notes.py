@@ -651,6 +651,38 @@ async def test_note_refs_are_made_when_read_and_equal_the_list_of_them():
         assert await lazy.select("note on 4", exclude=key) == await listed.select("note on 4", exclude=key)
 
 
+async def test_a_choice_reads_each_note_back_once_and_none_for_its_keys(monkeypatch):
+    from r3con.notes.keyed import SpooledNotes
+    from r3con.notes.selection import NoteRefs, note_refs
+
+    docs = [Document(number=i, title=f"T{i}", text="") for i in range(1, 301)]
+    notes = SpooledNotes({d.key: f"Ann met Bob on day {d.number} in {'Oslo' if d.number % 4 else 'Lima'}." for d in docs})
+    read: list[str] = []
+    real = SpooledNotes.__getitem__
+    monkeypatch.setattr(SpooledNotes, "__getitem__", lambda self, key: read.append(key) or real(self, key))
+    listed = NotesSelector(note_refs(docs, dict(notes)), 300)
+    expected = [await listed.select("Who met in Lima?", exclude=k, compact=True) for k in ("4", "8")]
+    refs = NoteRefs(docs, notes)
+    lazy = NotesSelector(refs, 300)
+    for key, want in zip(("4", "8"), expected, strict=True):
+        choice = await lazy.select("Who met in Lima?", exclude=key, compact=True)
+        read.clear()
+        assert lazy.keys_of(choice.picks) == (want_keys := listed.keys_of(want.picks)) and read == [], \
+            "a choice's keys are its documents' keys: no note is read back for them"
+        assert want_keys[0] and want_keys[1], "the choice shows notes in full and as index lines"
+        assert lazy.filled(choice) == listed.filled(want)
+        assert sorted(read) == sorted(set(read)), "each note shown read back once"
+        read.clear()
+        assert lazy.filled(choice).text == listed.filled(want).text and read == [], "read again from the recent ones"
+    first = [r.text for r in note_refs(docs, dict(notes))[:30]]
+    small = NoteRefs(docs, notes)
+    small.RECENT = 10
+    read.clear()
+    assert [r.text for r in small[:30]] == first and len(read) == 30
+    assert len(small._recent) == 10 and [r.text for r in small[20:30]] == first[20:] and len(read) == 30, \
+        "the last ten read are kept, no more"
+
+
 async def test_final_notes_chosen_elsewhere_are_the_choice_and_head_made_here_and_no_index_is_built_here():
     docs = [Document(number=i, title=f"T{i}", text="") for i in range(1, 80)]
     notes = {d.key: f"Ann Lee met Bob Stone in Oslo on day {d.number}; the ship {d.number % 7} sailed." for d in docs}

@@ -26,6 +26,7 @@ import hashlib
 import re
 import sys
 from array import array
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, overload, runtime_checkable
@@ -98,14 +99,22 @@ class NoteRefs(Made[NoteRef]):
     position in `docs`); the final notes as `NoteRef`s with their texts were 260 B a note on the driver through
     population and the answer (D = 5,000, bench_engine heap)."""
 
+    RECENT = 2_048  # notes kept as read, the most recently asked for: the best-ranked notes are in most choices
+
     def __init__(self, docs: Sequence[Document], notes: Mapping[str, str], at: array[int] | None = None):
         self._docs, self._notes = docs, notes
         self._at = at if at is not None else array("i", (i for i, d in enumerate(docs) if has_note(notes, d.key)))
+        self._recent: OrderedDict[int, NoteRef] = OrderedDict()
         super().__init__(self._at, self._ref)
 
     def labels(self) -> Iterator[str]:
         """Each note's document key, in order, without reading its text."""
         return (self._docs[at].key for at in self._at)
+
+    def label(self, i: int) -> str:
+        """The document key of note `i`, without reading its text (what a call was shown is recorded by key: reading
+        each note back for it doubled the notes read a call, +2.3 ms of CPU a call at D = 2,000)."""
+        return self._docs[self._at[i]].key
 
     def without(self, positions: Iterable[int]) -> NoteRefs:
         """These notes but those at `positions`."""
@@ -113,8 +122,20 @@ class NoteRefs(Made[NoteRef]):
         return NoteRefs(self._docs, self._notes, array("i", (at for i, at in enumerate(self._at) if i not in left)))
 
     def _ref(self, at: int) -> NoteRef:
+        """Note `at` (a position in `docs`), from the `RECENT` notes last read, else read back: each choice shows a
+        hundred notes or so in full and as index lines, and reading every one back took 1.5 ms of CPU a call
+        (D = 2,000, bench_engine); the recent ones hold a few MB whatever the corpus."""
+        recent = self._recent
+        ref = recent.get(at)
+        if ref is not None:
+            recent.move_to_end(at)
+            return ref
         doc = self._docs[at]
-        return NoteRef(label=doc.key, title=doc.title, text=self._notes[doc.key])
+        key = doc.key
+        ref = recent[at] = NoteRef(label=key, title=doc.title, text=self._notes[key])
+        if len(recent) > self.RECENT:
+            recent.popitem(last=False)
+        return ref
 
     def __reduce__(self) -> tuple[type[tuple[NoteRef, ...]], tuple[tuple[NoteRef, ...]]]:
         return tuple, (tuple(self),)  # pickled (to another process, a copy) as the notes themselves
@@ -128,6 +149,11 @@ def has_note(notes: Mapping[str, str], key: str) -> bool:
 
 def _labels(refs: Sequence[NoteRef]) -> Iterator[str]:
     return refs.labels() if isinstance(refs, NoteRefs) else (r.label for r in refs)
+
+
+def _label(refs: Sequence[NoteRef]) -> Callable[[int], str]:
+    """The label of `refs[i]`, as a function of i (a `NoteRefs` reads no note for it)."""
+    return refs.label if isinstance(refs, NoteRefs) else lambda i: refs[i].label
 
 
 def format_notes(refs: Sequence[NoteRef]) -> str:
@@ -481,7 +507,7 @@ class NotesSelector:
         full, listed = self.keys_of(picks) if render else ((), ())
         return NotesChoice(self._render(picks) if render else "", shown=shown, indexed=len(picks.index),
                            omitted=picks.omitted, tokens=packed.tokens, full=full, listed=listed, picks=picks,
-                           top=tuple(refs[i].label for i in packed.first()))
+                           top=tuple(map(_label(refs), packed.first())))
 
     async def _pick(self, query: str, exclude: str | None, budget: int | None, top: int) -> PackedChoice:
         # No step sorts or scans every note in Python: `_Ranked` reads the ranking only as far as the
@@ -535,8 +561,8 @@ class NotesSelector:
         """The keys of the notes `picks` shows in full, and of those it shows as index lines."""
         if picks.every:
             return tuple(label for i, label in enumerate(_labels(self.refs)) if i != picks.every_but), ()
-        return (tuple(self.refs[i].label for i in picks.full.tolist()),
-                tuple(self.refs[i].label for i in picks.index.tolist()))
+        label = _label(self.refs)
+        return tuple(map(label, picks.full.tolist())), tuple(map(label, picks.index.tolist()))
 
     def _render(self, picks: _Picks) -> str:
         if picks.every:
