@@ -147,13 +147,13 @@ def has_note(notes: Mapping[str, str], key: str) -> bool:
     return notes.has_note(key) if isinstance(notes, SpooledNotes) else bool(notes.get(key))
 
 
-def _labels(refs: Sequence[NoteRef]) -> Iterator[str]:
-    return refs.labels() if isinstance(refs, NoteRefs) else (r.label for r in refs)
-
-
 def _label(refs: Sequence[NoteRef]) -> Callable[[int], str]:
     """The label of `refs[i]`, as a function of i (a `NoteRefs` reads no note for it)."""
     return refs.label if isinstance(refs, NoteRefs) else lambda i: refs[i].label
+
+
+def _labels(refs: Sequence[NoteRef]) -> Iterator[str]:
+    return map(_label(refs), range(len(refs)))
 
 
 def format_notes(refs: Sequence[NoteRef]) -> str:
@@ -764,7 +764,6 @@ class _Head:
 
 
 _PLANNED_AT_ONCE = 256  # choices made concurrently where they are made here (embeddings: a call each)
-
 
 
 async def made_here(items: Sequence[T], choose: Callable[[T], Awaitable[R]],
