@@ -93,7 +93,7 @@ class Document:
     offset: int = 0
     path: str = field(default="", compare=False, repr=False)
     _tokens: int | None = field(default=None, init=False, compare=False, repr=False)
-    _sha256: str | None = field(default=None, init=False, compare=False, repr=False)
+    _sha256: bytes | None = field(default=None, init=False, compare=False, repr=False)  # the digest: 48 B less than its hex
 
     @property
     def tokens(self) -> int:
@@ -104,11 +104,16 @@ class Document:
 
     @property
     def sha256(self) -> str:
-        """The SHA-256 of `text` as UTF-8 (`text_sha256`): computed once, or given by the loader, which
-        has it from the corpus store or from telling duplicate files apart."""
+        """The SHA-256 of `text` as UTF-8 (`text_sha256`), in hex: made from `digest` each time it is asked for."""
+        return self.digest.hex()
+
+    @property
+    def digest(self) -> bytes:
+        """The SHA-256 of `text` as UTF-8: computed once, or given by the loader, which has it from the corpus
+        store or from telling duplicate files apart."""
         if self._sha256 is None:
-            object.__setattr__(self, "_sha256", text_sha256(self.text))
-        return cast(str, self._sha256)
+            object.__setattr__(self, "_sha256", bytes.fromhex(text_sha256(self.text)))
+        return cast(bytes, self._sha256)
 
     @property
     def key(self) -> str:
@@ -200,13 +205,18 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     skipped: list[SkippedInput] = []
     unreadable: list[UnreadableInput] = list(walk.unreadable)
     duplicates: list[DuplicateInput] = []
-    first_with: dict[str, str] = {}  # sha256 of a text -> the source read with it
+    first_with: dict[bytes, str] = {}  # sha256 of a text -> the source read with it
     reader = store.reader(pdf_password) if store is not None else None
     if reader is not None:
         reader.preload(specs)
-    names: list[str] = []
     roots = _roots(specs)
-    for path, real, plain in walk.found:
+    # each file's walk entry let go as it is read: what the file keeps is then made where its entry was, and not
+    # among entries held to the end (at 100,000 files their memory was 26 MB of holes after the load, bench_engine)
+    found = list(reversed(walk.found))  # taken from the end: in the walk's order
+    excluded = walk.excluded
+    del walk
+    while found:
+        path, real, plain = found.pop()
         source = shown(path)
         if not plain and (special := special_kind(path)):  # never opened: a pipe would hang the run, /dev/zero never end
             if special.kind in ("dangling link", "symlink loop"):  # meant as a document, but cannot be read
@@ -236,19 +246,21 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         if not got.text.strip():
             skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
             continue
-        if digest in first_with:
-            duplicates.append(DuplicateInput(source, same_as=first_with[digest]))
+        sha = bytes.fromhex(digest)  # the document keeps it (`_sha256`), and the hex goes with this file's turn
+        if sha in first_with:
+            duplicates.append(DuplicateInput(source, same_as=first_with[sha]))
             continue
         doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
                        path="" if source == str(path) else str(path))
         docs.append(doc)  # numbered, with its account, once every name is known
         read.append(ReadInput(doc=0, source=source, encoding=got.encoding, warning=got.warning))
-        names.append(_name(path, roots))
-        first_with[digest] = source
-        object.__setattr__(doc, "_sha256", digest)  # what `Document.sha256` would store on first use
-    excluded = walk.excluded
-    del walk  # its paths, before what is made next (each file's account, the numbers) is made where they were
-    computed = document_numbers(names, [d.sha256 for d in docs])
+        first_with[sha] = source
+        object.__setattr__(doc, "_sha256", sha)  # what `Document.sha256` would store on first use
+    del found
+    # the names made now, not as each file is read: made then, among what the documents keep, and dropped once
+    # numbered, they left 6 MB of holes at 100,000 documents that nothing of that size filled (bench_engine)
+    names = [_name(d.path or d.source, roots) for d in docs]
+    computed = document_numbers(names, [d.digest for d in docs])  # the digests held, not 100,000 hex strings made
     del names
     if numbers:
         computed = [numbers.get(doc.source, n) for n, doc in zip(computed, docs, strict=True)]
@@ -267,7 +279,7 @@ NUMBER_DIGITS = 5  # a document's number has 5 digits, more only when the corpus
 _TRIES_PER_WIDTH = 2
 
 
-def document_numbers(names: Sequence[str], ties: Sequence[str] = ()) -> list[int]:
+def document_numbers(names: Sequence[str], ties: Sequence[str] | Sequence[bytes] = ()) -> list[int]:
     """Each document's number, from its name (a file's path below the folder named, else its file name; a
     text's title): the first of the name's candidates (hashes of it, 5 digits, then wider) that no name
     placed before it took, the names placed in the order of their hashes. A document keeps its number
@@ -304,14 +316,13 @@ def _roots(specs: Sequence[str | Path]) -> list[str]:
     return sorted(roots, key=len, reverse=True)
 
 
-def _name(path: Path, roots: Sequence[str]) -> str:
-    """A file's name for its number: its path below the folder named (the same wherever the folder is), else
-    its file name (a file or a glob's match)."""
-    text = str(path)
+def _name(text: str, roots: Sequence[str]) -> str:
+    """A file's name for its number (`text`: its path as read): its path below the folder named (the same wherever
+    the folder is), else its file name (a file or a glob's match)."""
     for root in roots:
         if text.startswith(root):
             return shown(text[len(root):])
-    return shown(path.name)
+    return shown(os.path.basename(text))
 
 
 def text_sha256(text: str, chunk: int = 1 << 20) -> str:
