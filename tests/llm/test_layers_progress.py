@@ -39,3 +39,20 @@ async def test_reasked_documents_advance_once():
                             DOCS, "", PopulateOptions())
     assert filled.reasked == 3 and sum(replies.values()) == 8
     assert done == ["populate"] * 5
+
+
+async def test_a_round_counts_each_part_once_and_keeps_no_earlier_round():
+    from r3con.llm.types import ChatRequest, Message
+
+    done: list[str] = []
+    layer = Progressed(ScriptedLLM({"relevance": "a note"}), done.append)
+
+    def ask(doc, part, round_no):
+        return ChatRequest(messages=(Message("user", f"read {doc}.{part}"),), stage="relevance", doc=doc, part=part,
+                           round=round_no)
+
+    for round_no in (1, 2):
+        for doc, part in [(10, None), (10, None), (11, 1), (11, 2), (11, 1)]:  # re-asks count once
+            await layer.complete(ask(doc, part, round_no))
+    assert done == ["relevance"] * 6  # three parts a round, each round on its own
+    assert list(layer._done) == ["relevance"] and layer._done["relevance"][0] == 2  # round 1's set let go

@@ -358,17 +358,21 @@ class Progressed:
     def __init__(self, inner: LLM, advance: Callable[[str], None]):
         self.inner = inner
         self._advance = advance
-        # the document parts done, an int each (`doc << 32 | part`), per stage and round: a tuple each was 120 B
-        # a document and stage on the driver at D = 100,000, for the whole run
-        self._done: dict[tuple[str, int | None], set[int]] = {}
+        # the document parts done in each stage's latest round: a whole document by its number (the request's own
+        # int, nothing made), a part as `doc << 32 | part`. A tuple each was 120 B a document and stage on the
+        # driver at D = 100,000, and every round's set held to the end 64 B a document and round more
+        self._done: dict[str, tuple[int | None, set[int]]] = {}
 
     async def complete(self, request: ChatRequest) -> Completion:
         try:
             return await self.inner.complete(request)
         finally:
             if request.doc is not None:
-                done = self._done.setdefault((request.stage, request.round), set())
-                key = request.doc << 32 | (request.part or 0)  # parts are numbered from 1
+                held = self._done.get(request.stage)
+                if held is None or held[0] != request.round:  # a stage's rounds run one after the other
+                    held = self._done[request.stage] = (request.round, set())
+                done = held[1]
+                key = request.doc if request.part is None else request.doc << 32 | request.part  # parts from 1
                 if key not in done:
                     done.add(key)
                     self._advance(request.stage)
