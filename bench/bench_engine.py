@@ -4,6 +4,7 @@
                                                 [--same-as RUN_DIR] [--keep]
     .venv/bin/python bench/bench_engine.py select [--notes 100000,1000000] [--calls 50] [--budget 4000]
     .venv/bin/python bench/bench_engine.py heap [--size 3000] [--chars 600] [--engine local]
+    .venv/bin/python bench/bench_engine.py load [--sizes 10000,100000] [--chars 600]
     .venv/bin/python bench/bench_engine.py plan [--notes 100000] [--kinds random,people] [--reads 5000] [--repeats 3] [--where driver,ray]
 
 `runs`: D documents of about `--chars` characters (a person, an age, a city and filler), written as D
@@ -36,6 +37,11 @@ sides in turn): wall seconds (index builds included), the driver's CPU seconds a
 (/proc), CPU ms a read (both, over the reads), the ratio of the walls, the driver's and the workers'
 peak RSS. `--where ray` (or `driver`) alone: one side only, so that the driver's index at 10^6
 notes (6.6 GB) and the workers' two are not held at once.
+
+`load`: what loading D documents (`load_corpus`, then their texts spooled and the heap trimmed, as a run does)
+leaves in a fresh process, with r3con, Ray, numpy and pandas imported first: anonymous RSS after the imports and
+after the load (MiB), the load's per document, and Python's small-object memory (`sys._debugmallocstats`): the
+bytes in its blocks in use and in the free blocks of pools in use (the holes the load's transients leave).
 
 `heap`: what the driver holds per document, by who holds it: one run in this process (tracemalloc, one
 frame a block; the scripted server in its own process), snapshots at the end of relevance and at the
@@ -382,6 +388,59 @@ async def heap(size: int, chars: int, engine: str, frames: int = 1, rows: int = 
         shutil.rmtree(root, ignore_errors=True)
 
 
+def load(sizes: list[int], chars: int) -> None:
+    print("| D | anonymous after imports MiB | after the load MiB | per document B | small objects in use MB | holes MB |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        root = Path(tempfile.mkdtemp(prefix="bench-load-"))
+        try:
+            write_corpus(root / "docs", size, chars)
+            out = subprocess.run([sys.executable, __file__, "load-one", str(root / "docs")], capture_output=True,
+                                 text=True, check=True)
+            figures = json.loads(out.stdout.strip().splitlines()[-1])
+            grown = figures["after"] - figures["imports"]
+            print(f"| {size:,} | {figures['imports']} | {figures['after']} | {grown * 2**20 / size:,.0f} | "
+                  f"{figures['in_use'] / 1e6:.1f} | {figures['holes'] / 1e6:.1f} |", flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def load_one(folder: str) -> None:
+    """One `load` measure, in this fresh process; a line of JSON."""
+    import gc
+
+    import numpy  # noqa: F401 (imported before the first figure, as a run with Ray has them)
+    import pandas  # noqa: F401
+    import ray  # noqa: F401
+
+    from r3con.corpus.documents import load_corpus, split_documents, spool
+    from r3con.corpus.spool import TextSpool
+    from r3con.pipeline.memory import give_back
+
+    imports = rss_mib(os.getpid(), "RssAnon")
+    docs = load_corpus([folder]).documents
+    spool((*docs, *split_documents(docs, 3000)), TextSpool())
+    gc.collect()
+    give_back()
+    after = rss_mib(os.getpid(), "RssAnon")
+    read, write = os.pipe()
+    saved = os.dup(2)
+    os.dup2(write, 2)  # CPython writes the allocator's figures to C's stderr
+    os.close(write)
+    sys._debugmallocstats()
+    os.dup2(saved, 2)
+    os.close(saved)
+    with os.fdopen(read) as stats:
+        text = stats.read()
+
+    def figure(name: str) -> int:
+        line = next(x for x in text.splitlines() if name in x)
+        return int(line.split("=")[-1].replace(",", ""))
+
+    print(json.dumps({"imports": imports, "after": after, "documents": len(docs),
+                      "in_use": figure("bytes in allocated blocks"), "holes": figure("bytes in available blocks")}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -397,6 +456,11 @@ def main() -> None:
     s.add_argument("--notes", default="100000,1000000")
     s.add_argument("--calls", type=int, default=50)
     s.add_argument("--budget", type=int, default=4000)
+    lo = sub.add_parser("load")
+    lo.add_argument("--sizes", default="10000,100000")
+    lo.add_argument("--chars", type=int, default=600)
+    one = sub.add_parser("load-one")  # `load`'s own: one measure in a fresh process
+    one.add_argument("folder")
     h = sub.add_parser("heap")
     h.add_argument("--size", type=int, default=3000)
     h.add_argument("--chars", type=int, default=600)
@@ -417,6 +481,10 @@ def main() -> None:
     elif args.command == "plan":
         asyncio.run(plan([int(x) for x in args.notes.split(",")], args.kinds.split(","), args.reads, args.repeats,
                          args.budget, args.where.split(",")))
+    elif args.command == "load":
+        load([int(x) for x in args.sizes.split(",")], args.chars)
+    elif args.command == "load-one":
+        load_one(args.folder)
     elif args.command == "heap":
         asyncio.run(heap(args.size, args.chars, args.engine, args.frames, args.rows))
     else:

@@ -66,8 +66,8 @@ _FIELD_MASK = (1 << _FIELD_BITS) - 1
 
 
 class SpooledText:
-    """Where a document's text is in a `TextSpool`, and its length in characters: one int for the three, as one
-    int object held a document is 64 B less than three (bench_engine: 152 -> 96 B a document)."""
+    """Where a document's text is in a `TextSpool`, and its length in characters: one int for the three (one int
+    object a document, not three: 64 B less a document)."""
 
     __slots__ = ("_spool", "_where")
 
