@@ -349,3 +349,13 @@ def test_a_document_re_split_for_a_smaller_window_leaves_the_other_documents_par
     long = next(d.number for d in docs if d.source.endswith("long.txt"))
     assert [p.key for p in before if p.number != long] == [p.key for p in after if p.number != long]
     assert len([p for p in after if p.number == long]) > len([p for p in before if p.number == long])
+
+
+def test_equal_names_are_numbered_alike_by_their_texts_digests_or_their_hex():
+    import hashlib
+
+    names = ["a.txt", "b.txt", "a.txt", "a.txt", "c.txt", "b.txt"]
+    digests = [hashlib.sha256(f"text {i}".encode()).digest() for i in range(len(names))]
+    numbers = document_numbers(names, digests)  # what a load passes: the digests its documents hold
+    assert numbers == document_numbers(names, [d.hex() for d in digests])  # what texts in memory pass
+    assert len(set(numbers)) == len(names)

@@ -109,3 +109,17 @@ def test_a_document_holds_its_fields_in_slots_and_counts_its_text_once():
         tracemalloc.stop()
     # the document (112 B), where its text is (64 B and two ints), its hash (113 B); an attributes' dict was 300 B more
     assert held < 5_000 * 450, f"{held:,} B for 5,000 spooled documents"
+
+
+def test_a_spooled_texts_place_and_length_survive_packing_at_any_size():
+    from r3con.corpus.spool import SpooledText
+
+    class Asked:  # a spool that says where it was asked to read
+        def read(self, at: int, size: int) -> str:
+            return f"{at}:{size}"
+
+    for at, size, chars in [(0, 0, 0), (7, 650, 600), (2**45 + 3, 2**39, 2**39 - 1), (2**62, 2**40 - 1, 5)]:
+        text = SpooledText(Asked(), at, size, chars)  # type: ignore[arg-type]
+        assert (text.read(), text.chars) == (f"{at}:{size}", chars)
+    with pytest.raises(ValueError, match="more than a spooled text holds"):
+        SpooledText(Asked(), 0, 2**40, 1)  # type: ignore[arg-type]
