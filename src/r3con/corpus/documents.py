@@ -112,7 +112,7 @@ class Document:
         """The SHA-256 of `text` as UTF-8: computed once, or given by the loader, which has it from the corpus
         store or from telling duplicate files apart."""
         if self._sha256 is None:
-            object.__setattr__(self, "_sha256", bytes.fromhex(text_sha256(self.text)))
+            object.__setattr__(self, "_sha256", text_digest(self.text))
         return cast(bytes, self._sha256)
 
     @property
@@ -232,10 +232,11 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
             continue
         try:
             if reader is not None:
-                got, digest = reader.read(path, real)
+                got, hexed = reader.read(path, real)  # the store keys a text by its hash in hex
+                sha = bytes.fromhex(hexed)
             else:
                 got = read_document(path, pdf_password=pdf_password)
-                digest = text_sha256(got.text)
+                sha = text_digest(got.text)
         except NotText as exc:
             skipped.append(SkippedInput(source, exc.reason, exc.kind))
             continue
@@ -247,7 +248,6 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         if not got.text.strip():
             skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
             continue
-        sha = bytes.fromhex(digest)  # the document keeps it (`_sha256`), and the hex goes with this file's turn
         if sha in first_with:
             duplicates.append(DuplicateInput(source, same_as=first_with[sha]))
             continue
@@ -326,13 +326,18 @@ def _name(text: str, roots: Sequence[str]) -> str:
     return shown(os.path.basename(text))
 
 
-def text_sha256(text: str, chunk: int = 1 << 20) -> str:
+def text_sha256(text: str) -> str:
+    """The SHA-256 of `text` as UTF-8, in hex (`text_digest`)."""
+    return text_digest(text).hex()
+
+
+def text_digest(text: str, chunk: int = 1 << 20) -> bytes:
     """The SHA-256 of `text` as UTF-8, a megabyte of characters at a time: no copy of a large text, and
     Ctrl-C lands between the chunks."""
     digest = hashlib.sha256()
     for at in range(0, len(text), chunk):
         digest.update(text[at:at + chunk].encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+    return digest.digest()
 
 
 def spool(docs: Iterable[Document], into: TextSpool) -> None:
