@@ -114,6 +114,8 @@ def test_stats_count_mismatches_and_ungrounded_records_apart():
     assert (stats.verified, stats.mismatched, stats.ungrounded, stats.ungrounded_values) == (2, 1, 1, 2)
     assert stats.to_dict()["by_doc"]["1"] == {"records": 2, "verified": 1, "mismatch": 1, "ungrounded": 0, "share": 0.5}
     assert stats.by_doc["2"] == DocEvidence(records=2, verified=1, mismatch=0, ungrounded=1)
+    assert list(stats.by_doc) == ["1", "2"] and "3" not in stats.by_doc and len(stats.by_doc) == 2
+    assert list(stats.by_doc._counts) == [2, 1, 1, 0, 2, 1, 0, 1], "four numbers a part in one array, no tuple held"
     assert "1 with a value that differs" in stats.line() and "2 values" in stats.line()
 
 

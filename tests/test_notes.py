@@ -633,6 +633,27 @@ def test_spooled_notes_are_written_a_note_at_a_time_and_put_in_the_order_asked()
     assert [ordered.has_note(k) for k in ("1", "2", "3", "4")] == [False, True, True, False]
 
 
+def test_rounds_over_the_same_keys_share_their_slots_and_neither_adds_a_key_to_the_other():
+    from r3con.notes.keyed import SpooledNotes
+
+    first = SpooledNotes()
+    for key in ("2", "1", "3"):
+        first.add(key, f"round 1, {key}")
+    one = first.ordered(["1", "2", "3"])
+    second = SpooledNotes()
+    for key in ("3", "1", "2"):
+        second.add(key, f"round 2, {key}")
+    two = second.ordered(["1", "2", "3"], like=one)
+    assert two._slots is one._slots and list(two._where) != list(one._where), "one dict of places, an array each"
+    assert dict(two) == {k: f"round 2, {k}" for k in ("1", "2", "3")} and dict(one) == {k: f"round 1, {k}" for k in ("1", "2", "3")}
+    two.add("4", "later")  # a key the other has not: the slots are copied first
+    assert "4" in two and "4" not in one and list(one) == ["1", "2", "3"] and two["4"] == "later"
+    one.add("1", "replaced")  # a key both have: only its own note changes
+    assert one["1"] == "replaced" and two["1"] == "round 2, 1"
+    other = second.ordered(["3", "2", "1"], like=one)  # another order: slots of its own
+    assert other._slots is not one._slots and list(other) == ["3", "2", "1"] and other["3"] == "round 2, 3"
+
+
 async def test_note_refs_are_made_when_read_and_equal_the_list_of_them():
     import pickle
 

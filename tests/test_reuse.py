@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import r3con
-from r3con.corpus.documents import documents_from_texts, load_corpus
+from r3con.corpus.documents import Document, documents_from_texts, load_corpus
 from r3con.errors import ConfigError
 from r3con.pipeline.method import run
 from r3con.pipeline.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
@@ -282,7 +282,20 @@ def test_the_decisions_per_document_are_made_a_document_at_a_time_in_the_order_t
     assert decisions.counts() == {"relevance-1": {"reused": 1, "recomputed": 1},
                                   "relevance-2": {"reused": 0, "recomputed": 1}, "populate": {"reused": 1, "recomputed": 0}}
     assert decisions.recomputed() == {"1": {"relevance-1": "no earlier run", "relevance-2": "notes shown changed"}}
-    assert set(decisions.by_stage["relevance-1"].values()) <= set(range(len(decisions.kinds))) and len(decisions.kinds) == 4
+    # a number a part and stage, in one array a stage (0: no decision there), the parts' places in one dict
+    assert list(decisions.by_stage["relevance-1"]) == [1, 2] and list(decisions.by_stage["populate"]) == [4]
+    assert list(decisions.by_stage["relevance-2"]) == [0, 3] and len(decisions.kinds) == 4
     decisions.note("1", "relevance-2", True, "same request")  # decided again (a re-plan): the last decision stands
     assert decisions.documents()["1"]["relevance-2"] == {"reused": True, "why": "same request"}
     assert decisions.whys()["relevance-2"] == {"same request": 1} and len(decisions.kinds) == 4
+
+
+def test_the_parts_contents_are_their_content_keys_held_as_bytes_in_the_parts_order():
+    from r3con.pipeline.reuse import Contents
+
+    docs = [Document(number=n, title=f"T{n}", text=f"text {n}") for n in (7, 3, 5)]
+    contents = Contents(docs)
+    assert dict(contents) == {d.key: content_key(d) for d in docs} and list(contents) == ["7", "3", "5"]
+    assert "3" in contents and "4" not in contents and len(contents) == 3 and len(contents._digests) == 30
+    with pytest.raises(KeyError):
+        contents["4"]

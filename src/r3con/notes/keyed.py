@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 import weakref
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -75,40 +76,63 @@ class KeyedBytes:
 
 
 class SpooledNotes(Mapping[str, str]):
-    """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds one int
-    a key; held as text, every round's notes stayed for the whole run, the first round's too, which only the
-    reuse record and the run folder read again. A round writes each note as its read returns (`add`), and
-    puts the keys in corpus order at its end (`ordered`)."""
+    """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds 8 bytes a
+    key in an array and the key's slot in a dict, which the rounds of a run share where their keys are the same
+    (`ordered(..., like=)`): one dict of positions, not a dict and an int a note each round (some 85 B a note a
+    round). Held as text, every round's notes stayed for the whole run, the first round's too, which only the
+    reuse record and the run folder read again. A round writes each note as its read returns (`add`), and puts
+    the keys in corpus order at its end (`ordered`)."""
 
     def __init__(self, notes: Mapping[str, str] | None = None, *, _spool: TextSpool | None = None,
-                 _at: dict[str, int] | None = None):
+                 _slots: dict[str, int] | None = None, _where: array[int] | None = None, _shared: bool = False):
         self._spool = _spool if _spool is not None else TextSpool("the notes")
-        self._at: dict[str, int] = _at if _at is not None else {}
+        self._slots: dict[str, int] = _slots if _slots is not None else {}  # key -> its place in `_where`
+        self._where: array[int] = _where if _where is not None else array("Q")  # each note's place and size, packed
+        self._shared = _shared  # `_slots` is another's too: copied before a key is added
         for key, text in (notes or {}).items():
             self.add(key, text)
 
     def add(self, key: str, text: str) -> None:
         """`text` as `key`'s note (a later one for a key replaces it)."""
-        self._at[key] = _pack(*self._spool.append(text))
+        where = _pack(*self._spool.append(text))
+        slot = self._slots.get(key)
+        if slot is not None:
+            self._where[slot] = where
+            return
+        if self._shared:
+            self._slots, self._shared = dict(self._slots), False
+        self._slots[key] = len(self._where)
+        self._where.append(where)
 
     def has_note(self, key: str) -> bool:
         """Whether `key` has a note that is not empty, without reading it back."""
-        return bool(self._at.get(key, 0) & _SIZE_MASK)
+        slot = self._slots.get(key)
+        return slot is not None and bool(self._where[slot] & _SIZE_MASK)
 
-    def ordered(self, keys: Iterable[str]) -> SpooledNotes:
-        """These notes (on the same file) with their keys in the order of `keys`, those without a note left out."""
-        at = self._at
-        return SpooledNotes(_spool=self._spool, _at={k: at[k] for k in keys if k in at})
+    def ordered(self, keys: Iterable[str], like: SpooledNotes | None = None) -> SpooledNotes:
+        """These notes (on the same file) with their keys in the order of `keys`, those without a note left out;
+        sharing `like`'s keys' slots where its keys are these, in this order (a run's rounds over the same parts)."""
+        slots, where = self._slots, self._where
+        order = [k for k in keys if k in slots]
+        placed = array("Q", (where[slots[k]] for k in order))
+        if like is not None and len(like._slots) == len(order) and all(
+                a == b for a, b in zip(like._slots, order, strict=True)):
+            like._shared = True  # neither adds a key to the other's slots
+            return SpooledNotes(_spool=self._spool, _slots=like._slots, _where=placed, _shared=True)
+        return SpooledNotes(_spool=self._spool, _slots={k: i for i, k in enumerate(order)}, _where=placed)
 
     def __getitem__(self, key: str) -> str:
-        where = self._at[key]
+        where = self._where[self._slots[key]]
         return self._spool.read(*_unpack(where))
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._slots  # not read back, as Mapping's would
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self._at)
+        return iter(self._slots)
 
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self._slots)
 
     def __reduce__(self) -> tuple[type[dict[str, str]], tuple[dict[str, str]]]:
         return dict, (dict(self),)  # pickled (to another process, a copy) as the notes themselves

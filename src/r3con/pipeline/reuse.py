@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import sqlite3
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -80,8 +81,37 @@ def store_path(cache_path: Path) -> Path:
 
 def content_key(doc: Document) -> str:
     """A document part as its reads see it: its title and text (its number may change with the corpus); the
-    text by its hash, which the corpus store keeps, so that a large corpus is not hashed again."""
-    return hashlib.sha256(f"{doc.title}\x00{doc.part}\x00{doc.sha256}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    text by its hash, which the corpus store keeps, so that a large corpus is not hashed again. 20 hex digits."""
+    return content_digest(doc).hex()
+
+
+def content_digest(doc: Document) -> bytes:
+    """`content_key` as the 10 bytes it spells."""
+    return hashlib.sha256(f"{doc.title}\x00{doc.part}\x00{doc.sha256}".encode("utf-8", "surrogatepass")).digest()[:10]
+
+
+class Contents(Mapping[str, str]):
+    """Each part's `content_key` by its key, in the parts' order: 10 bytes a part in one bytes object and its
+    place in one dict (a string a part and a dict entry was some 120 B a part for the whole run)."""
+
+    WIDTH = 10
+
+    def __init__(self, parts: Sequence[Document]):
+        self._at = {p.key: i for i, p in enumerate(parts)}
+        self._digests = b"".join(map(content_digest, parts))
+
+    def __getitem__(self, key: str) -> str:
+        at = self._at[key] * self.WIDTH
+        return self._digests[at:at + self.WIDTH].hex()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._at
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
 
 
 def question_key(task: str, settings: Settings) -> str:
@@ -278,18 +308,20 @@ def _kept(cache: CallCache, where: Callable[[str], str | None], digest: str) -> 
 
 @dataclass
 class Decisions:
-    """Per stage and document part: reused or recomputed, and why (reuse.json). Under its stage a document's
-    decision is the number of its (reused, why) pair in `kinds` (a handful of pairs in all: small ints are
-    shared), and the notes that ranked first for a later-round read are kept apart, only where there are
-    some; the entries are made as reuse.json is written. A dict a stage and document was 550 B a document
-    for the whole run at D = 3,000, a tuple each 105 B a stage (bench_engine heap)."""
+    """Per stage and document part: reused or recomputed, and why (reuse.json). A part's place is its number in
+    the order of its first decision (one dict for the run, `_slot`); under each stage its decision is the number
+    of its (reused, why) pair in `kinds` plus one, in an array of a number a part (0: none there; a handful of
+    pairs in all); the notes that ranked first for a later-round read are kept apart, only where there are some.
+    The entries are made as reuse.json is written. A dict a stage and document was 550 B a document for the
+    whole run at D = 3,000, a tuple each 105 B a stage (bench_engine heap), a dict of ints a stage some 52 B."""
 
     mode: str
     previous: str | None
-    by_stage: dict[str, dict[str, int]] = field(default_factory=dict)
+    by_stage: dict[str, array[int]] = field(default_factory=dict)
     kinds: list[tuple[bool, str]] = field(default_factory=list)
     tops: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     _kind: dict[tuple[bool, str], int] = field(default_factory=dict, repr=False)
+    _slot: dict[str, int] = field(default_factory=dict, repr=False)
 
     def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
         """`doc`'s `stage` was reused or not, and `why`; `top`: the notes that ranked first for a later-round read."""
@@ -297,7 +329,11 @@ class Decisions:
         if kind not in self._kind:
             self._kind[kind] = len(self.kinds)
             self.kinds.append(kind)
-        self.by_stage.setdefault(stage, {})[doc] = self._kind[kind]
+        slot = self._slot.setdefault(doc, len(self._slot))
+        decided = self.by_stage.setdefault(stage, array("I"))
+        if len(decided) <= slot:
+            decided.extend([0] * (slot + 1 - len(decided)))  # no decision there yet
+        decided[slot] = self._kind[kind] + 1
         if top:
             self.tops.setdefault(stage, {})[doc] = tuple(top)
         elif doc in self.tops.get(stage, {}):
@@ -305,37 +341,39 @@ class Decisions:
 
     def of(self, stage: str, doc: str) -> tuple[bool, str, tuple[str, ...]] | None:
         """`doc`'s decision in `stage` (reused, why, top), or None when it has none there."""
-        kind = self.by_stage.get(stage, {}).get(doc)
-        if kind is None:
+        slot, decided = self._slot.get(doc), self.by_stage.get(stage)
+        if slot is None or decided is None or slot >= len(decided) or not decided[slot]:
             return None
-        return (*self.kinds[kind], self.tops.get(stage, {}).get(doc, ()))
+        return (*self.kinds[decided[slot] - 1], self.tops.get(stage, {}).get(doc, ()))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
         out: dict[str, dict[str, int]] = {}
-        for stage, docs in self.by_stage.items():
-            reused = sum(1 for kind in docs.values() if self.kinds[kind][0])
-            out[stage] = {"reused": reused, "recomputed": len(docs) - reused}
+        for stage, decided in self.by_stage.items():
+            made = Counter(decided)
+            reused = sum(n for kind, n in made.items() if kind and self.kinds[kind - 1][0])
+            out[stage] = {"reused": reused, "recomputed": sum(n for kind, n in made.items() if kind) - reused}
         return out
 
     def whys(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts for each reason."""
         out: dict[str, dict[str, int]] = {}
-        for stage, docs in self.by_stage.items():
+        for stage, decided in self.by_stage.items():
             whys: Counter[str] = Counter()
-            for kind, count in Counter(docs.values()).items():
-                whys[self.kinds[kind][1]] += count
+            for kind, count in Counter(decided).items():
+                if kind:
+                    whys[self.kinds[kind - 1][1]] += count
             out[stage] = dict(whys.most_common())
         return out
 
     def recomputed(self) -> dict[str, dict[str, str]]:
         """Per document part, the stages it was recomputed in and why (the exceptions, when most is reused)."""
         out: dict[str, dict[str, str]] = {}
-        for stage, docs in self.by_stage.items():
-            for doc, kind in docs.items():
-                reused, why = self.kinds[kind]
-                if not reused:
-                    out.setdefault(doc, {})[stage] = why
+        for stage, decided in self.by_stage.items():
+            for doc, slot in self._slot.items():
+                kind = decided[slot] if slot < len(decided) else 0
+                if kind and not self.kinds[kind - 1][0]:
+                    out.setdefault(doc, {})[stage] = self.kinds[kind - 1][1]
         return out
 
     def documents(self) -> Mapping[str, dict[str, dict[str, Any]]]:
@@ -349,11 +387,10 @@ class Decisions:
 
 
 class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
-    """`Decisions.documents`: a document's stages, in the order its decisions were made."""
+    """`Decisions.documents`: a document's stages, the documents in the order their first decisions were made."""
 
     def __init__(self, decisions: Decisions):
         self._decisions = decisions
-        self._docs = dict.fromkeys(doc for docs in decisions.by_stage.values() for doc in docs)
 
     def __getitem__(self, doc: str) -> dict[str, dict[str, Any]]:
         out = {}
@@ -367,10 +404,10 @@ class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
         return out
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._docs)
+        return iter(self._decisions._slot)  # every part there has a decision: its slot is made with the first
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return len(self._decisions._slot)
 
 
 class Reuse:
@@ -401,7 +438,7 @@ class Reuse:
         """The run's document parts, as first planned or planned again for a window learned mid-run: every
         decision and the record for the next run are of these parts."""
         self.parts = tuple(parts)
-        self.content = {p.key: content_key(p) for p in parts}
+        self.content = Contents(parts)
         self._key_of: dict[str, str] | None = None
 
     @property

@@ -140,7 +140,9 @@ async def extract_relevance(
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         del sent  # each read's outcome: not held through the next round's planning and calls
-        notes = written.ordered(order)  # on disk since each read returned: the next round reads them back from there
+        # on disk since each read returned: the next round reads them back from there; the keys' slots the round's
+        # before it holds, where they are the same keys (most runs: every part has a note each round)
+        notes = written.ordered(order, like=previous if isinstance(previous, SpooledNotes) else None)
         del order
         rounds.append(notes)
         failures += failed
