@@ -115,7 +115,8 @@ def test_stats_count_mismatches_and_ungrounded_records_apart():
     assert stats.to_dict()["by_doc"]["1"] == {"records": 2, "verified": 1, "mismatch": 1, "ungrounded": 0, "share": 0.5}
     assert stats.by_doc["2"] == DocEvidence(records=2, verified=1, mismatch=0, ungrounded=1)
     assert list(stats.by_doc) == ["1", "2"] and "3" not in stats.by_doc and len(stats.by_doc) == 2
-    assert list(stats.by_doc._counts) == [2, 1, 1, 0, 2, 1, 0, 1], "four numbers a part in one array, no tuple held"
+    placed = EvidenceStats.of(records, places={"2": 0, "1": 1})  # the run's parts' places: their order
+    assert list(placed.by_doc) == ["2", "1"] and placed.by_doc == stats.by_doc and placed.to_dict() == stats.to_dict()
     assert "1 with a value that differs" in stats.line() and "2 values" in stats.line()
 
 

@@ -282,9 +282,9 @@ def test_the_decisions_per_document_are_made_a_document_at_a_time_in_the_order_t
     assert decisions.counts() == {"relevance-1": {"reused": 1, "recomputed": 1},
                                   "relevance-2": {"reused": 0, "recomputed": 1}, "populate": {"reused": 1, "recomputed": 0}}
     assert decisions.recomputed() == {"1": {"relevance-1": "no earlier run", "relevance-2": "notes shown changed"}}
-    # a number a part and stage, in one array a stage (0: no decision there), the parts' places in one dict
-    assert list(decisions.by_stage["relevance-1"]) == [1, 2] and list(decisions.by_stage["populate"]) == [4]
-    assert list(decisions.by_stage["relevance-2"]) == [0, 3] and len(decisions.kinds) == 4
+    # a number a part and stage (its kind's), in an array a stage
+    assert dict(decisions.by_stage["relevance-1"]) == {"2": 0, "1": 1} and dict(decisions.by_stage["populate"]) == {"2": 3}
+    assert dict(decisions.by_stage["relevance-2"]) == {"1": 2} and len(decisions.kinds) == 4
     decisions.note("1", "relevance-2", True, "same request")  # decided again (a re-plan): the last decision stands
     assert decisions.documents()["1"]["relevance-2"] == {"reused": True, "why": "same request"}
     assert decisions.whys()["relevance-2"] == {"same request": 1} and len(decisions.kinds) == 4
@@ -299,3 +299,18 @@ def test_the_parts_contents_are_their_content_keys_held_as_bytes_in_the_parts_or
     assert "3" in contents and "4" not in contents and len(contents) == 3 and len(contents._digests) == 30
     with pytest.raises(KeyError):
         contents["4"]
+
+
+def test_the_decisions_of_a_runs_parts_are_held_beside_their_places_in_the_parts_order():
+    from r3con.corpus.places import Parts
+    from r3con.pipeline.reuse import Decisions
+
+    parts = Parts(Document(number=n, title=f"T{n}", text=f"text {n}") for n in (4, 8, 6))
+    decisions = Decisions("exact", None, parts.places)
+    decisions.note("6", "relevance-1", False, "no earlier run")
+    decisions.note("4", "relevance-1", True, "same request")
+    decisions.note("8", "relevance-2", False, "notes shown changed", ("4",))
+    assert all(d._places is parts.places for d in decisions.by_stage.values()), "no dict of their own"
+    assert list(decisions.documents()) == ["4", "6", "8"] and len(decisions.documents()) == 3
+    assert decisions.of("relevance-2", "8") == (False, "notes shown changed", ("4",)) and decisions.of("relevance-2", "4") is None
+    assert decisions.counts() == {"relevance-1": {"reused": 1, "recomputed": 1}, "relevance-2": {"reused": 0, "recomputed": 1}}

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import re
 import sys
-from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from ..artifacts.jsonstream import Each
+from ..corpus.places import PerPart
 from ._fold import fold
 from ._locate import FUZZY_MIN_CHARS, FUZZY_THRESHOLD, Haystack, Match, MatchKind, fuzzy_score, locate
 from ._verify import Difference, Outcome, Verdict, differences, verify
@@ -207,36 +207,28 @@ class DocEvidence(NamedTuple):
 
 
 class _ByDoc(Mapping[str, DocEvidence]):
-    """`EvidenceStats.by_doc` as `EvidenceStats.of` counts it: each part's four counts in one array, its place in
-    one dict, a `DocEvidence` made when asked for (a tuple a part held for the whole run was 80 B more)."""
+    """`EvidenceStats.by_doc` as `EvidenceStats.of` counts it: each part's four counts in arrays beside the run's
+    parts' places (`corpus.places`), a `DocEvidence` made when asked for (a tuple a part held for the whole run
+    was 80 B more, and the dict of them 40 B)."""
 
-    def __init__(self) -> None:
-        self._at: dict[str, int] = {}
-        self._counts = array("Q")
+    def __init__(self, places: Mapping[str, int]):
+        self._counts = tuple(PerPart(places) for _ in DocEvidence._fields)
 
     def count(self, key: str, verified: bool, mismatch: bool, ungrounded: bool) -> None:
-        at = self._at.get(key)
-        if at is None:
-            at = self._at[key] = len(self._at)
-            self._counts.extend((0, 0, 0, 0))
-        counts, i = self._counts, 4 * at
-        counts[i] += 1
-        counts[i + 1] += verified
-        counts[i + 2] += mismatch
-        counts[i + 3] += ungrounded
+        for counts, more in zip(self._counts, (True, verified, mismatch, ungrounded), strict=True):
+            counts[key] = counts.get(key, 0) + more
 
     def __getitem__(self, key: str) -> DocEvidence:
-        i = 4 * self._at[key]
-        return DocEvidence(*self._counts[i:i + 4])
+        return DocEvidence(*(counts[key] for counts in self._counts))
 
     def __contains__(self, key: object) -> bool:
-        return key in self._at
+        return key in self._counts[0]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._at)
+        return iter(self._counts[0])
 
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self._counts[0])
 
 
 def _doc_counts(counts: DocEvidence) -> dict[str, Any]:
@@ -267,10 +259,12 @@ class EvidenceStats:
         return self.by_match.get("mismatch", 0)
 
     @classmethod
-    def of(cls, records: Iterable[Mapping[str, Any]], reasked: int = 0, dropped: int = 0) -> EvidenceStats:
-        """Counts over `records` (dropped ones included, so the share says what the model gave), read once."""
+    def of(cls, records: Iterable[Mapping[str, Any]], reasked: int = 0, dropped: int = 0,
+           places: Mapping[str, int] | None = None) -> EvidenceStats:
+        """Counts over `records` (dropped ones included, so the share says what the model gave), read once; those
+        per document part in the order of `places` (the run's parts'), then of the parts first seen."""
         by_match = dict.fromkeys(MATCH_KINDS, 0)
-        by_doc = _ByDoc()
+        by_doc = _ByDoc(places if places is not None else {})
         count = ungrounded = ungrounded_values = 0
         for r in records:
             count += 1

@@ -23,11 +23,13 @@ _SIZE_MASK = (1 << _SIZE_BITS) - 1
 
 
 class KeyedBytes:
-    """`put(key, data)`, then `get` or `pop` it by key (a later `put` for a key replaces its entry)."""
+    """`put(key, data)`, then `get` or `pop` it by key (a later `put` for a key replaces its entry). A key's slot in
+    a dict, where its entry is and its size in an array (8 B; an int each was 32 B)."""
 
     def __init__(self) -> None:
         self._file: Any = None
-        self._at: dict[str, int] = {}
+        self._slots: dict[str, int] = {}
+        self._where = array("Q")
 
     def put(self, key: str, data: bytes) -> None:
         _pack(0, len(data))  # too large for an entry: said before anything is written
@@ -40,55 +42,60 @@ class KeyedBytes:
             self._file.flush()  # a full disk says so here, not when the entry is read back
         except OSError as exc:  # named, so that a full disk's message says where (an unnamed file has no name)
             raise OSError(exc.errno, exc.strerror, f"a temporary file in {tempfile.gettempdir()} (TMPDIR)") from exc
-        self._at[key] = _pack(at, len(data))
+        slot = self._slots.get(key)
+        if slot is None:
+            self._slots[key] = len(self._where)
+            self._where.append(_pack(at, len(data)))
+        else:
+            self._where[slot] = _pack(at, len(data))
 
     def get(self, key: str) -> bytes | None:
         """`key`'s entry, or None when it has none."""
-        return self._read(self._at.get(key))
+        return self._read(self._slots.get(key))
 
     def pop(self, key: str) -> bytes | None:
         """`key`'s entry, no longer kept; None when it has none (or it was taken already)."""
-        return self._read(self._at.pop(key, None))
+        return self._read(self._slots.pop(key, None))
 
-    def _read(self, where: int | None) -> bytes | None:
-        if where is None or self._file is None:
+    def _read(self, slot: int | None) -> bytes | None:
+        if slot is None or self._file is None:
             return None
-        at, size = _unpack(where)
+        at, size = _unpack(self._where[slot])
         self._file.seek(at)
         data: bytes = self._file.read(size)
         return data
 
     def __contains__(self, key: object) -> bool:
-        return key in self._at
+        return key in self._slots
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._at)
+        return iter(self._slots)
 
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self._slots)
 
     def close(self) -> None:
         """The file closed (and so gone) now, and the entries with it."""
         if self._file is not None:
             self._closer()
             self._file = None
-        self._at.clear()
+        self._slots.clear()
+        self._where = array("Q")
 
 
 class SpooledNotes(Mapping[str, str]):
     """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds 8 bytes a
-    key in an array and the key's slot in a dict, which the rounds of a run share where their keys are the same
-    (`ordered(..., like=)`): one dict of positions, not a dict and an int a note each round (some 85 B a note a
-    round). Held as text, every round's notes stayed for the whole run, the first round's too, which only the
-    reuse record and the run folder read again. A round writes each note as its read returns (`add`), and puts
-    the keys in corpus order at its end (`ordered`)."""
+    key in an array and the key's slot in a dict, which is the run's parts' places (`corpus.places`) where the
+    notes are of every part in their order (`ordered(..., places=)`): one dict for the run, not a dict and an int
+    a note each round (some 85 B a note a round). Held as text, every round's notes stayed for the whole run, the
+    first round's too, which only the reuse record and the run folder read again. A round writes each note as
+    its read returns (`add`), and puts the keys in corpus order at its end (`ordered`)."""
 
     def __init__(self, notes: Mapping[str, str] | None = None, *, _spool: TextSpool | None = None,
-                 _slots: dict[str, int] | None = None, _where: array[int] | None = None, _shared: bool = False):
+                 _slots: Mapping[str, int] | None = None, _where: array[int] | None = None):
         self._spool = _spool if _spool is not None else TextSpool("the notes")
-        self._slots: dict[str, int] = _slots if _slots is not None else {}  # key -> its place in `_where`
+        self._slots: Mapping[str, int] = _slots if _slots is not None else {}  # key -> its place in `_where`
         self._where: array[int] = _where if _where is not None else array("Q")  # each note's place and size, packed
-        self._shared = _shared  # `_slots` is another's too: copied before a key is added
         for key, text in (notes or {}).items():
             self.add(key, text)
 
@@ -99,9 +106,9 @@ class SpooledNotes(Mapping[str, str]):
         if slot is not None:
             self._where[slot] = where
             return
-        if self._shared:
-            self._slots, self._shared = dict(self._slots), False
-        self._slots[key] = len(self._where)
+        slots = self._slots if isinstance(self._slots, _Own) else _Own(self._slots)  # never the places it shares
+        slots[key] = len(self._where)
+        self._slots = slots
         self._where.append(where)
 
     def has_note(self, key: str) -> bool:
@@ -109,17 +116,16 @@ class SpooledNotes(Mapping[str, str]):
         slot = self._slots.get(key)
         return slot is not None and bool(self._where[slot] & _SIZE_MASK)
 
-    def ordered(self, keys: Iterable[str], like: SpooledNotes | None = None) -> SpooledNotes:
+    def ordered(self, keys: Iterable[str], places: Mapping[str, int] | None = None) -> SpooledNotes:
         """These notes (on the same file) with their keys in the order of `keys`, those without a note left out;
-        sharing `like`'s keys' slots where its keys are these, in this order (a run's rounds over the same parts)."""
+        their slots `places` where its keys are these, in this order (a round with a note for every part)."""
         slots, where = self._slots, self._where
         order = [k for k in keys if k in slots]
         placed = array("Q", (where[slots[k]] for k in order))
-        if like is not None and len(like._slots) == len(order) and all(
-                a == b for a, b in zip(like._slots, order, strict=True)):
-            like._shared = True  # neither adds a key to the other's slots
-            return SpooledNotes(_spool=self._spool, _slots=like._slots, _where=placed, _shared=True)
-        return SpooledNotes(_spool=self._spool, _slots={k: i for i, k in enumerate(order)}, _where=placed)
+        if places is not None and len(places) == len(order) and all(
+                a == b for a, b in zip(places, order, strict=True)):
+            return SpooledNotes(_spool=self._spool, _slots=places, _where=placed)
+        return SpooledNotes(_spool=self._spool, _slots=_Own((k, i) for i, k in enumerate(order)), _where=placed)
 
     def __getitem__(self, key: str) -> str:
         where = self._where[self._slots[key]]
@@ -136,6 +142,10 @@ class SpooledNotes(Mapping[str, str]):
 
     def __reduce__(self) -> tuple[type[dict[str, str]], tuple[dict[str, str]]]:
         return dict, (dict(self),)  # pickled (to another process, a copy) as the notes themselves
+
+
+class _Own(dict[str, int]):
+    """The slots of a `SpooledNotes` of its own, which it adds keys to (a dict it was given is never changed)."""
 
 
 def _pack(at: int, size: int) -> int:

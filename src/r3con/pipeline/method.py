@@ -14,6 +14,7 @@ from ..artifacts.folder import RunDir
 from ..config import DEFAULT_CONCURRENCY, Settings
 from ..corpus.documents import Document, FilesSeen, split_documents, split_documents_async, spool
 from ..corpus.inputs import Inputs
+from ..corpus.places import Parts
 from ..corpus.spool import TextSpool
 from ..corpus.store import CorpusStore, EmbeddingsSeen, Split
 from ..engine import open_engine
@@ -236,7 +237,7 @@ class _Stored:
         if self.texts is not None:
             spool((*docs, *parts), self.texts)
             give_back()  # the texts' memory, now on disk
-        return parts
+        return Parts(parts)  # their places by key made once, for what the run holds per part (`corpus.places`)
 
     async def resplit(self, docs: tuple[Document, ...], budget: int) -> tuple[Document, ...]:
         """The parts of `docs` for a smaller window learned mid-run (split here, as the store's cuts are for the
@@ -245,7 +246,7 @@ class _Stored:
         if self.texts is not None:
             spool(parts, self.texts)
             give_back()
-        return parts
+        return Parts(parts)
 
     def embedder(self, embed: Embed, model: str | None) -> Embed:
         """`embed`, keeping its vectors in the store when there is one."""

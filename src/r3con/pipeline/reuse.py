@@ -31,7 +31,6 @@ import functools
 import hashlib
 import json
 import sqlite3
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from typing import Any
 
 from ..config import Settings
 from ..corpus.documents import Document
+from ..corpus.places import Parts, PerPart, places_of
 from ..db import open_private
 from ..errors import ConfigError
 from ..llm.answered import Answered
@@ -91,13 +91,13 @@ def content_digest(doc: Document) -> bytes:
 
 
 class Contents(Mapping[str, str]):
-    """Each part's `content_key` by its key, in the parts' order: 10 bytes a part in one bytes object and its
-    place in one dict (a string a part and a dict entry was some 120 B a part for the whole run)."""
+    """Each part's `content_key` by its key, in the parts' order: 10 bytes a part in one bytes object beside the
+    parts' places (a string a part and a dict entry was some 120 B a part for the whole run)."""
 
     WIDTH = 10
 
     def __init__(self, parts: Sequence[Document]):
-        self._at = {p.key: i for i, p in enumerate(parts)}
+        self._at = places_of(parts)  # the run's one dict of them, for `Parts`
         self._digests = b"".join(map(content_digest, parts))
 
     def __getitem__(self, key: str) -> str:
@@ -308,20 +308,20 @@ def _kept(cache: CallCache, where: Callable[[str], str | None], digest: str) -> 
 
 @dataclass
 class Decisions:
-    """Per stage and document part: reused or recomputed, and why (reuse.json). A part's place is its number in
-    the order of its first decision (one dict for the run, `_slot`); under each stage its decision is the number
-    of its (reused, why) pair in `kinds` plus one, in an array of a number a part (0: none there; a handful of
-    pairs in all); the notes that ranked first for a later-round read are kept apart, only where there are some.
-    The entries are made as reuse.json is written. A dict a stage and document was 550 B a document for the
-    whole run at D = 3,000, a tuple each 105 B a stage (bench_engine heap), a dict of ints a stage some 52 B."""
+    """Per stage and document part: reused or recomputed, and why (reuse.json). Under its stage a part's decision
+    is the number of its (reused, why) pair in `kinds` (a handful of pairs in all), held in an array at the
+    part's place in the run's parts (`PerPart` over `places`); the notes that ranked first for a later-round
+    read are kept apart, only where there are some. The entries are made as reuse.json is written. A dict a
+    stage and document was 550 B a document for the whole run at D = 3,000, a tuple each 105 B a stage
+    (bench_engine heap), a dict of ints a stage some 40 B."""
 
     mode: str
     previous: str | None
-    by_stage: dict[str, array[int]] = field(default_factory=dict)
+    places: Mapping[str, int] = field(default_factory=dict)  # the run's parts' places (`Parts.places`)
+    by_stage: dict[str, PerPart] = field(default_factory=dict)
     kinds: list[tuple[bool, str]] = field(default_factory=list)
     tops: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     _kind: dict[tuple[bool, str], int] = field(default_factory=dict, repr=False)
-    _slot: dict[str, int] = field(default_factory=dict, repr=False)
 
     def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
         """`doc`'s `stage` was reused or not, and `why`; `top`: the notes that ranked first for a later-round read."""
@@ -329,11 +329,10 @@ class Decisions:
         if kind not in self._kind:
             self._kind[kind] = len(self.kinds)
             self.kinds.append(kind)
-        slot = self._slot.setdefault(doc, len(self._slot))
-        decided = self.by_stage.setdefault(stage, array("I"))
-        if len(decided) <= slot:
-            decided.extend([0] * (slot + 1 - len(decided)))  # no decision there yet
-        decided[slot] = self._kind[kind] + 1
+        decided = self.by_stage.get(stage)
+        if decided is None:
+            decided = self.by_stage[stage] = PerPart(self.places)
+        decided[doc] = self._kind[kind]
         if top:
             self.tops.setdefault(stage, {})[doc] = tuple(top)
         elif doc in self.tops.get(stage, {}):
@@ -341,18 +340,17 @@ class Decisions:
 
     def of(self, stage: str, doc: str) -> tuple[bool, str, tuple[str, ...]] | None:
         """`doc`'s decision in `stage` (reused, why, top), or None when it has none there."""
-        slot, decided = self._slot.get(doc), self.by_stage.get(stage)
-        if slot is None or decided is None or slot >= len(decided) or not decided[slot]:
+        kind = self.by_stage[stage].get(doc) if stage in self.by_stage else None
+        if kind is None:
             return None
-        return (*self.kinds[decided[slot] - 1], self.tops.get(stage, {}).get(doc, ()))
+        return (*self.kinds[kind], self.tops.get(stage, {}).get(doc, ()))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
         out: dict[str, dict[str, int]] = {}
         for stage, decided in self.by_stage.items():
-            made = Counter(decided)
-            reused = sum(n for kind, n in made.items() if kind and self.kinds[kind - 1][0])
-            out[stage] = {"reused": reused, "recomputed": sum(n for kind, n in made.items() if kind) - reused}
+            reused = sum(n for kind, n in Counter(decided.values()).items() if self.kinds[kind][0])
+            out[stage] = {"reused": reused, "recomputed": len(decided) - reused}
         return out
 
     def whys(self) -> dict[str, dict[str, int]]:
@@ -360,9 +358,8 @@ class Decisions:
         out: dict[str, dict[str, int]] = {}
         for stage, decided in self.by_stage.items():
             whys: Counter[str] = Counter()
-            for kind, count in Counter(decided).items():
-                if kind:
-                    whys[self.kinds[kind - 1][1]] += count
+            for kind, count in Counter(decided.values()).items():
+                whys[self.kinds[kind][1]] += count
             out[stage] = dict(whys.most_common())
         return out
 
@@ -370,10 +367,10 @@ class Decisions:
         """Per document part, the stages it was recomputed in and why (the exceptions, when most is reused)."""
         out: dict[str, dict[str, str]] = {}
         for stage, decided in self.by_stage.items():
-            for doc, slot in self._slot.items():
-                kind = decided[slot] if slot < len(decided) else 0
-                if kind and not self.kinds[kind - 1][0]:
-                    out.setdefault(doc, {})[stage] = self.kinds[kind - 1][1]
+            for doc, kind in decided.items():
+                reused, why = self.kinds[kind]
+                if not reused:
+                    out.setdefault(doc, {})[stage] = why
         return out
 
     def documents(self) -> Mapping[str, dict[str, dict[str, Any]]]:
@@ -387,7 +384,8 @@ class Decisions:
 
 
 class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
-    """`Decisions.documents`: a document's stages, the documents in the order their first decisions were made."""
+    """`Decisions.documents`: a document's stages; the documents of the first stage, then those new in each next
+    one, each stage's in the parts' order."""
 
     def __init__(self, decisions: Decisions):
         self._decisions = decisions
@@ -404,10 +402,14 @@ class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
         return out
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._decisions._slot)  # every part there has a decision: its slot is made with the first
+        stages = list(self._decisions.by_stage.values())
+        for i, decided in enumerate(stages):
+            for doc in decided:
+                if not any(doc in earlier for earlier in stages[:i]):
+                    yield doc
 
     def __len__(self) -> int:
-        return len(self._decisions._slot)
+        return sum(1 for _ in self)
 
 
 class Reuse:
@@ -423,7 +425,7 @@ class Reuse:
         self._reasons: dict[tuple[str, int], str] = {}  # why `keep_note` had a document read again
         self._earlier = {content for _, content in self.previous.reads}
         self._numbers = set(self.previous.sources.values())
-        self.decisions = Decisions(mode, self.previous.run_dir)
+        self.decisions = Decisions(mode, self.previous.run_dir, places_of(self.parts))
         self._layer: Answered | None = None
         self._finals_differ: bool | None = None  # `_finals_changed`, once compared
 
@@ -437,8 +439,8 @@ class Reuse:
     def replanned(self, parts: Sequence[Document]) -> None:
         """The run's document parts, as first planned or planned again for a window learned mid-run: every
         decision and the record for the next run are of these parts."""
-        self.parts = tuple(parts)
-        self.content = Contents(parts)
+        self.parts = parts if isinstance(parts, Parts) else Parts(parts)  # the places its records share
+        self.content = Contents(self.parts)
         self._key_of: dict[str, str] | None = None
 
     @property

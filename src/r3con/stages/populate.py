@@ -24,6 +24,7 @@ import jsonschema
 from ..artifacts.rows import SpooledRows
 from ..config import Settings
 from ..corpus.documents import Document
+from ..corpus.places import PerPart, places_of
 from ..corpus.spool import TextSpool
 from ..errors import OutputError
 from ..evidence.citations import EvidenceStats, Haystack
@@ -325,7 +326,8 @@ async def populate(
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables = {name: SpooledRows(spool) for name in names}
-    per_doc: dict[str, int] = {}
+    places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
+    per_doc = PerPart(places)  # records kept per part: an array beside the places, not a dict of its own
     failures: list[Failure] = []
     repaired = reasked = shared_first = evidence_reasked = 0
     kept: set[str] = set()
@@ -349,7 +351,7 @@ async def populate(
                 count += 1
             per_doc[doc.key] = count
 
-    evidence = EvidenceStats.of(given(), dropped=0)  # the one pass over the records: counted, then kept or dropped
+    evidence = EvidenceStats.of(given(), dropped=0, places=places)  # the one pass: counted, then kept or dropped
     for doc, result in outcomes:
         if isinstance(result, Failure):
             failures.append(result)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..corpus.documents import Document
+from ..corpus.places import places_of
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest
 from ..notes.keyed import SpooledNotes
@@ -120,6 +121,7 @@ async def extract_relevance(
     selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
     warm: frozenset[str] | None = None
+    places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
     for round_no in range(1, options.rounds + 1):
         round_ = _Round(llm, task, round_no, options, previous, docs, warm=warm)
         sent, seen = await round_.run(seen)
@@ -140,9 +142,9 @@ async def extract_relevance(
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         del sent  # each read's outcome: not held through the next round's planning and calls
-        # on disk since each read returned: the next round reads them back from there; the keys' slots the round's
-        # before it holds, where they are the same keys (most runs: every part has a note each round)
-        notes = written.ordered(order, like=previous if isinstance(previous, SpooledNotes) else None)
+        # on disk since each read returned: the next round reads them back from there; in the parts' places, where
+        # every part has a note (most runs, each round)
+        notes = written.ordered(order, places)
         del order
         rounds.append(notes)
         failures += failed
