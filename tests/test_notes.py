@@ -719,3 +719,18 @@ async def test_final_notes_chosen_elsewhere_are_the_choice_and_head_made_here_an
         assert elsewhere.made == 2 and there.selector._bm25 is None, "ranked there, not here"
         assert (await there.head()).keys == (await here.head()).keys
         assert [await there.for_document(k) for k in ("1", "40")] == [await here.for_document(k) for k in ("1", "40")]
+
+
+async def test_a_selector_over_a_note_for_every_part_finds_a_notes_place_in_the_parts_places():
+    from r3con.corpus.places import Parts
+    from r3con.notes.keyed import SpooledNotes
+    from r3con.notes.selection import NoteRefs
+
+    parts = Parts(Document(number=n, title=f"T{n}", text="") for n in (5, 1, 3))
+    notes = SpooledNotes({p.key: f"Ann met Bob on day {p.number}." for p in parts})
+    selector = NotesSelector(NoteRefs(parts, notes), 200)
+    choice = await selector.select("Who met Bob?", exclude="1")
+    assert selector._at is parts.places and '"1"' not in choice.text and '"5"' in choice.text
+    some = NotesSelector(NoteRefs(parts, {"5": "a note", "3": "another"}), 200)  # a part without one: its own map
+    await some.select("Who?", exclude="3")
+    assert some._at == {"5": 0, "3": 1}

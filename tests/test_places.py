@@ -38,3 +38,7 @@ def test_a_number_per_part_is_held_in_the_parts_order_and_says_what_it_lacks():
         counts[parts[1].key]
     with pytest.raises(ValueError, match="0 or more"):
         counts[first] = -1
+    del counts[last]
+    assert list(counts) == [first, "elsewhere"] and len(counts) == 2 and counts.pop(first) == 0 and len(counts) == 1
+    with pytest.raises(KeyError):
+        del counts[last]

@@ -314,3 +314,18 @@ def test_the_decisions_of_a_runs_parts_are_held_beside_their_places_in_the_parts
     assert list(decisions.documents()) == ["4", "6", "8"] and len(decisions.documents()) == 3
     assert decisions.of("relevance-2", "8") == (False, "notes shown changed", ("4",)) and decisions.of("relevance-2", "4") is None
     assert decisions.counts() == {"relevance-1": {"reused": 1, "recomputed": 1}, "relevance-2": {"reused": 0, "recomputed": 1}}
+
+
+def test_the_notes_that_ranked_first_are_held_as_places_and_read_back_as_their_keys():
+    from r3con.corpus.places import Parts
+    from r3con.pipeline.reuse import Tops
+
+    parts = Parts(Document(number=n, title=f"T{n}", text=f"text {n}") for n in (4, 8, 6, 2))
+    tops = Tops(parts.places)
+    tops["8"] = ("2", "4", "6")
+    tops["4"] = ("8", "elsewhere")  # a key the parts lack: a tuple of keys for this read
+    tops["6"] = ("4",)
+    tops["2"] = ("6",)
+    tops["2"] = ()  # decided again without one: none
+    assert dict(tops) == {"8": ("2", "4", "6"), "6": ("4",), "4": ("8", "elsewhere")} and len(tops) == 3
+    assert tops._packed["8"] == 4 | 1 << 21 | 3 << 42 and "4" not in tops._packed and "2" not in tops

@@ -10,7 +10,7 @@ of places, 8 B a number.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,7 @@ def _places(parts: Sequence[Document]) -> dict[str, int]:
     return places
 
 
-class PerPart(Mapping[str, int]):
+class PerPart(MutableMapping[str, int]):
     """A number (0 or more) per part key, held in an array at the part's place in `places`; a key not among them
     gets a place after them. Iterated in the parts' order, those with a number only."""
 
@@ -63,6 +63,13 @@ class PerPart(Mapping[str, int]):
         self._count += values[slot] == MISSING
         values[slot] = value
 
+    def __delitem__(self, key: str) -> None:
+        slot = self._slot(key)
+        if slot is None or self._values[slot] == MISSING:
+            raise KeyError(key)
+        self._values[slot] = MISSING
+        self._count -= 1
+
     def __getitem__(self, key: str) -> int:
         value = self._value(key)
         if value == MISSING:
@@ -82,8 +89,12 @@ class PerPart(Mapping[str, int]):
     def __len__(self) -> int:
         return self._count
 
-    def _value(self, key: str) -> int:
+    def _slot(self, key: str) -> int | None:
         slot = self._places.get(key)
         if slot is None:
             slot = self._extra.get(key)
-        return self._values[slot] if slot is not None and slot < len(self._values) else MISSING
+        return slot if slot is not None and slot < len(self._values) else None
+
+    def _value(self, key: str) -> int:
+        slot = self._slot(key)
+        return MISSING if slot is None else self._values[slot]

@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 import numpy as np
 
 from ..corpus.documents import Document
+from ..corpus.places import Parts
 from ..errors import ContextTooLong
 from ..evidence.citations import document_refs
 from ..prompts.render import attribute
@@ -115,6 +116,12 @@ class NoteRefs(Made[NoteRef]):
         """The document key of note `i`, without reading its text (what a call was shown is recorded by key: reading
         each note back for it doubled the notes read a call, +2.3 ms of CPU a call at D = 2,000)."""
         return self._docs[self._at[i]].key
+
+    def places(self) -> Mapping[str, int] | None:
+        """Each note's position by its document key when that is the run's parts' places (a note for every part
+        of a `Parts`): the run's one dict of them, not another; else None."""
+        docs = self._docs
+        return docs.places if isinstance(docs, Parts) and len(self._at) == len(docs) else None
 
     def without(self, positions: Iterable[int]) -> NoteRefs:
         """These notes but those at `positions`."""
@@ -422,7 +429,7 @@ class NotesSelector:
         self.refs: Sequence[NoteRef] = refs if isinstance(refs, NoteRefs) else tuple(refs)  # NoteRefs: made when read
         self.budget = budget or None
         self._embed = embed
-        self._at: dict[str, int] | None = None  # a note's position by its document key (`_position`)
+        self._at: Mapping[str, int] | None = None  # a note's position by its document key (`_position`)
         # each note's tokens in full (less the <notes> tags) and as an index line (`_index`, on first use): 8 B a
         # note each; the index lines themselves are made again for the few a choice shows (`_render`)
         self._full_cost = array("q", (estimate_tokens(format_notes([r])) - 3 for r in self.refs))
@@ -578,7 +585,8 @@ class NotesSelector:
         if key is None:
             return None
         if self._at is None:
-            self._at = {label: i for i, label in enumerate(_labels(self.refs))}
+            shared = self.refs.places() if isinstance(self.refs, NoteRefs) else None
+            self._at = shared if shared is not None else {label: i for i, label in enumerate(_labels(self.refs))}
         return self._at.get(key)
 
     def release(self) -> None:

@@ -320,7 +320,7 @@ class Decisions:
     places: Mapping[str, int] = field(default_factory=dict)  # the run's parts' places (`Parts.places`)
     by_stage: dict[str, PerPart] = field(default_factory=dict)
     kinds: list[tuple[bool, str]] = field(default_factory=list)
-    tops: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    tops: dict[str, Tops] = field(default_factory=dict)
     _kind: dict[tuple[bool, str], int] = field(default_factory=dict, repr=False)
 
     def note(self, doc: str, stage: str, reused: bool, why: str, top: Sequence[str] = ()) -> None:
@@ -333,17 +333,19 @@ class Decisions:
         if decided is None:
             decided = self.by_stage[stage] = PerPart(self.places)
         decided[doc] = self._kind[kind]
-        if top:
-            self.tops.setdefault(stage, {})[doc] = tuple(top)
-        elif doc in self.tops.get(stage, {}):
-            del self.tops[stage][doc]
+        tops = self.tops.get(stage)
+        if top and tops is None:
+            tops = self.tops[stage] = Tops(self.places)
+        if tops is not None:
+            tops[doc] = tuple(top)
 
     def of(self, stage: str, doc: str) -> tuple[bool, str, tuple[str, ...]] | None:
         """`doc`'s decision in `stage` (reused, why, top), or None when it has none there."""
         kind = self.by_stage[stage].get(doc) if stage in self.by_stage else None
         if kind is None:
             return None
-        return (*self.kinds[kind], self.tops.get(stage, {}).get(doc, ()))
+        tops = self.tops.get(stage)
+        return (*self.kinds[kind], tops.get(doc, ()) if tops is not None else ())
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per stage: how many document parts were reused and recomputed."""
@@ -381,6 +383,64 @@ class Decisions:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "previous_run": self.previous, "counts": self.counts(), "why": self.whys(),
                 "documents": self.documents()}
+
+
+class Tops(Mapping[str, tuple[str, ...]]):
+    """A stage's notes that ranked first for each later-round read (`TOP` at most), by the read's part: their
+    places among the run's parts (`places`), each plus one in `BITS` bits of one number a part (`PerPart`); a
+    tuple of their keys only for a read whose are not all among the parts. A tuple a read and its dict entry
+    were some 100 B a part for the whole run."""
+
+    BITS = 21  # a place plus one: parts up to 2 million (past that, the tuples)
+
+    def __init__(self, places: Mapping[str, int]):
+        self._places = places
+        self._packed = PerPart(places)
+        self._other: dict[str, tuple[str, ...]] = {}
+        self._keys: list[str] | None = None  # the parts' keys by place, made when a top is first read back
+
+    def __setitem__(self, doc: str, top: tuple[str, ...]) -> None:
+        self._packed.pop(doc, None)
+        self._other.pop(doc, None)
+        if not top:
+            return
+        packed = self._pack(top)
+        if packed is None:
+            self._other[doc] = top
+        else:
+            self._packed[doc] = packed
+
+    def __getitem__(self, doc: str) -> tuple[str, ...]:
+        packed = self._packed.get(doc)
+        if packed is None:
+            return self._other[doc]
+        if self._keys is None:
+            self._keys = [""] * (max(self._places.values(), default=-1) + 1)
+            for key, place in self._places.items():
+                self._keys[place] = key
+        mask, out = (1 << self.BITS) - 1, []
+        while packed:
+            out.append(self._keys[(packed & mask) - 1])
+            packed >>= self.BITS
+        return tuple(out)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._packed
+        yield from self._other
+
+    def __len__(self) -> int:
+        return len(self._packed) + len(self._other)
+
+    def _pack(self, top: tuple[str, ...]) -> int | None:
+        if len(top) * self.BITS > 63:
+            return None
+        packed = 0
+        for i, key in enumerate(top):
+            place = self._places.get(key)
+            if place is None or place + 1 >= 1 << self.BITS:
+                return None
+            packed |= (place + 1) << (i * self.BITS)
+        return packed
 
 
 class _PerDocument(Mapping[str, dict[str, dict[str, Any]]]):
