@@ -559,7 +559,7 @@ def test_keyed_bytes_give_back_each_entry_by_key_hold_an_int_a_key_and_go_with_t
     store.put("2", "Ünïcode \x00 bytes".encode())
     store.put("1", b"replaced")  # a later entry for a key replaces it
     assert store.get("1") == b"replaced" and store.get("2") == "Ünïcode \x00 bytes".encode() and "2" in store
-    assert len(store._where) == 2 and store._where.itemsize == 8, "8 bytes a key in an array, not an int each"
+    assert len(store._where) == 2 and store._where._values.itemsize == 8, "8 bytes a key in an array, not an int each"
     assert store.pop("2") == "Ünïcode \x00 bytes".encode() and store.pop("2") is None and list(store) == ["1"]
     store.put("3", b"")
     assert store.get("3") == b"" and len(store) == 2
@@ -633,26 +633,23 @@ def test_spooled_notes_are_written_a_note_at_a_time_and_put_in_the_order_asked()
     assert [ordered.has_note(k) for k in ("1", "2", "3", "4")] == [False, True, True, False]
 
 
-def test_a_round_with_a_note_for_every_part_holds_the_parts_places_and_never_adds_a_key_to_them():
+def test_a_rounds_notes_are_held_beside_the_parts_places_and_ordered_without_a_copy_when_in_order():
     from r3con.corpus.places import Parts
-    from r3con.notes.keyed import SpooledNotes
+    from r3con.notes.keyed import KeyedBytes, SpooledNotes
 
     parts = Parts(Document(number=n, title=f"T{n}", text="") for n in (1, 2, 3))
-    rounds = []
-    for r in (1, 2):
-        written = SpooledNotes()
-        for key in ("3", "1", "2"):  # as the reads return
-            written.add(key, f"round {r}, {key}")
-        rounds.append(written.ordered([p.key for p in parts], parts.places))
-    one, two = rounds
-    assert one._slots is parts.places is two._slots, "one dict of places for the run, an array a round"
-    assert dict(two) == {k: f"round 2, {k}" for k in ("1", "2", "3")} and list(one) == ["1", "2", "3"]
-    two.add("4", "later")  # a key the parts have not: the round's slots become its own
-    assert "4" in two and "4" not in one and "4" not in parts.places and two["4"] == "later" and len(one) == 3
-    one.add("1", "replaced")  # a key both have: only its own note changes
-    assert one["1"] == "replaced" and two["1"] == "round 2, 1"
-    some = SpooledNotes({"1": "a", "3": "c"}).ordered([p.key for p in parts], parts.places)  # a part without one
-    assert some._slots is not parts.places and list(some) == ["1", "3"] and some["3"] == "c" and "2" not in some
+    written = SpooledNotes(places=parts.places)
+    for key in ("3", "1", "2"):  # as the reads return
+        written.add(key, f"note {key}")
+    assert written._where.places is parts.places and list(written) == ["1", "2", "3"], "the parts' order, their dict"
+    assert written.ordered([p.key for p in parts]) is written, "in corpus order already: these very notes"
+    some = SpooledNotes({"3": "c", "1": "a"}, places=parts.places).ordered(["3", "2", "1"])  # another order: a copy
+    assert list(some) == ["3", "1"] and dict(some) == {"3": "c", "1": "a"} and some._where.places is not parts.places
+    written.add("elsewhere", "a key the parts lack")  # after them; the parts' places are never added to
+    assert list(written)[-1] == "elsewhere" and "elsewhere" not in parts.places and written["elsewhere"].startswith("a key")
+    store = KeyedBytes(parts.places)
+    store.put("2", b"two")
+    assert store._where.places is parts.places and store.pop("2") == b"two" and "2" not in store and len(store) == 0
 
 
 async def test_note_refs_are_made_when_read_and_equal_the_list_of_them():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .documents import Document
 
-MISSING = -1  # a part without a number in a `PerPart`
+_MISSING = {"q": -1, "Q": (1 << 64) - 1}  # what stands for no number in a `PerPart` of each typecode
 
 
 class Parts(tuple["Document", ...]):
@@ -42,48 +42,54 @@ def _places(parts: Sequence[Document]) -> dict[str, int]:
 
 
 class PerPart(MutableMapping[str, int]):
-    """A number (0 or more) per part key, held in an array at the part's place in `places`; a key not among them
-    gets a place after them. Iterated in the parts' order, those with a number only."""
+    """A number per part key, held in an array at the part's place in `places`; a key not among them gets a place
+    after them, in the order first set. Iterated in that order, those with a number only. `typecode` "q": numbers
+    from 0 below 2^63; "Q": from 0 below 2^64 - 1."""
 
-    def __init__(self, places: Mapping[str, int]):
+    def __init__(self, places: Mapping[str, int], typecode: str = "q"):
         self._places = places
         self._extra: dict[str, int] = {}  # keys not among `places`: their places, after them
-        self._values = array("q")
+        self._values = array(typecode)
+        self._missing = _MISSING[typecode]
         self._count = 0
 
+    @property
+    def places(self) -> Mapping[str, int]:
+        return self._places
+
     def __setitem__(self, key: str, value: int) -> None:
-        if value < 0:
-            raise ValueError(f"{value} for {key!r}: a part's number is 0 or more")
+        if value < 0 or value >= self._missing > 0:
+            raise ValueError(f"{value} for {key!r}: a part's number is 0 or more, below {max(self._missing, 2**63):,}")
         slot = self._places.get(key)
         if slot is None:
             slot = self._extra.setdefault(key, len(self._places) + len(self._extra))
         values = self._values
         if slot >= len(values):
-            values.extend([MISSING] * (slot + 1 - len(values)))
-        self._count += values[slot] == MISSING
+            values.extend([self._missing] * (slot + 1 - len(values)))
+        self._count += values[slot] == self._missing
         values[slot] = value
 
     def __delitem__(self, key: str) -> None:
         slot = self._slot(key)
-        if slot is None or self._values[slot] == MISSING:
+        if slot is None or self._values[slot] == self._missing:
             raise KeyError(key)
-        self._values[slot] = MISSING
+        self._values[slot] = self._missing
         self._count -= 1
 
     def __getitem__(self, key: str) -> int:
         value = self._value(key)
-        if value == MISSING:
+        if value == self._missing:
             raise KeyError(key)
         return value
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._value(key) != MISSING
+        return isinstance(key, str) and self._value(key) != self._missing
 
     def __iter__(self) -> Iterator[str]:
-        values = self._values
+        values, missing = self._values, self._missing
         for places in (self._places, self._extra):
             for key, slot in places.items():
-                if slot < len(values) and values[slot] != MISSING:
+                if slot < len(values) and values[slot] != missing:
                     yield key
 
     def __len__(self) -> int:
@@ -97,4 +103,4 @@ class PerPart(MutableMapping[str, int]):
 
     def _value(self, key: str) -> int:
         slot = self._slot(key)
-        return MISSING if slot is None else self._values[slot]
+        return self._missing if slot is None else self._values[slot]

@@ -796,8 +796,8 @@ class PlannedChoices:
     and the memory stayed taken. Each is written as it is made (`PackedChoice.to_bytes`, `KeyedBytes`); what is
     held a call is where it is."""
 
-    def __init__(self) -> None:
-        self._choices = KeyedBytes()
+    def __init__(self, places: Mapping[str, int] | None = None) -> None:
+        self._choices = KeyedBytes(places)  # `places`: the run's parts' (`corpus.places`)
 
     def add(self, key: str, choice: PackedChoice) -> None:
         self._choices.put(key, choice.to_bytes())
@@ -911,11 +911,13 @@ class FinalNotes:
         tail = head.rest.filled(choice)
         return replace(tail, text="\n".join(t for t in (head.text, tail.text) if t), full=head.keys + tail.full)
 
-    async def planned(self, keys: Sequence[str], selects: Selects | None = None) -> PlannedChoices:
+    async def planned(self, keys: Sequence[str], selects: Selects | None = None,
+                      places: Mapping[str, int] | None = None) -> PlannedChoices:
         """Each of `keys`' own selection of the other notes (for a document with a final note, when the notes do
         not all fit), made now and kept on disk until its call takes it (`chosen`); made by `selects` when given
-        (`--engine ray`: on the workers, over a copy of the notes past the head) and the ranking is BM25."""
-        planned = PlannedChoices()
+        (`--engine ray`: on the workers, over a copy of the notes past the head) and the ranking is BM25.
+        `places`: the run's parts' (`corpus.places`), where `keys` are theirs."""
+        planned = PlannedChoices(places)
         if not self.per_document:
             return planned
         head = await self.head()

@@ -10,7 +10,7 @@ time, in corpus order (`order`) or by document (`get`). The file goes with the l
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from .keyed import KeyedBytes
 from .selection import Shown
@@ -19,8 +19,9 @@ from .selection import Shown
 class ShownLog:
     """Per document key, what its call was shown: written as each is answered, read back by key or in order."""
 
-    def __init__(self) -> None:
-        self._lines = KeyedBytes()  # on disk from the first entry: a stage whose calls show every note writes none
+    def __init__(self, places: Mapping[str, int] | None = None) -> None:
+        # on disk from the first entry (a stage whose calls show every note writes none); `places`: the run's parts'
+        self._lines = KeyedBytes(places)
         self._order: tuple[str, ...] = ()
 
     def add(self, shown: Shown) -> None:

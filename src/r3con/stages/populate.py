@@ -303,7 +303,8 @@ async def populate(
     shared = Shared(form.tokens + common.tokens) if final is None else _shared(form, final)
     calls = plan_populate(options.placement, docs, shared, options.cache, options.reverse)
 
-    log = ShownLog()  # what each answered call was shown, on disk until the stage's record is written
+    places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
+    log = ShownLog(places)  # what each answered call was shown, on disk until the stage's record is written
     names = list(schema["properties"])
     spool = TextSpool("the records")  # each record on disk from its call's end; the tables are where they are
 
@@ -326,7 +327,6 @@ async def populate(
     by_key = {call.doc.key: outcome for call, outcome in zip(calls, sent, strict=True)}
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables = {name: SpooledRows(spool) for name in names}
-    places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
     per_doc = PerPart(places)  # records kept per part: an array beside the places, not a dict of its own
     failures: list[Failure] = []
     repaired = reasked = shared_first = evidence_reasked = 0
@@ -394,7 +394,7 @@ async def _choices(final: FinalNotes | None, docs: Sequence[Document],
     """Each document's own choice of the final notes, on disk until its call, when they are chosen per document."""
     if final is None or not final.per_document:
         return None
-    return await final.planned([d.key for d in docs], selects)
+    return await final.planned([d.key for d in docs], selects, places_of(docs))
 
 
 def _rendered(final: FinalNotes, choice: NotesChoice) -> NotesChoice:

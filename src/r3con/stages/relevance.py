@@ -121,7 +121,6 @@ async def extract_relevance(
     selections, seen = Selections(), CacheSeen()
     previous: Mapping[str, str] | None = None
     warm: frozenset[str] | None = None
-    places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
     for round_no in range(1, options.rounds + 1):
         round_ = _Round(llm, task, round_no, options, previous, docs, warm=warm)
         sent, seen = await round_.run(seen)
@@ -142,9 +141,8 @@ async def extract_relevance(
         selections += round_.planned
         kept.append(frozenset(k for k, o in sent.items() if isinstance(o, _Read) and o.kept))
         del sent  # each read's outcome: not held through the next round's planning and calls
-        # on disk since each read returned: the next round reads them back from there; in the parts' places, where
-        # every part has a note (most runs, each round)
-        notes = written.ordered(order, places)
+        # on disk since each read returned, in the parts' places: the next round reads them back from there
+        notes = written.ordered(order)
         del order
         rounds.append(notes)
         failures += failed
@@ -180,9 +178,10 @@ class _Round:
         self.readers = docs if readers is None else readers
         self.selector = None if previous is None else NotesSelector(
             NoteRefs(docs, previous), options.notes_budget, embed=options.embed)
-        self.written = SpooledNotes()  # each read's note, on disk as the read returns
-        self.choices = PlannedChoices()  # each read's, on disk from planning until its call goes out
-        self.log = ShownLog()  # what each answered read was shown
+        places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
+        self.written = SpooledNotes(places=places)  # each read's note, on disk as the read returns
+        self.choices = PlannedChoices(places)  # each read's, on disk from planning until its call goes out
+        self.log = ShownLog(places)  # what each answered read was shown
         self.planned = Selections()  # the notes chosen for the round's calls before they go out
 
     async def plan(self) -> RoundPlan:
