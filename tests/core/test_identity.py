@@ -53,8 +53,11 @@ async def test_a_window_learned_mid_run_with_the_cache_on_finishes_and_resumes(t
         again = await run(TASK, docs, config)
         answered = [c for c in server.calls() if c.get("status") == 200]
         assert len({c["request_hash"] for c in answered}) == len(answered), "no answered call is paid twice"
+        assert len(server.calls()) == asked, "the repeat plans in the window the cache kept: nothing sent, none too long"
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["endpoint"]["learned_window"]["window"] == 4096
+    kept = json.loads((again.run_dir / "manifest.json").read_text())["endpoint"]["learned_window"]
+    assert kept["window"] == 4096 and kept["from_earlier_runs"] == 1, "taken from the cache, and said so"
     assert result.degraded == () and len(result.parts) > 3
     assert outputs(resumed) == outputs(result) == outputs(again)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -175,6 +176,13 @@ class EndpointView:
             self._stack.pool.subscribe(on_wait)
 
 
+def _keep_window(cache: CallCache, endpoint: EndpointInfo, window: LearnedWindow) -> None:
+    """What the run learned of the window, in the cache for the next run (a full disk loses only that)."""
+    if window.learned:
+        with suppress(sqlite3.Error, OSError):
+            cache.put_window(endpoint.base_url, endpoint.model, endpoint.context_window, window.to_dict())
+
+
 @asynccontextmanager
 async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None, model: LLM | None = None,
@@ -289,6 +297,11 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     if settings.cache and settings.cache_path is not None:
         cache = CallCache(settings.cache_path)
         closing.callback(cache.close)
+        # what an earlier run against this endpoint and model learned of its window, so that this one plans in it
+        # from the start: its too-long requests were not paid, but a request of the first plan that fitted was
+        # answered and paid where the earlier run's had not been (a repeat of a run paid for calls)
+        window.restore(cache.window(endpoint.base_url, endpoint.model, endpoint.context_window), restored=True)
+        closing.callback(_keep_window, cache, endpoint, window)  # before the cache closes (callbacks run last first)
     stack = answered = Answered(stack, cache=cache, endpoint=endpoint.base_url,
                                 folder=replies.get if len(replies) else None)
     ledger = Ledger()

@@ -20,6 +20,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 
@@ -28,6 +29,17 @@ from ..errors import ConfigError
 from .json_reply import NoJSON, extract_json  # the very extraction the stages apply
 from .replies import without_thinking
 from .types import ChatRequest, Completion
+
+_WINDOWS = """
+CREATE TABLE IF NOT EXISTS windows (
+    endpoint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    window INTEGER NOT NULL,
+    learned TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (endpoint, model, window)
+)
+"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -58,6 +70,7 @@ class CallCache:
         try:
             self._db = open_private(self.path, check_same_thread=False)
             self._db.execute(_SCHEMA)
+            self._db.execute(_WINDOWS)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
             if "tool_calls" not in columns:  # a cache file written before tool calling
                 self._db.execute("ALTER TABLE calls ADD COLUMN tool_calls TEXT")
@@ -87,6 +100,24 @@ class CallCache:
                  record["finish_reason"], json.dumps(record["usage"]), time.time(),
                  json.dumps(record["tool_calls"]) if record["tool_calls"] else None),
             )
+
+    def window(self, endpoint: str, model: str, window: int) -> dict[str, Any] | None:
+        """What "too long" replies taught an earlier run of the window of `model` at `endpoint`, which said it
+        was `window` (`LearnedWindow.to_dict`), or None."""
+        with self._lock:
+            row = self._db.execute("SELECT learned FROM windows WHERE endpoint = ? AND model = ? AND window = ?",
+                                   (endpoint, model, window)).fetchone()
+        try:
+            learned = json.loads(row[0]) if row is not None else None
+        except ValueError:  # a damaged entry costs the requests that learn it again
+            return None
+        return learned if isinstance(learned, dict) else None
+
+    def put_window(self, endpoint: str, model: str, window: int, learned: dict[str, Any]) -> None:
+        """Keep what this run learned of the window, for the next run against the same endpoint and model."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO windows (endpoint, model, window, learned, created) "
+                             "VALUES (?, ?, ?, ?, ?)", (endpoint, model, window, json.dumps(learned), time.time()))
 
     def __len__(self) -> int:
         with self._lock:

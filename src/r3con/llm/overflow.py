@@ -103,6 +103,7 @@ class LearnedWindow:
         self.stated = window
         self.scale = 1.0  # the server's tokens per estimated token, from replies that say both
         self.learned: list[dict[str, int]] = []  # each reply that taught something: window, request, estimate
+        self.restored = 0  # of those, taken from an earlier run (the LLM cache's), not from this run's replies
         self._lock = threading.Lock()
 
     @property
@@ -122,16 +123,18 @@ class LearnedWindow:
             self.learned.append({"window": limit, "request_tokens": size or 0, "estimated_tokens": estimate})
             return True
 
-    def restore(self, learned: object) -> None:
-        """Take again what an earlier attempt of the run learned (its manifest's `learned_window`), so that a
-        resumed run plans as the attempt ended, not by sending the requests that taught it again."""
+    def restore(self, learned: object, *, restored: bool = False) -> None:
+        """Take again what an earlier attempt of the run learned (its manifest's `learned_window`), or an earlier
+        run against the endpoint (the LLM cache's: `restored`, said in `to_dict`), so that this one plans as that
+        one ended, not by sending the requests that taught it again."""
         if not isinstance(learned, dict):
             return
         for entry in learned.get("learned_from") or ():
             if isinstance(entry, dict) and isinstance(entry.get("window"), int) and entry["window"] > 0:
                 size, estimate = entry.get("request_tokens"), entry.get("estimated_tokens")
-                self.learn(entry["window"], size if isinstance(size, int) else None,
-                           estimate if isinstance(estimate, int) else 0)
+                if self.learn(entry["window"], size if isinstance(size, int) else None,
+                              estimate if isinstance(estimate, int) else 0) and restored:
+                    self.restored += 1
 
     def fit(self, request: ChatRequest) -> ChatRequest:
         """`request` with its reply budget lowered to what the planning window leaves after its (estimated)
@@ -159,7 +162,7 @@ class LearnedWindow:
 
     def to_dict(self) -> dict[str, object]:
         return {"window": self.stated, "planning_window": self.planning, "scale": round(self.scale, 3),
-                "learned_from": list(self.learned)}
+                "learned_from": list(self.learned), **({"from_earlier_runs": self.restored} if self.restored else {})}
 
 
 class Overflows:
