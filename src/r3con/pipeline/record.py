@@ -62,7 +62,9 @@ class RunRecord:
         self._parts = _split(parts)  # parts per document split in several, for the manifest's entries
         manifest = _manifest(task, settings, llm, part_tokens)
         manifest["documents"] = Later(lambda: _documents(docs, self._parts))
-        manifest["inputs"] = Later(lambda: self.degraded().to_dict())  # an entry a document: made as written
+        # an entry a document, each made as it is written: the whole account at once was 33 MiB for a second or two
+        # at D = 100,000, the end of the run's peak (bench_engine)
+        manifest["inputs"] = Later(lambda: self.degraded().to_dict(lazy=True))
         manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
         manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}
         manifest["notes_selection"] = {
@@ -127,7 +129,7 @@ class RunRecord:
         self.run_dir.write_json_rows("records.json", filled.tables)
         if filled.shown:  # the final notes chosen per document: what each population call was shown
             self.run_dir.write_text("notes/shown-populate.jsonl", filled.shown.lines())
-        self.manifest["evidence_stats"] = Later(filled.evidence.to_dict)
+        self.manifest["evidence_stats"] = Later(lambda: filled.evidence.to_dict(lazy=True))  # per part, as written
         if filled.dropped:  # --unverified drop: listed, never silently lost
             self.run_dir.write_json("dropped_records.json", list(filled.dropped))
         for name, rows in filled.tables.items():
