@@ -122,7 +122,10 @@ def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]
     database = folder / DATABASE
     database.unlink(missing_ok=True)
     (folder / "records").mkdir(exist_ok=True)
-    with duckdb.connect(str(database)) as con:
+    # on one thread: DuckDB's copy to Parquet on more than one holds more batches at once. Writing 100,000 records'
+    # tables (bench_engine's, alone in a fresh process, the libraries imported first) took 92 MiB above where it
+    # began on DuckDB's threads (two here), 55 on one, and no longer; 10,000 records' 38 and 34
+    with duckdb.connect(str(database), config={"threads": 1}) as con:
         taken: list[str] = []
         for name, rows in tables.items():
             taken.append(unique_name(table_name(name), taken))
