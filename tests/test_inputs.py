@@ -1,10 +1,13 @@
 """The account of a run's inputs: parts and degraded documents added to what loading found."""
 
 import json
+import pickle
+
+import pytest
 
 import r3con
 from r3con.corpus.documents import Document, split_documents
-from r3con.corpus.inputs import DegradedInput, Inputs, ReadInput, SkippedInput, UnreadableInput
+from r3con.corpus.inputs import DegradedInput, Inputs, ReadInput, ReadInputs, SkippedInput, UnreadableInput
 from r3con.pipeline.method import run
 from r3con.results import Failure
 
@@ -32,6 +35,28 @@ def test_issues_list_what_a_user_must_hear_about_and_only_that():
     assert set(data) == {"read", "skipped", "unreadable", "degraded", "duplicates", "excluded"}
     assert data["read"][2] == {"doc": 3, "source": "c.txt", "parts": 1, "encoding": "cp1252"}
 
+
+
+def test_the_files_read_are_held_as_numbers_and_sources_yet_read_as_their_accounts():
+    accounts = (ReadInput(41234, "a.txt"), ReadInput(50012, "b.csv", parts=3, warning="CSV record at line 3: bad"),
+                ReadInput(67890, "c.txt", encoding="cp1252"))
+    read = ReadInputs.of(accounts)
+    assert read == accounts and accounts == read and list(read) == list(accounts)
+    assert read[-1] == accounts[-1] and read[1:] == accounts[1:] and len(read) == 3
+    with pytest.raises(IndexError):
+        read[3]
+    assert read != accounts[:2] and read != (*accounts[:2], ReadInput(67890, "c.txt"))  # the encoding counts
+    assert hash(read) == hash(accounts) and pickle.loads(pickle.dumps(read)) == accounts
+    split = read.with_parts({41234: 2, 50012: 1})  # a number it does not list keeps its parts as they were
+    assert [r.parts for r in split] == [2, 1, 1] and [r.parts for r in read] == [1, 3, 1]
+    assert [r.parts for r in read.with_parts({})] == [1, 3, 1]
+    # what loading gives, from the documents' own numbers and sources
+    docs = (Document(12345, "A", "one", source="a.txt"), Document(23456, "B", "two " * 900, source="b.txt"))
+    inputs = Inputs.of(docs).with_parts(split_documents(docs, 300))
+    assert isinstance(inputs.read, ReadInputs) and inputs.read[0] == ReadInput(12345, "a.txt")
+    assert inputs.read[1].parts > 1 and inputs.read[1].source is docs[1].source
+    with pytest.raises(ValueError, match="2 numbers for 1 sources"):
+        ReadInputs([1, 2], ["a.txt"])
 
 async def test_a_library_run_accounts_for_its_inputs_in_the_result_and_the_manifest(fake_server, tmp_path, clean_env):
     (tmp_path / "docs").mkdir()

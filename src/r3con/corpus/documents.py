@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, overload
 
 from ..errors import EncryptedDocument, InputError
 from ..tokens import estimate_tokens, longest_prefix_within, max_piece_chars
-from .inputs import DuplicateInput, Inputs, ReadInput, SkippedInput, UnreadableInput
+from .inputs import DuplicateInput, Inputs, ReadInputs, SkippedInput, UnreadableInput
 from .names import shown, special_kind
 from .readers import READABLE, SUPPORTED_SUFFIXES, NotText, read_document
 from .spool import SpooledText, TextSpool
@@ -200,8 +200,8 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     named then, its files one by one now).
     """
     walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
-    docs: list[Document] = []  # each with its account (`read`) at the same place
-    read: list[ReadInput] = []
+    docs: list[Document] = []  # in the order read; their accounts made from them once numbered
+    said: dict[int, tuple[str | None, str | None]] = {}  # a document's encoding and warning, by its place
     skipped: list[SkippedInput] = []
     unreadable: list[UnreadableInput] = list(walk.unreadable)
     duplicates: list[DuplicateInput] = []
@@ -254,7 +254,8 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
         doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
                        path="" if source == str(path) else str(path))
         docs.append(doc)  # numbered, with its account, once every name is known
-        read.append(ReadInput(doc=0, source=source, encoding=got.encoding, warning=got.warning))
+        if got.encoding or got.warning:
+            said[len(docs) - 1] = (got.encoding, got.warning)
         first_with[sha] = source
         object.__setattr__(doc, "_sha256", sha)  # what `Document.sha256` would store on first use
     del found
@@ -265,10 +266,10 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     del names
     if numbers:
         computed = [numbers.get(doc.source, n) for n, doc in zip(computed, docs, strict=True)]
-    for number, doc, account in zip(computed, docs, read, strict=True):
+    for number, doc in zip(computed, docs, strict=True):
         object.__setattr__(doc, "number", number)  # not copies: no one else has seen them yet
-        object.__setattr__(account, "doc", number)
-    inputs = Inputs(read=tuple(read), skipped=tuple(skipped), unreadable=tuple(unreadable),
+    read = ReadInputs(computed, (d.source for d in docs), said=said)  # the numbers and sources the documents hold
+    inputs = Inputs(read=read, skipped=tuple(skipped), unreadable=tuple(unreadable),
                     duplicates=tuple(duplicates), excluded=excluded)
     stored = reader.finish(specs) if reader is not None else None
     if not docs:
