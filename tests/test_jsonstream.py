@@ -92,3 +92,13 @@ def test_a_summary_made_as_it_is_written_is_the_json_of_the_summary_made_whole(t
     run_dir = RunDir(tmp_path / "run")
     run_dir.write_json("result.json", summary(True))
     assert json.loads((tmp_path / "run" / "result.json").read_text(encoding="utf-8")) == json.loads(whole)
+
+
+def test_how_deep_json_nests_is_told_from_its_brackets_outside_strings_without_parsing_it():
+    from r3con.artifacts.jsonstream import nests_deeper
+
+    assert not nests_deeper('{"a": [1, {"b": [2]}]}', 4) and nests_deeper('{"a": [1, {"b": [2]}]}', 3)
+    brackets = '"[[[[{{{{ \\" ]]]]"'  # brackets and an escaped quote inside a string count for nothing
+    assert not nests_deeper(f'[{brackets}, [{brackets}]]', 2) and json.loads(f'[{brackets}, [{brackets}]]')
+    assert nests_deeper("[" * 200_000 + "]" * 200_000, 500)  # no recursion: past any parser's depth
+    assert not nests_deeper("[" * 500 + "]" * 500, 500) and json.loads("[" * 500 + "]" * 500)

@@ -13,12 +13,32 @@ function says so; everything else is parsed whole, as `json.load` would.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 Where = tuple[str | int, ...]  # an item's keys and list indexes from the top
 Keep = Callable[[Where, Any], bool]  # (the item's path, its key or index in a list last; the item) -> keep it
 Rule = tuple[tuple[str, ...], Keep]  # the path of a list or object from the top ("*": any key), and its Keep
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', flags=re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nests_deeper(text: str, limit: int) -> bool:
+    """Whether the JSON `text` nests lists and objects more than `limit` deep, told from its brackets outside
+    strings, without parsing it. Python's parser goes a level deeper on the C stack for each: thousands deep, it
+    raises RecursionError, and a finalizer the garbage collector runs down there fails too (and says so on
+    stderr, as "Exception ignored in")."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    level = 0
+    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+        level += 1 if bracket.group() in "[{" else -1
+        if level > limit:
+            return True
+    return False
+
 
 _DECODER = json.JSONDecoder()
 _SPACE = frozenset(" \t\n\r")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ..artifacts.jsonstream import nests_deeper
 from ..errors import EncryptedDocument, InputError
 from ._formats import OFFICE_SUFFIXES, read_office
 
@@ -209,17 +210,23 @@ def _title_from_first_line(text: str, path: Path) -> tuple[str, str]:
 def _read_json(text: str, *, lines: bool) -> tuple[str, str | None]:
     """Pretty-printed JSON; a line (JSON Lines) or a file that does not parse is kept verbatim, with a warning."""
     if not lines:
+        if nests_deeper(text, MAX_JSON_DEPTH):
+            return text, f"JSON nested deeper than {_DEEP}; read as plain text"
         try:
             return _pretty(json.loads(text)), None
         except json.JSONDecodeError as exc:
             return text, f"not valid JSON ({exc.msg} at line {exc.lineno}); read as plain text"
-        except RecursionError:
+        except RecursionError:  # what the brackets did not tell
             return text, f"JSON nested deeper than {_DEEP}; read as plain text"
     out: list[str] = []
     bad: list[tuple[int, str]] = []
     # split on \n only: str.splitlines also breaks at U+2028 and other separators JSON strings may hold
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
+            continue
+        if nests_deeper(line, MAX_JSON_DEPTH):
+            bad.append((number, f"nested deeper than {_DEEP}"))
+            out.append(line.rstrip("\r"))
             continue
         try:
             out.append(_pretty(json.loads(line)))
@@ -236,7 +243,8 @@ def _read_json(text: str, *, lines: bool) -> tuple[str, str | None]:
     return "\n".join(out), f"{which} {numbers} not valid JSON ({bad[0][1]}); kept as plain text"
 
 
-_DEEP = "the parser allows"
+MAX_JSON_DEPTH = 500  # levels of nesting a JSON document is parsed to: deeper, it is read as plain text
+_DEEP = f"{MAX_JSON_DEPTH} levels"
 
 
 def _pretty(value: object) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 import json_repair
 
+from ..artifacts.jsonstream import nests_deeper
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", flags=re.DOTALL)
 
 
@@ -38,9 +40,11 @@ def loads(text: str, *, repair: bool = False) -> Any:
 
     A value nested thousands deep makes Python's parsers (and everything that walks the value after
     them) raise RecursionError, which is not a ValueError: it is turned into NoJSON here."""
+    if nests_deeper(text, MAX_DEPTH):  # not parsed at all: thousands deep, the parser would raise RecursionError
+        raise NoJSON(f"the JSON nests deeper than {MAX_DEPTH} levels")
     try:
         value = json_repair.loads(text) if repair else json.loads(text)
-    except RecursionError:
+    except RecursionError:  # what the brackets did not tell (a broken string json-repair reads otherwise)
         raise NoJSON(f"the JSON nests deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
         raise NoJSON(f"not JSON ({exc.msg})") from None
