@@ -1,5 +1,6 @@
 """The run report: one self-contained `report.html` in the run folder, to see why the answer is what it is.
 
+    render_report(run_dir)  the same page as a string (`r3con app` shows a run with it)
     write_report(run_dir)   read the folder (manifest, answer, evidence, notes, records, schema, transcript,
                             usage) and write report.html beside them; no server, no network
     summary_html(result)    the compact summary a notebook shows for a RunResult
@@ -17,7 +18,15 @@ from ._render import render_pieces
 
 REPORT = "report.html"
 
-__all__ = ["REPORT", "summary_html", "try_write_report", "write_report"]
+__all__ = ["REPORT", "render_report", "summary_html", "try_write_report", "write_report"]
+
+
+def render_report(run_dir: Path | str) -> str:
+    """The report page of `run_dir` as a string (what `r3con app` shows of a run: the same view)."""
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise InputError(f"{folder} is not a run folder: pass the folder a run wrote (r3con-runs/...)")
+    return "".join(render_pieces(load(folder)))
 
 
 def write_report(run_dir: Path | str) -> Path:
