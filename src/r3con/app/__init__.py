@@ -9,6 +9,7 @@ report's own page (`r3con.report`), rendered from its run folder. See docs/app.m
 from __future__ import annotations
 
 import contextlib
+import socket
 import sys
 import threading
 import webbrowser
@@ -22,7 +23,7 @@ from .security import allowed_hosts, is_loopback, new_token
 from .server import AppState, build
 from .workspace import Workspace
 
-__all__ = ["AppState", "build", "demo_server", "open_state", "serve"]
+__all__ = ["AppState", "address", "bind", "build", "demo_server", "make_server", "open_state", "serve"]
 
 
 def open_state(root: Path, folders: Sequence[str], settings: Settings, *, demo: bool = False,
@@ -44,30 +45,42 @@ def demo_server() -> Iterator[str]:
         yield server.base_url
 
 
-def serve(state: AppState, *, host: str = "127.0.0.1", port: int = 8765, open_browser: bool = True,
-          token: str | None = None, ready: threading.Event | None = None) -> None:
-    """Serve the app until interrupted; print the address with its token (as Jupyter does)."""
-    import socket
-
-    import uvicorn
-
-    token = token or new_token()
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket at `host`:`port` (0: a free port), made before the server so its address is known."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    port = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{'127.0.0.1' if host in ('127.0.0.1', '0.0.0.0') else shown}:{port}/?token={token}"
+    return sock
+
+
+def make_server(state: AppState, sock: socket.socket, token: str) -> Any:
+    """The uvicorn server of the app on `sock`, answering only to its own address (`security.allowed_hosts`)."""
+    import uvicorn
+
+    host, port = sock.getsockname()[:2]
+    hosts = allowed_hosts(host, port) | (allowed_hosts("127.0.0.1", port) if host == "0.0.0.0" else frozenset())
+    return uvicorn.Server(uvicorn.Config(build(state, token, hosts), log_level="warning", lifespan="off"))
+
+
+def address(sock: socket.socket, token: str) -> str:
+    """The URL the command prints: the server's address with its token."""
+    host, port = sock.getsockname()[:2]
+    shown = "127.0.0.1" if host == "0.0.0.0" else f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?token={token}"
+
+
+def serve(state: AppState, *, host: str = "127.0.0.1", port: int = 8765, open_browser: bool = True,
+          token: str | None = None) -> None:
+    """Serve the app until interrupted; print the address with its token (as Jupyter does)."""
+    token = token or new_token()
+    sock = bind(host, port)
+    url = address(sock, token)
     if not is_loopback(host):
         print(f"r3con app: warning: listening on {host}, not only this machine: anyone who can reach it and has "
               "the address below can read the added folders and spend on the model server", file=sys.stderr)
-    hosts = allowed_hosts(host, port) | (allowed_hosts("127.0.0.1", port) if host == "0.0.0.0" else frozenset())
-    config = uvicorn.Config(build(state, token, hosts), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
+    server = make_server(state, sock, token)
     print(f"r3con app: open {url}", file=sys.stderr)
     print(f"r3con app: workspace {state.workspace.root}; Ctrl-C stops the server", file=sys.stderr)
     if open_browser:
         threading.Timer(0.5, lambda: webbrowser.open(url)).start()
-    if ready is not None:
-        threading.Timer(0.2, ready.set).start()
     server.run(sockets=[sock])

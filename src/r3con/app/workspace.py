@@ -85,8 +85,9 @@ class Workspace:
 
     def upload_path(self, name: str) -> Path:
         """Where an uploaded file named `name` (a relative path, as a dropped folder gives it) is kept."""
-        parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("", ".", "/")]
-        if not parts or any(p == ".." or p.startswith(".") for p in parts):
+        given = PurePosixPath(name.replace("\\", "/"))
+        parts = [p for p in given.parts if p not in ("", ".")]
+        if given.is_absolute() or not parts or any(p == ".." or p.startswith(".") or ":" in p for p in parts):
             raise InputError(f"{name!r} is not a file name the workspace keeps")
         if sum(1 for p in self.files.rglob("*") if p.is_file()) >= self.limits.files:
             raise TooLarge(f"the workspace holds {self.limits.files:,} uploaded files already; add a folder by path")

@@ -351,7 +351,7 @@ class PlannedEndpoint:
 
     def line(self) -> str:
         return (f"planned for {self.base_url}, model {self.model}: window {self.context_window:,} tokens "
-                f"({self.context_window_source}), {self.concurrency} calls in flight ({self.concurrency_source})")
+                f"({self.context_window_source}), {self.concurrency} {'call' if self.concurrency == 1 else 'calls'} in flight ({self.concurrency_source})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, "context_window": self.context_window,

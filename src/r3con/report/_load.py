@@ -315,6 +315,7 @@ def load(path: Path) -> dict[str, Any]:
     run = {k: manifest.get(k) for k in ("r3con_version", "python", "started", "part_tokens", "attempts",
                                         "layout", "notes_selection", "sandbox", "reuse") if k in manifest}
     question, tables, endpoint = str(manifest.get("task") or ""), _dict(manifest.get("tables")), _dict(manifest.get("endpoint"))
+    fallbacks = [f for f in _list(manifest.get("fallbacks") or result.get("fallbacks")) if isinstance(f, dict)]
     del manifest
     reuse = _dict(_dict(folder.pruned("reuse.json", {}, [] if mentioned is None else [
         (("documents",), lambda path, _: str(path[-1]).split(".")[0] in mentioned)])).get("documents"))
@@ -336,6 +337,8 @@ def load(path: Path) -> dict[str, Any]:
         "notes": notes,
         "schema": schema,
         "schema_tables": _schema_tables(schema),
+        "schema_attempts": len(_list(folder.json("schema_attempts.json", []))),
+        "fallbacks": fallbacks,  # what failed and how the run went on without it (the page says so at the top)
         "records": records,
         "dropped": [r for r in _list(folder.json("dropped_records.json", [])) if isinstance(r, dict)],
         "tables": tables,  # the records as Parquet and records.duckdb, or why not

@@ -29,6 +29,9 @@
   function ungroundedNote(fields) {
     return text("div", "ungrounded-note", "Values in neither its passage nor its document: " + fields.join(", "));
   }
+  function plural(n, one, many) { return n.toLocaleString() + " " + (n === 1 ? one : (many || one + "s")); }
+  // a message as a person reads it: without the exception class a Python error begins with
+  function plain(message) { return String(message || "").replace(/^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exceeded|Cancelled|Interrupt|Exit)\w*:\s*/, ""); }
   function show(value) { return value === null || value === undefined ? "" : (typeof value === "object" ? JSON.stringify(value) : String(value)); }
   function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } return node; }
 
@@ -53,14 +56,26 @@
   function renderAnswer() {
     var body = document.getElementById("answer-body");
     if (data.error) {
-      body.appendChild(text("div", "error", "The run did not finish (" + show(data.error.kind) + " in " +
-        show(data.error.stage) + "): " + show(data.error.error)));
+      var during = data.error.stage ? " during " + data.error.stage : "";
+      var banner = data.error.kind === "interrupted"
+        ? "The run was stopped" + during + " before it finished; its folder keeps what it did, and resuming it pays only for the rest."
+        : "The run did not finish: it failed" + during + (plain(data.error.error) ? ": " + plain(data.error.error) : "") + ".";
+      var node = text("div", "error", banner);
+      node.setAttribute("data-testid", "run-warning");
+      body.appendChild(node);
     }
+    (data.fallbacks || []).forEach(function (f) {
+      var node = text("div", "fallback", fallbackSentence(f));
+      node.setAttribute("data-testid", "run-warning");
+      body.appendChild(node);
+    });
     if (data.problems.length) {
       body.appendChild(el("div", "problems", [text("strong", "", "Files of the run folder that could not be read:"),
         el("ul", "", data.problems.map(function (p) { return text("li", "", p); }))]));
     }
-    body.appendChild(text("div", "answer-text", data.answer === null || data.answer === undefined ? "(no answer: the run ended before it)" : data.answer));
+    var answer = text("div", "answer-text", data.answer === null || data.answer === undefined ? "(no answer: the run ended before it)" : data.answer);
+    answer.setAttribute("data-testid", "answer");
+    body.appendChild(answer);
     var stats = data.evidence_stats;
     if (stats && stats.records) {
       body.appendChild(text("p", "muted", stats.verified + " of " + stats.records + " records' passages were found in their documents (" +
@@ -74,7 +89,9 @@
     if (!data.evidence.length) { body.appendChild(text("p", "muted", "The answer cites no record or document.")); }
     var list = el("ol", "evidence");
     data.evidence.forEach(function (e) {
-      var item = el("li", "", [link(e.kind === "record" ? "rec/" + e.id : "doc/" + e.doc, "[" + e.id + "]", "cite"), " ",
+      var cite = link(e.kind === "record" ? "rec/" + e.id : "doc/" + e.doc, "[" + e.id + "]", "cite");
+      cite.setAttribute("data-testid", "citation");
+      var item = el("li", "", [cite, " ",
         link("doc/" + e.doc, e.title + " (document " + e.doc + ")")]);
       if (e.kind === "record") { item.appendChild(badge(e.match)); }
       if (e.kind === "record" && e.ungrounded && e.ungrounded.length) { item.appendChild(text("span", "badge ungrounded", "ungrounded: " + e.ungrounded.join(", "))); }
@@ -97,9 +114,15 @@
       body.appendChild(text("p", "muted", "Cited but naming no record or document of the run: " + data.unknown_citations.join(", ")));
     }
     if (data.dropped.length) {
-      body.appendChild(text("p", "muted", data.dropped.length + " records were dropped because their passage is not in their document (dropped_records.json)."));
+      body.appendChild(text("p", "muted", plural(data.dropped.length, "record") + (data.dropped.length === 1 ? " was" : " were") + " dropped because their passage is not in their document (dropped_records.json)."));
     }
   }
+
+  // "The schema stage failed (...), so the answer came from the notes alone."
+  function fallbackSentence(f) {
+    return "The " + show(f.stage) + " stage failed (" + plain(f.failed) + "), so " + String(f.fallback || "the run went on without it").replace(/\.$/, "") + ".";
+  }
+  function fellBack(stage) { return (data.fallbacks || []).filter(function (f) { return f.stage === stage; })[0]; }
 
   // -- documents ------------------------------------------------------------------------------------
   var docLinks = {};
@@ -107,7 +130,7 @@
     var list = document.getElementById("doc-list"), frag = document.createDocumentFragment();
     data.documents.forEach(function (d) {
       var n = (recordsByDoc[String(d.doc)] || []).length;
-      var a = link("doc/" + d.doc, d.doc + ". " + d.title + (n ? " (" + n + " records)" : ""));
+      var a = link("doc/" + d.doc, d.doc + ". " + d.title + (n ? " (" + plural(n, "record") + ")" : ""));
       a.setAttribute("data-search", (d.doc + " " + d.title + " " + (d.source || "")).toLowerCase());
       docLinks[String(d.doc)] = a;
       frag.appendChild(el("li", "", [a]));
@@ -139,7 +162,7 @@
     if (!keys.length) { view.appendChild(text("p", "muted", "No note for this document.")); return; }
     keys.forEach(function (key) {
       var stages = (data.reuse || {})[key];
-      if (!stages) { return; }
+      if (!stages || !earlierRun()) { return; }
       var line = Object.keys(stages).map(function (stage) {
         var top = stages[stage].top ? "; its top notes: " + stages[stage].top.map(function (k) { return "Document " + k; }).join(", ") : "";
         return stage + ": " + (stages[stage].reused ? "reused" : "recomputed") + " (" + stages[stage].why + top + ")";
@@ -174,6 +197,8 @@
     });
   }
 
+  function earlierRun() { return Boolean(((data.run || {}).reuse || {}).previous_run); }
+
   function recordSummary(r) {
     return Object.keys(r).filter(function (k) { return k.charAt(0) !== "_"; }).slice(0, 3)
       .map(function (k) { return k + ": " + show(r[k]); }).join("; ");
@@ -197,7 +222,7 @@
       var mark = text("mark", spans.some(function (s) { return s.mismatch && ids.indexOf(s.id) >= 0; }) ? "mismatch" : "", piece);
       mark.setAttribute("data-ids", ids.join(" "));
       mark.title = ids.join(", ");
-      if (activeId && ids.indexOf(activeId) >= 0) { mark.classList.add("active"); first = first || mark; }
+      if (activeId && ids.indexOf(activeId) >= 0) { mark.classList.add("active"); mark.setAttribute("data-testid", "passage-mark"); first = first || mark; }
       pre.appendChild(mark);
     }
     pre.addEventListener("click", function (ev) {
@@ -237,7 +262,7 @@
     }
     renderNotes(view, doc);
     var mine = recordsByDoc[doc] || [];
-    view.appendChild(text("h3", "", "Records (" + mine.length + ")"));
+    view.appendChild(text("h3", "", "Records (" + plural(mine.length, "record") + ")"));
     if (mine.length) {
       var table = el("table", "grid doc-records"), body = el("tbody");
       mine.forEach(function (e) {
@@ -259,8 +284,22 @@
     data.records[table].forEach(function (r) {
       Object.keys(r).forEach(function (k) { if (k.charAt(0) !== "_" && seen.indexOf(k) < 0) { seen.push(k); } });
     });
-    return seen.concat(["_passage", "_match"]);
+    return seen.filter(function (k) { return !samePassage(table, k); }).concat(["_passage", "_match"]);
   }
+  // a field whose every value is the record's passage (a schema's "evidence" or "quote") says nothing the
+  // passage column does not: shown once
+  function samePassage(table, k) {
+    if (k === "_id" || k === "_doc") { return false; }
+    var rows = data.records[table], any = false;
+    for (var i = 0; i < rows.length; i++) {
+      var v = rows[i][k];
+      if (v === null || v === undefined || v === "") { continue; }
+      if (String(v).trim() !== String(rows[i]._passage || "").trim()) { return false; }
+      any = true;
+    }
+    return any;
+  }
+  function label(c) { return c === "_id" ? "id" : c === "_doc" ? "document" : c === "_passage" ? "passage" : c === "_match" ? "found" : c; }
   function compare(a, b) {
     if (a === b) { return 0; }
     if (a === null || a === undefined || a === "") { return 1; }
@@ -297,7 +336,7 @@
     }
     var head = el("tr");
     cols.forEach(function (c) {
-      var th = text("th", "", c === "_id" ? "id" : c === "_doc" ? "document" : c === "_passage" ? "passage" : c === "_match" ? "found" : c);
+      var th = text("th", "", label(c));
       th.setAttribute("data-col", c);
       th.setAttribute("aria-sort", state.sort === c ? (state.dir > 0 ? "ascending" : "descending") : "none");
       th.addEventListener("click", function () {
@@ -324,19 +363,22 @@
           flagged.setAttribute("data-ungrounded", "true");
           tr.appendChild(flagged);
         }
-        else { tr.appendChild(text("td", "", show(r[c]))); }
+        else { tr.appendChild(text("td", c === "_passage" ? "passage" : "", show(r[c]))); }
       });
+      Array.prototype.forEach.call(tr.children, function (td, i) { td.setAttribute("data-label", label(cols[i])); });
       frag.appendChild(tr);
     });
     tbody.appendChild(frag);
-    count.textContent = rows.length + " of " + data.records[state.table].length + " records" + (rows.length > state.limit ? " (showing " + state.limit + ")" : "");
+    var folded = Object.keys(data.records[state.table][0] || {}).filter(function (k) { return k.charAt(0) !== "_" && cols.indexOf(k) < 0; });
+    count.textContent = rows.length + " of " + plural(data.records[state.table].length, "record") + (rows.length > state.limit ? " (showing " + state.limit + ")" : "") +
+      (folded.length ? "; " + folded.join(", ") + " repeat" + (folded.length === 1 ? "s" : "") + " the passage, shown once" : "");
     more.hidden = rows.length <= state.limit;
   }
   function setupRecords() {
     var holder = document.getElementById("record-tables");
     if (tableNames.length > 1) {
       tableNames.forEach(function (name) {
-        var b = text("button", name === state.table ? "current" : "", name + " (" + data.records[name].length + ")");
+        var b = text("button", name === state.table ? "current" : "", name + " (" + plural(data.records[name].length, "record") + ")");
         b.type = "button";
         b.addEventListener("click", function () {
           state = {table: name, sort: null, dir: 1, limit: PAGE};
@@ -356,10 +398,19 @@
   function renderSchema() {
     var body = document.getElementById("schema-body");
     body.appendChild(text("h2", "", "Schema"));
-    if (!data.schema_tables.length) { body.appendChild(text("p", "muted", "No schema in this run folder (structuring skipped, or the run ended before it).")); return; }
+    var failed = fellBack("schema");
+    if (failed) {
+      var warning = text("div", "fallback", fallbackSentence(failed) + (data.schema_attempts ? " It was tried " + plural(data.schema_attempts, "time") + "." : ""));
+      warning.setAttribute("data-testid", "run-warning");
+      body.appendChild(warning);
+    }
+    if (!data.schema_tables.length) {
+      if (!failed) { body.appendChild(text("p", "muted", data.settings.structuring === false ? "No schema: structuring was turned off for this run." : "No schema in this run folder: the run ended before it.")); }
+      return;
+    }
     body.appendChild(text("p", "muted", "The tables the model proposed for this question. Population also asks each record for _passage (the sentence it comes from); r3con adds _id, _doc, _span and _match."));
     data.schema_tables.forEach(function (t) {
-      body.appendChild(text("h3", "", t.name + " (" + ((data.records[t.name] || []).length) + " records)"));
+      body.appendChild(text("h3", "", t.name + " (" + plural((data.records[t.name] || []).length, "record") + ")"));
       if (t.description) { body.appendChild(text("p", "", t.description)); }
       var table = el("table", "grid"), tb = el("tbody");
       table.appendChild(el("thead", "", [el("tr", "", [text("th", "", "field"), text("th", "", "type"), text("th", "", "required"), text("th", "", "description")])]));
@@ -374,14 +425,20 @@
   function renderAgent() {
     var body = document.getElementById("agent-body"), t = data.transcript;
     body.appendChild(text("h2", "", "The agent's transcript"));
+    var fell = fellBack("reason") || (t.mode === "direct" && data.settings.reasoning !== "direct" ? (data.fallbacks || [])[0] : null);
+    if (fell) {
+      var warning = text("div", "fallback", fallbackSentence(fell));
+      warning.setAttribute("data-testid", "run-warning");
+      body.appendChild(warning);
+    }
     if (!t.steps) { body.appendChild(text("p", "muted", "No transcript in this run folder.")); return; }
-    body.appendChild(text("p", "muted", "Mode: " + show(t.mode) + (t.capped ? "; stopped at the step bound" : "") +
+    body.appendChild(text("p", "muted", "Mode: " + (t.mode === "direct" ? "direct (one call over the notes" + (data.schema_tables.length ? " and records" : "") + ", no code)" : show(t.mode)) + (t.capped ? "; stopped at the step bound" : "") +
       (t.isolation && t.isolation.missing ? "; sandbox layers missing: " + (t.isolation.missing.length ? t.isolation.missing.join(", ") : "none") : "")));
     t.steps.forEach(function (s) {
       var step = el("div", "step", [text("h3", "", "Step " + show(s.step)), text("pre", "output", s.reply)]);
       if (s.code) { step.appendChild(text("div", "round", "Code")); step.appendChild(text("pre", "code", s.code)); }
       if (s.observation) { step.appendChild(text("div", "round", "Output")); step.appendChild(text("pre", "output", s.observation)); }
-      if (s.error) { step.appendChild(text("div", "error", s.error)); }
+      if (s.error) { step.appendChild(text("div", "error", plain(s.error))); }
       body.appendChild(step);
     });
   }
