@@ -168,7 +168,7 @@ function startFollowing(id) {
   $("cancel").hidden = false; $("cancel").disabled = false; $("resume").hidden = true;
   $("live-title").textContent = "Running";
   $("progress").replaceChildren(); $("warnings").replaceChildren(); $("notes").replaceChildren(); $("usage").textContent = "";
-  $("notes-count").textContent = "0";
+  $("notes-count").textContent = "0"; $("notes-box").hidden = true;
   const source = new EventSource(`/api/live/${encodeURIComponent(id)}/events`);
   live.source = source;
   source.onmessage = (msg) => onEvent(JSON.parse(msg.data));
@@ -183,7 +183,7 @@ function onEvent(e) {
     case "call": callEvent(e); break;
     case "usage": live.calls = e.calls; live.prompt = e.prompt_tokens; live.completion = e.completion_tokens;
       live.costKnown = e.cost_usd !== null; live.cost = e.cost_usd || 0; drawUsage(); break;
-    case "note": live.notes += 1; $("notes-count").textContent = String(live.notes);
+    case "note": live.notes += 1; $("notes-box").hidden = false; $("notes-count").textContent = String(live.notes);
       $("notes").append(el("li", {}, el("strong", {text: `document ${e.doc}, round ${e.round}: `}), e.text)); break;
     case "message": warn(e.text, "message"); break;
     case "warning": warn(e.text); break;

@@ -1,0 +1,139 @@
+"""The app in Debian's chromium (headless, Selenium), against the scripted server: add a folder, see the
+plan, ask, watch the progress, read the answer, open a citation to its marked passage, see the used files
+lit; then ask again and see what was reused. Screenshots go to R3CON_SCREENSHOTS when set."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from r3con.demo import corpus_dir, question
+
+from ..report.browser import missing_reason, start_chromium
+from .running import RunningApp, demo_state
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+WAIT = 120
+
+
+@pytest.fixture(scope="module")
+def driver():
+    browser = start_chromium(1400, 1000)
+    yield browser
+    browser.quit()
+
+
+def _wait(driver, check, timeout: float = WAIT):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: check(d))
+
+
+def _by(driver, testid: str):
+    return driver.find_elements("css selector", f"[data-testid='{testid}']")
+
+
+def _open(driver, app: RunningApp) -> None:
+    driver.get(app.url)
+    _wait(driver, lambda d: d.find_element("css selector", "html").get_attribute("data-ready"))
+
+
+def _shot(driver, name: str) -> None:
+    folder = os.environ.get("R3CON_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / name))
+
+
+def _ask(driver, text: str) -> None:
+    box = _by(driver, "question")[0]
+    box.clear()
+    box.send_keys(text)
+    _wait(driver, lambda d: "calls" in _by(d, "plan")[0].text)
+    _by(driver, "ask")[0].click()
+
+
+def _finished(driver) -> str:
+    """Wait for the run's end; the title the live panel shows."""
+    _wait(driver, lambda d: d.find_element("id", "live-title").text.startswith(("Finished", "Failed", "Cancelled")))
+    return driver.find_element("id", "live-title").text
+
+
+def _in_view(driver):
+    """Into the run's view (the report's page in the frame), once it is ready."""
+    driver.switch_to.default_content()
+    _wait(driver, lambda d: d.find_element("id", "view").get_attribute("src").endswith("/view"))
+    driver.switch_to.frame(driver.find_element("id", "view"))
+    _wait(driver, lambda d: d.find_element("css selector", "html").get_attribute("data-ready"))
+
+
+def _corpus(tmp_path: Path) -> Path:
+    """The demo corpus, and a file r3con cannot read (the tree says why; the answer cannot use it)."""
+    folder = tmp_path / "docs"
+    shutil.copytree(corpus_dir(), folder)
+    (folder / "scan.bin").write_bytes(bytes(range(256)) * 8)
+    return folder
+
+
+def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_server):
+    with RunningApp(demo_state(tmp_path, fake_server.base_url, [])) as app:
+        _open(driver, app)
+        assert "scripted" in driver.find_element("id", "endpoint").text
+        field = _by(driver, "add-folder")[0]
+        field.send_keys(str(_corpus(tmp_path)))
+        field.submit()
+        _wait(driver, lambda d: len(_by(d, "tree-file")) == 7)
+        assert "6 read · 1 not" in driver.find_element("id", "tree").text
+        skipped = [f for f in _by(driver, "tree-file") if f.get_attribute("data-status") != "read"]
+        assert [f.get_attribute("data-status") for f in skipped] == ["skipped"] and "scan.bin" in skipped[0].text
+        _ask(driver, question())
+        plan = _by(driver, "plan")[0].text
+        assert "6 documents" in plan and "relevance" in plan
+        _wait(driver, lambda d: d.find_elements("css selector", "[data-testid='progress'] .stage"))
+        _shot(driver, "app-running-1400.png")
+        assert _finished(driver).startswith("Finished")
+        stages = [s.get_attribute("data-stage") for s in driver.find_elements("css selector", ".stage.done")]
+        assert stages == ["relevance", "schema", "populate", "reason"]
+        assert "calls" in driver.find_element("id", "usage").text
+        _wait(driver, lambda d: all(f.get_attribute("data-used") in ("true", "false") for f in _by(d, "tree-file")))
+        used = {f.get_attribute("data-source") for f in _by(driver, "tree-file") if f.get_attribute("data-used") == "true"}
+        assert used and not any(p.endswith("scan.bin") for p in used)
+        assert skipped[0].get_attribute("data-used") == "false"
+        _in_view(driver)
+        assert _by(driver, "answer")[0].text.strip()
+        citations = _by(driver, "citation")
+        assert citations
+        driver.switch_to.default_content()
+        _shot(driver, "app-answer-1400.png")
+        driver.switch_to.frame(driver.find_element("id", "view"))
+        citations[0].click()
+        _wait(driver, lambda d: _by(d, "passage-mark"))
+        mark = _by(driver, "passage-mark")[0]
+        assert mark.is_displayed() and mark.text.strip()
+        box = driver.find_element("css selector", ".active-record").text
+        assert any(word in box for word in ("exact", "tolerant", "fuzzy", "differs", "not found"))
+        cited_doc = driver.find_element("id", "doc-view").get_attribute("data-doc")
+        driver.switch_to.default_content()
+        lit = [f for f in _by(driver, "tree-file") if f.get_attribute("data-used") == "true"]
+        assert any(f"document {cited_doc}" == f.get_attribute("title") for f in lit)
+        _shot(driver, "app-citation-1400.png")
+
+        # ask again: the same question after a file changed reuses what did not change
+        _by(driver, "history-run")[0]  # the first run is listed
+        driver.find_element("id", "reuse").send_keys("approximate")
+        _ask(driver, question() + " ")
+        assert _finished(driver).startswith("Finished")
+        _wait(driver, lambda d: _by(d, "reuse"))
+        reuse = _by(driver, "reuse")[0].text
+        assert "not paid again" in reuse and "Reused from" in reuse
+        assert len(_by(driver, "history-run")) == 2
+        driver.set_window_size(800, 1000)
+        _shot(driver, "app-answer-800.png")
+        _in_view(driver)
+        driver.get(driver.find_element("css selector", "html").get_attribute("baseURI").split("#")[0] + "#records")
+        driver.switch_to.default_content()
+        driver.set_window_size(1400, 1000)
