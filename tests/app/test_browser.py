@@ -4,6 +4,7 @@ lit; then ask again and see what was reused. Screenshots go to R3CON_SCREENSHOTS
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from r3con.demo import corpus_dir, question
+from r3con.testing import FakeLLMServer, FaultPlan
 
 from ..report.browser import missing_reason, start_chromium
 from .running import RunningApp, demo_state
@@ -28,9 +30,11 @@ def driver():
 
 
 def _wait(driver, check, timeout: float = WAIT):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: check(d))
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=[StaleElementReferenceException]).until(lambda d: check(d))
 
 
 def _by(driver, testid: str):
@@ -54,7 +58,9 @@ def _ask(driver, text: str) -> None:
     box.clear()
     box.send_keys(text)
     _wait(driver, lambda d: "calls" in _by(d, "plan")[0].text)
+    before = driver.find_element("id", "live").get_attribute("data-live")
     _by(driver, "ask")[0].click()
+    _wait(driver, lambda d: d.find_element("id", "live").get_attribute("data-live") != before)
 
 
 def _finished(driver) -> str:
@@ -134,6 +140,78 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         driver.set_window_size(800, 1000)
         _shot(driver, "app-answer-800.png")
         _in_view(driver)
-        driver.get(driver.find_element("css selector", "html").get_attribute("baseURI").split("#")[0] + "#records")
+        driver.find_element("css selector", "#tabs a[href='#records']").click()
+        table = _by(driver, "records")[0]
+        _wait(driver, lambda d: table.is_displayed())
+        headers = [th.get_attribute("textContent") for th in table.find_elements("css selector", "thead th")]
+        assert "passage" in headers and "evidence" not in headers  # the field that repeats the passage, once
+        # no word of a record is cut at 800 px: each cell is at least as wide as its longest word
+        cut = driver.execute_script("""
+            const probe = document.createElement('span'); probe.style.visibility = 'hidden'; document.body.append(probe);
+            const out = [];
+            for (const td of document.querySelectorAll('#record-table tbody td')) {
+              const style = getComputedStyle(td); probe.style.font = style.font;
+              for (const word of td.textContent.split(/\\s+/)) {
+                probe.textContent = word;
+                if (probe.getBoundingClientRect().width > td.clientWidth + 1) out.push(word);
+              }
+            }
+            probe.remove(); return out;""")
+        assert cut == [], cut
         driver.switch_to.default_content()
         driver.set_window_size(1400, 1000)
+
+
+def _paid_twice(run_dir: Path) -> list[str]:
+    """Requests the endpoint answered more than once in this run folder (calls.jsonl, every attempt)."""
+    seen: dict[str, int] = {}
+    for line in (run_dir / "calls.jsonl").read_text(encoding="utf-8").splitlines():
+        call = json.loads(line)
+        if not call.get("from_cache") and not call.get("error"):
+            seen[call["request_hash"]] = seen.get(call["request_hash"], 0) + 1
+    return [h for h, n in seen.items() if n > 1]
+
+
+def test_cancel_then_resume_pays_nothing_twice(driver, tmp_path):
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.4)) as server, \
+            RunningApp(demo_state(tmp_path, server.base_url, [str(corpus_dir())], concurrency=1)) as app:
+        _open(driver, app)
+        _ask(driver, question())
+        _wait(driver, lambda d: any(s.text.startswith(("2 of", "3 of")) for s in d.find_elements("css selector", ".stage-count")))
+        _by(driver, "cancel")[0].click()
+        assert _finished(driver).startswith("Cancelled")
+        _wait(driver, lambda d: _by(d, "resume")[0].is_displayed())
+        (run_dir,) = app.state.workspace.runs.iterdir()
+        before = len((run_dir / "calls.jsonl").read_text().splitlines())
+        assert 0 < before < 23
+        _wait(driver, lambda d: _by(d, "history-run") and _by(d, "history-run")[0].get_attribute("data-status") == "cancelled")
+        _in_view(driver)
+        banner = _by(driver, "run-warning")[0].text
+        assert "stopped during relevance" in banner and "Error" not in banner
+        driver.switch_to.default_content()
+        _by(driver, "resume")[0].click()
+        _wait(driver, lambda d: d.find_element("id", "live-title").text == "Running")
+        assert _finished(driver).startswith("Finished")
+        assert list(app.state.workspace.runs.iterdir()) == [run_dir]  # the same folder, continued
+        assert (run_dir / "answer.txt").exists()
+        assert _paid_twice(run_dir) == []
+        _wait(driver, lambda d: _by(d, "history-run")[0].get_attribute("data-status") == "finished")
+
+
+def test_a_run_that_fell_back_says_so_in_one_sentence(driver, tmp_path):
+    with FakeLLMServer(faults=FaultPlan.parse("empty=1.0,max=1000,only=schema")) as server, \
+            RunningApp(demo_state(tmp_path, server.base_url, [str(corpus_dir())])) as app:
+        _open(driver, app)
+        _ask(driver, question())
+        assert _finished(driver).startswith("Finished")
+        _wait(driver, lambda d: _by(d, "run-warning"))
+        line = _by(driver, "run-warning")[0].text
+        assert line.startswith("The schema stage failed") and "Error" not in line
+        _shot(driver, "app-fallback-1400.png")
+        _in_view(driver)
+        assert _by(driver, "run-warning")[0].text.startswith("The schema stage failed")  # the report says it too
+        driver.find_element("css selector", "#tabs a[href='#schema']").click()
+        _wait(driver, lambda d: d.find_element("id", "schema").is_displayed())
+        schema = driver.find_element("id", "schema").text
+        assert "The schema stage failed" in schema and "No schema in this run folder" not in schema
+        driver.switch_to.default_content()

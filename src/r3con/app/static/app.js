@@ -164,7 +164,7 @@ function startFollowing(id) {
   if (live && live.source) live.source.close();
   live = {id, name: null, stages: {}, order: [], calls: 0, prompt: 0, completion: 0, cost: 0, costKnown: true, notes: 0};
   used = null; lightTree();
-  $("live").hidden = false; $("result").hidden = true;
+  $("live").hidden = false; $("result").hidden = true; $("live").setAttribute("data-live", id);
   $("cancel").hidden = false; $("cancel").disabled = false; $("resume").hidden = true;
   $("live-title").textContent = "Running";
   $("progress").replaceChildren(); $("warnings").replaceChildren(); $("notes").replaceChildren(); $("usage").textContent = "";
@@ -188,7 +188,7 @@ function onEvent(e) {
     case "message": warn(e.text, "message"); break;
     case "warning": warn(e.text); break;
     case "replanned": warn(`the server's window is ${e.window.toLocaleString()} tokens: the documents were split again into ${plural(e.parts, "part")}`); break;
-    case "fallback": warn(`${e.stage} failed (${e.failed}); ${e.fallback}`); break;
+    case "fallback": warn(`The ${e.stage} stage failed (${e.failed}), so ${String(e.fallback).replace(/\.$/, "")}.`); break;
     case "degraded": warn(`document ${e.doc} was left out of ${e.stage}: ${e.error}`); break;
     case "finished": case "failed": case "cancelled": ended(e); break;
     default: break;
