@@ -63,9 +63,10 @@ def _ask(driver, text: str) -> None:
     _wait(driver, lambda d: d.find_element("id", "live").get_attribute("data-live") != before)
 
 
-def _finished(driver) -> str:
+def _finished(driver, timeout: float = WAIT) -> str:
     """Wait for the run's end; the title the live panel shows."""
-    _wait(driver, lambda d: d.find_element("id", "live-title").text.startswith(("Finished", "Failed", "Cancelled")))
+    _wait(driver, lambda d: d.find_element("id", "live-title").text.startswith(("Finished", "Failed", "Cancelled")),
+          timeout)
     return driver.find_element("id", "live-title").text
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,7 +20,6 @@ from typing import Any
 from ..config import Settings
 from ..errors import InputError, R3conError
 from ..llm.types import Usage
-from .history import strip_class
 
 FINAL = ("finished", "failed", "cancelled")
 _ids = itertools.count(1)
@@ -151,14 +149,6 @@ def _str(path: Path | None) -> str | None:
     return str(path) if path is not None else None
 
 
-def history_question(run_dir: Path) -> str:
-    """The question a run folder answers (its manifest's task)."""
-    try:
-        return str(json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("task", ""))
-    except (OSError, ValueError):
-        return ""
-
-
 def error_text(exc: BaseException) -> str:
     """What a person reads of an error: its message, never its class name."""
     if isinstance(exc, R3conError):
@@ -166,40 +156,11 @@ def error_text(exc: BaseException) -> str:
     return f"the run stopped on an unexpected error ({exc}); the run folder's error.json holds the details"
 
 
-async def _relay(run: AppRun, begin: Callable[[], Awaitable[Any]]) -> None:
-    """The Run API's own run (`r3con.start`, `r3con.resume`): its events passed on as they come."""
-    try:
-        held = await begin()
-    except asyncio.CancelledError:
-        run.emit("cancelled", stage=None, run_dir=None)
-        return
-    except Exception as exc:  # bad input or an unreachable endpoint: said as the run's end
-        run.emit("failed", error=error_text(exc), stage=None, run_dir=None)
-        return
-    run._cancel = held.cancel
-    async for event in held.events():
-        data = event.to_dict()
-        if data.get("kind") == "failed":
-            data["error"] = strip_class(str(data.get("error") or ""))
-        run._add({"time": time.time(), **data})
-
-
-def _run_api() -> Any:
-    """`r3con` when it has the Run API (`start`, `resume`), else None."""
-    import r3con
-
-    return r3con if hasattr(r3con, "start") and hasattr(r3con, "resume") else None
-
-
 def start(question: str, sources: list[Path], settings: Settings, *, llm: Any = None) -> AppRun:
     """Start a run of `question` over `sources` in the background; its events follow at once."""
     if not question.strip():
         raise InputError("the question is empty: type a question")
     run = AppRun(question)
-    api = _run_api()
-    if api is not None:
-        run._task = asyncio.create_task(_relay(run, lambda: api.start(question, sources, settings, llm=llm)))
-        return run
 
     async def work(progress: Progressed) -> Any:
         from ..corpus.documents import load_corpus
@@ -217,13 +178,6 @@ def resume(run_dir: Path, settings: Settings, allowed: Callable[[Path], Path], *
     """Continue a cancelled or failed run in its folder (what it paid for is not paid again)."""
     from ..pipeline.resume import check_question, locate_sources, read_resume
 
-    api = _run_api()
-    if api is not None:
-        run = AppRun(history_question(run_dir), resumed=True)
-        overrides = {"max_cost_usd": settings.max_cost_usd, "base_url": settings.base_url, "model": settings.model,
-                     "api_key": settings.api_key}
-        run._task = asyncio.create_task(_relay(run, lambda: api.resume(run_dir, overrides)))
-        return run
     plan = read_resume(run_dir)
     question = check_question(plan, None)
     paths, _ = locate_sources(plan)

@@ -1,4 +1,5 @@
-"""`r3con app [FOLDER ...]`: the browser app (needs r3con[app]); a thin command over `r3con.app.serve`."""
+"""`r3con app [FOLDER ...]`: the browser app (needs r3con[app]); a thin command over `r3con.app.serve`.
+cli/app.py adds it to the commands (this module does not import that one: no import cycle)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,11 @@ from ..config import Settings
 from ..errors import ConfigError
 from ._options import settings_options
 from ._warnings import warn_unknown_variables
-from .app import app
 
 APP_OPTIONS = ("model", "base_url", "api_key", "rounds", "reasoning", "context_window", "concurrency", "max_cost",
                "prices", "cache", "no_cache", "reuse")
 
 
-@app.command("app")
 @settings_options(*APP_OPTIONS)
 def app_command(
     folders: Annotated[list[str] | None, typer.Argument(help="Folders of documents to add to the workspace", show_default=False)] = None,

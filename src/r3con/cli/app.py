@@ -551,4 +551,6 @@ def fake_llm(
 from .eval_cmd import eval_app  # noqa: E402 - the group is mounted after the top-level commands
 
 app.add_typer(eval_app, name="eval")
-from . import _app_cmd  # noqa: E402,F401 - `r3con app` (its own module: the browser app)
+from ._app_cmd import app_command  # noqa: E402 - `r3con app`, the browser app, in its own module
+
+app.command("app")(app_command)
