@@ -17,7 +17,7 @@ LAYERS = [
      "report"},  # the run report reads a run folder's files (and says costs as the LLM's usage does)
     {"stages"},
     {"pipeline", "baselines"},
-    {"methods", "eval", "demo"},
+    {"methods", "eval", "demo", "runs"},
     {"cli", "__main__", ""},
 ]
 

@@ -94,7 +94,7 @@ class Answered:
         found = self.lookup(request)
         key: str | None = None
         if found is not None:
-            completion, source, key = replace(found[0], from_cache=True), found[1], found[2]
+            completion, source, key = replace(found[0], from_cache=True, served_from=found[1]), found[1], found[2]
             self.served[source] += 1
         else:
             if self._full is not None:  # no call is sent that could not be kept: the run ends (DiskFull) instead

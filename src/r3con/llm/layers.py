@@ -251,6 +251,8 @@ class CallLog:
         self._seen: set[str] = set()
         self._reserved_at: int | None = None  # the file's size when space was last reserved beyond its end
         self._summary: LogSummary | None = None  # the logged calls' cost, count and timing, earlier attempts' included
+        # told every record as it is written (the run's `call` events): the events and the log are one account
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.detail == "full" or "request" not in record:
@@ -264,14 +266,18 @@ class CallLog:
         return {k: v for k, v in record.items() if k not in drop}
 
     def write(self, record: dict[str, Any]) -> None:
-        if self.path is None:
-            return
+        if self.path is not None:
+            self._append(self.path, record)
+        for listener in self.listeners:
+            listener(record)
+
+    def _append(self, path: Path, record: dict[str, Any]) -> None:
         with self._lock:
             line = json.dumps(self._kept(record), ensure_ascii=False, default=str) + "\n"
-            summary = self._summary = self._summary or LogSummary.of(self.path)
+            summary = self._summary = self._summary or LogSummary.of(path)
             if self._fh is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
                 self._fh = os.fdopen(fd, "a", encoding="utf-8")
                 self._reserved_at = reserve(fd)
             self._fh.write(line)
@@ -335,6 +341,7 @@ class Recorded:
             model=completion.model,
             finish_reason=completion.finish_reason,
             from_cache=completion.from_cache,
+            **({"source": completion.served_from} if completion.served_from else {}),
             usage=completion.usage.to_dict(),
             latency_s=round(completion.latency_s, 4),
             end=time.time(),

@@ -99,11 +99,6 @@ def _same(saved: Any, value: Any) -> bool:
     return str(saved) == str(value) or saved == value
 
 
-def check_sources(plan: ResumePlan) -> list[str]:
-    """The saved run's document files, to read again; ConfigError if one is gone."""
-    return locate_sources(plan)[0]
-
-
 def locate_sources(plan: ResumePlan) -> tuple[list[str], str | None]:
     """The saved run's document files, found as the run named them or else at the absolute paths the manifest
     keeps (a resume from another working directory), and a line saying so when the absolute ones were used;
