@@ -9,9 +9,9 @@ import textwrap
 import pytest
 
 import r3con
-from r3con.llm.answered import Answered
 from r3con.llm.cache import CallCache, cache_key, usable
-from r3con.llm.layers import ConcurrencyLimited
+from r3con.llm.layers.answered import Answered
+from r3con.llm.layers.limits import ConcurrencyLimited
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
 from ..conftest import r3con_cli
@@ -225,7 +225,7 @@ def test_a_new_cache_file_and_its_journal_are_private(tmp_path):
 def test_a_learned_window_is_kept_per_endpoint_model_and_stated_window_and_a_damaged_one_is_forgotten(tmp_path):
     import sqlite3
 
-    from r3con.llm.overflow import LearnedWindow
+    from r3con.llm.layers.overflow import LearnedWindow
 
     learned = LearnedWindow(8192)
     learned.learn(2048, 2225, 2000)

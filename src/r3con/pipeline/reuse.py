@@ -6,7 +6,7 @@ per document part (by content: title and text) each round's note, the notes its 
 full, and its records; and the schema. The next run of that question reads them:
 
 - `exact`: a call whose request is byte for byte one the earlier runs sent gets the reply they got,
-  without a call (`llm.answered.Answered`, from the LLM cache: it counts as a cache hit); every
+  without a call (`llm.layers.answered.Answered`, from the LLM cache: it counts as a cache hit); every
   other call is made. With a deterministic endpoint (what the LLM
   cache assumes too) the run's notes, records and answer are a fresh run's. A read's request is the
   document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
@@ -43,8 +43,8 @@ from ..corpus.documents import Document
 from ..corpus.places import Parts, PerPart, places_of
 from ..db import open_private
 from ..errors import ConfigError
-from ..llm.answered import Answered
 from ..llm.cache import CallCache
+from ..llm.layers.answered import Answered
 from ..llm.types import LLM, Completion
 from ..notes.selection import Shown, round_entries
 from ..notes.shown import ShownLog

@@ -13,8 +13,8 @@ from ..config import Settings
 from ..corpus.documents import Document
 from ..corpus.inputs import Inputs
 from ..llm import LLMStack
-from ..llm.answered import Answered
-from ..llm.layers import Progressed
+from ..llm.layers.accounting import Progressed
+from ..llm.layers.answered import Answered
 from ..llm.types import LLM
 from ..notes.selection import Embed, FinalNotes
 from ..results import Failure
