@@ -174,6 +174,14 @@ class Previous:
         return self.run_dir is not None
 
 
+def _create(db: sqlite3.Connection) -> None:
+    db.executescript(_SCHEMA)
+    if "top" not in {row[1] for row in db.execute("PRAGMA table_info(reads)")}:  # a record from before
+        db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
+    if "shown" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}:
+        db.execute("ALTER TABLE records ADD COLUMN shown TEXT NOT NULL DEFAULT '[]'")
+
+
 class ReuseStore:
     """The SQLite file of the runs' records (`store_path`)."""
 
@@ -183,12 +191,7 @@ class ReuseStore:
         self.path = Path(path)
         self._calls: list[tuple[int, str, str, str]] = []  # run, digest, stage, cache key
         try:
-            self._db = open_private(self.path)
-            self._db.executescript(_SCHEMA)
-            if "top" not in {row[1] for row in self._db.execute("PRAGMA table_info(reads)")}:  # a record from before
-                self._db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
-            if "shown" not in {row[1] for row in self._db.execute("PRAGMA table_info(records)")}:
-                self._db.execute("ALTER TABLE records ADD COLUMN shown TEXT NOT NULL DEFAULT '[]'")
+            self._db = open_private(self.path, setup=_create)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 
