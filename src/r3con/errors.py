@@ -19,7 +19,7 @@ Every message is one line that says what to do. Third-party exceptions are trans
 
 An exception carries what its constructor was given; nothing is attached to one that was caught
 (tests/test_layers.py checks), with one exception: the output guard adds the usage of its re-asks to an
-endpoint error passing through it (llm/output.py), for the ledger. A run that raises re-raises the very exception that ended it, so `except ProviderError` (or
+endpoint error passing through it (llm/layers/output.py), for the ledger. A run that raises re-raises the very exception that ended it, so `except ProviderError` (or
 `asyncio.CancelledError`, for which asyncio compares types) catches what it always did; where the run left
 off (its folder, stage and report, for `--resume`) is not put on the exception but handed to
 `run(on_end=...)` as a `RunEnd`. Copying or wrapping the error instead would change its type for those

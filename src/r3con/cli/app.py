@@ -109,7 +109,7 @@ def estimate(
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N); it takes
     the options `run` takes, and plans for the endpoint, window and slots `run` would use."""
-    from ..llm.tokenize import make_counter
+    from ..llm.transport.tokenize import make_counter
     from ..pipeline.estimate import Assumptions
 
     warn_unknown_variables()
@@ -239,7 +239,7 @@ def servers(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead of a table")] = False,
 ) -> None:
     """List the local servers on the usual ports (Ollama, llama.cpp, vLLM, SGLang, LM Studio) with their windows."""
-    from ..llm.local import find_servers, window_hint
+    from ..llm.discovery.local import find_servers, window_hint
     from ._local import local_ports, servers_table
 
     ports = local_ports()

@@ -19,9 +19,9 @@ from ..engine import open_engine
 from ..errors import ConfigError, InputError, OutputError
 from ..evidence.citations import EvidenceStats
 from ..llm import CostCap, EndpointInfo, LLMStack, build_llm
-from ..llm.answered import Answered
-from ..llm.local import local_ports, use_local_server
-from ..llm.overflow import is_overflow
+from ..llm.discovery.local import local_ports, use_local_server
+from ..llm.layers.answered import Answered
+from ..llm.layers.overflow import is_overflow
 from ..llm.types import LLM
 from ..notes.selection import Embed, FinalNotes, Selects
 from ..report import try_write_report

@@ -12,8 +12,8 @@ from typing import Any
 from ..config import Settings
 from ..corpus.documents import Document
 from ..llm import EndpointView, LLMStack
-from ..llm.answered import Answered
-from ..llm.layers import Progressed
+from ..llm.layers.accounting import Progressed
+from ..llm.layers.answered import Answered
 from ..llm.types import LLM
 from ..notes.selection import Embed, FinalNotes
 from ..results import Failure

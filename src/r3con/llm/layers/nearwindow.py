@@ -6,9 +6,9 @@ then r3con plans within an assumed one. A prompt within 10% of it may have been 
 
 from __future__ import annotations
 
-from .layers import Ledger
-from .types import LLM, ChatRequest, Completion, Usage
-from .window import EndpointInfo
+from ..discovery.served import EndpointInfo
+from ..types import LLM, ChatRequest, Completion, Usage
+from .accounting import Ledger
 
 NEAR = 0.9  # a prompt this share of the window or more counts as close to it
 

@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..config import Settings
-from ..errors import ConfigError, ContextTooLong, ProviderError
-from ..tokens import estimate_tokens
+from ...config import Settings
+from ...errors import ConfigError, ContextTooLong, ProviderError
+from ...tokens import estimate_tokens
+from ..discovery.served import EndpointInfo, discover
+from ..layers.overflow import is_overflow
+from ..types import ChatRequest, Completion, Usage, tool_calls_from
 from .endpoint import Account, Endpoint, HTTPFailure
-from .overflow import is_overflow
 from .routing import is_openai, routing_headers, routing_key
-from .types import ChatRequest, Completion, Usage, tool_calls_from
-from .window import EndpointInfo, discover
 
 
 def request_headers(request: ChatRequest) -> dict[str, str]:

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import ProviderError
-from ..tokens import ESTIMATE_RULE, EstimateCounter, FileCounter, TokenCounter, estimate_tokens
+from ...errors import ProviderError
+from ...tokens import ESTIMATE_RULE, EstimateCounter, FileCounter, TokenCounter, estimate_tokens
 from .endpoint import Account, Endpoint, HTTPFailure
 
 

@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from ..errors import ContextTooLong, ProviderError
-from .liveness import Silent
-from .types import LLM, ChatRequest, Completion, Usage
+from ...errors import ContextTooLong, ProviderError
+from ..transport.liveness import Silent
+from ..types import LLM, ChatRequest, Completion, Usage
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 OUTAGE_STEP_S = 10.0  # the longest wait between two tries of a server that is down

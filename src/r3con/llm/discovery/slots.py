@@ -8,9 +8,9 @@ requests as fit and say no such number, so the configured concurrency (or `DEFAU
 
 from __future__ import annotations
 
-from ..config import DEFAULT_CONCURRENCY, Settings
-from ..errors import ProviderError
-from .endpoint import Endpoint, HTTPFailure
+from ...config import DEFAULT_CONCURRENCY, Settings
+from ...errors import ProviderError
+from ..transport.endpoint import Endpoint, HTTPFailure
 
 PROBE_S = 10.0
 

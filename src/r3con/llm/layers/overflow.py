@@ -37,9 +37,9 @@ import re
 import threading
 from dataclasses import replace
 
-from ..errors import ContextTooLong
-from ..tokens import MARGIN, estimate_tokens
-from .types import LLM, ChatRequest, Completion
+from ...errors import ContextTooLong
+from ...tokens import MARGIN, estimate_tokens
+from ..types import LLM, ChatRequest, Completion
 
 FLOOR_WINDOW = 2048  # an unstated window is never taken below this (the least --context-window accepts)
 MIN_REPLY = 64  # max_tokens is never lowered below this to fit the window (the server then says what is wrong)

@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from .endpoint import Endpoint
+from ...errors import ConfigError
+from ..transport.endpoint import Endpoint
 from .native import ASK_S, LocalModel, ask, lmstudio_models, ollama_models, same_model
-from .window import window_of
+from .served import window_of
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ...config import Settings
 
 PORTS: tuple[tuple[int, str], ...] = (
     (11434, "Ollama"), (8080, "llama.cpp"), (8000, "vLLM"), (30000, "SGLang"), (1234, "LM Studio"),

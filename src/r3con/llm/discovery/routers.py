@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from ..config import Settings
-from ..errors import ConfigError, ProviderError
-from .endpoint import Endpoint, HTTPFailure
-from .window import PROBE_S, EndpointInfo, discover
+from ...config import Settings
+from ...errors import ConfigError, ProviderError
+from ..transport.endpoint import Endpoint, HTTPFailure
+from .served import PROBE_S, EndpointInfo, discover
 
 MAX_WORKERS = 16  # workers asked; a larger fleet is asked of its first 16 (they serve one model)
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import aiohttp
 
-from ..config import check_base_url
-from ..errors import ConfigError, OutputError, ProviderError
-from .json_reply import MAX_DEPTH, NoJSON, loads
+from ...config import check_base_url
+from ...errors import ConfigError, OutputError, ProviderError
+from ..json_reply import MAX_DEPTH, NoJSON, loads
 
 
 @dataclass(frozen=True)

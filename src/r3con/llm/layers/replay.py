@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .types import Completion
+from ..types import Completion
 
 _HASH = re.compile(rb'"request_hash": ?"([0-9a-f]+)"')  # a key: inside a JSON string every quote is escaped
 

@@ -41,17 +41,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings, check_base_url, same_endpoint
-from ..errors import ConfigError, ProviderError
+from ...config import Settings, check_base_url, same_endpoint
+from ...errors import ConfigError, ProviderError
+from ..discovery.routers import through_router
+from ..discovery.served import EndpointInfo, discover
+from ..discovery.slots import concurrency_for
+from ..layers.retry import retryable
+from ..types import ChatRequest, Completion
 from .client import OpenAIChat
 from .endpoint import Account, Endpoint
 from .liveness import Liveness, Silent
-from .retry import retryable
-from .routers import through_router
 from .routing import SHARED_KEY, routing_key
-from .slots import concurrency_for
-from .types import ChatRequest, Completion
-from .window import EndpointInfo, discover
 
 LOAD_BOUND = 1.25  # a key's endpoint holds at most this times its weighted share of the keys placed
 FIVE_XX_STREAK = 3  # 5xx replies in a row that take an endpoint out

@@ -24,11 +24,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from ..errors import BudgetExceeded, ConfigError
-from .client import usage_bounds
-from .layers import LogSummary
-from .pricing import Price, PriceTable
-from .types import LLM, ChatRequest, Completion
+from ...errors import BudgetExceeded, ConfigError
+from ..pricing import Price, PriceTable
+from ..transport.client import usage_bounds
+from ..types import LLM, ChatRequest, Completion
+from .calllog import LogSummary
 
 PRICE_HINT = ('pass --prices FILE (or set R3CON_PRICES_FILE=FILE) with JSON like {{"{model}": {{"input": 0.1, '
               '"output": 0.2}}}} in USD per million tokens')

@@ -15,17 +15,18 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-from ..config import Settings
-from ..errors import ConfigError, ProviderError, R3conError
-from ..tokens import estimate_tokens
-from .budget import CostCap, priced
-from .cache import CallCache
+from ...config import Settings
+from ...errors import ConfigError, ProviderError, R3conError
+from ...tokens import estimate_tokens
+from ..cache import CallCache
+from ..layers.accounting import Ledger
+from ..layers.budget import CostCap, priced
+from ..layers.calllog import CallLog
+from ..layers.retry import Retrier, RetryBudget, RetryPolicy
+from ..pricing import PriceTable
+from ..types import Completion, Usage
 from .client import _count, endpoint_for, status_error
 from .endpoint import HTTPFailure
-from .layers import CallLog, Ledger
-from .pricing import PriceTable
-from .retry import Retrier, RetryBudget, RetryPolicy
-from .types import Completion, Usage
 
 
 class Embedder(Protocol):

@@ -1,8 +1,7 @@
-"""Small wrappers around the LLM seam: each adds one concern (limits, accounting, logging)."""
+"""The run folder's record of its calls (calls.jsonl): the log, the layer that writes it, and its summary."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import functools
@@ -12,110 +11,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, cast
 
-from ..errors import BudgetExceeded, R3conError
-from .overflow import LearnedWindow
-from .pricing import PriceTable
-from .types import LLM, ChatRequest, Completion, Usage
-
-
-class ConcurrencyLimited:
-    """At most `limit` requests in flight through this layer."""
-
-    def __init__(self, inner: LLM, limit: int):
-        self.inner = inner
-        self._semaphore = asyncio.Semaphore(limit)
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        async with self._semaphore:
-            return await self.inner.complete(request)
-
-
-class Shaped:
-    """Makes each request what will be sent, before anything takes its fingerprint: the stage's model (a small
-    one for relevance, a large one to reason...), a reply budget no larger than `max_tokens_cap` (a request
-    that names none gets the cap), and no larger than what the window (as "too long" replies taught it,
-    `overflow.LearnedWindow`) leaves after the prompt. Every layer below sends the request as it leaves here,
-    so the cache, the reuse record and resume key on what the endpoint is asked."""
-
-    def __init__(self, inner: LLM, model_for: Callable[[str], str | None], default: str, *,
-                 max_tokens_cap: int | None = None, window: LearnedWindow | None = None):
-        self.inner = inner
-        self._model_for = model_for
-        self._default = default
-        self.max_tokens_cap = max_tokens_cap
-        self.window = window
-
-    def shape(self, request: ChatRequest) -> ChatRequest:
-        """`request` as it will be sent."""
-        if request.model is None:
-            request = request.with_model(self._model_for(request.stage) or self._default)
-        cap = self.max_tokens_cap
-        if cap is not None and (request.max_tokens is None or request.max_tokens > cap):
-            request = replace(request, max_tokens=cap)
-        if self.window is not None:
-            request = self.window.fit(request)
-        return request
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        return await self.inner.complete(self.shape(request))
-
-
-class Ledger:
-    """Usage per stage, in tokens and USD; thread- and task-safe, observable for progress displays."""
-
-    def __init__(self) -> None:
-        self._by_stage: dict[str, Usage] = {}
-        self._lock = threading.Lock()
-        self._listeners: list[Callable[[str, Usage], None]] = []
-
-    def add(self, stage: str, usage: Usage) -> None:
-        with self._lock:
-            self._by_stage[stage] = self._by_stage.get(stage, Usage()) + usage
-        for listener in list(self._listeners):
-            listener(stage, usage)
-
-    def subscribe(self, listener: Callable[[str, Usage], None]) -> None:
-        self._listeners.append(listener)
-
-    def by_stage(self) -> dict[str, Usage]:
-        with self._lock:
-            return dict(self._by_stage)
-
-    def total(self) -> Usage:
-        total = Usage()
-        for usage in self.by_stage().values():
-            total = total + usage
-        return total
-
-
-class Accounted:
-    """Prices each completion and adds its usage to a ledger under its stage."""
-
-    def __init__(self, inner: LLM, ledger: Ledger, prices: PriceTable):
-        self.inner = inner
-        self.ledger = ledger
-        self.prices = prices
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        try:
-            completion = await self.inner.complete(request)
-        except R3conError as exc:
-            if isinstance(exc.usage, Usage):  # calls made (and billed) before the request failed for good
-                self.ledger.add(request.stage, self.prices.priced(request.model or "", exc.usage))
-            raise
-        if completion.from_cache:
-            u = completion.usage
-            self.ledger.add(request.stage, Usage(cache_hits=1, saved_tokens=u.prompt_tokens + u.completion_tokens,
-                                                 saved_usd=self.prices.cost(completion.model, u) or 0.0))
-            return completion
-        usage = self.prices.priced(completion.model, completion.usage, batch=bool(completion.raw.get("batch_id")))
-        completion = replace(completion, usage=usage)
-        self.ledger.add(request.stage, usage)
-        return completion
+from ...errors import BudgetExceeded, R3conError
+from ..types import LLM, ChatRequest, Completion
 
 
 def logged_calls(calls_log: Path | None) -> Iterator[dict[str, Any]]:
@@ -356,30 +256,3 @@ def _response(completion: Completion) -> dict[str, Any]:
     record = completion.to_record()
     return {"content": record["content"], "reasoning": record["reasoning"],
             **({"tool_calls": record["tool_calls"]} if record["tool_calls"] else {})}
-
-
-class Progressed:
-    """Reports each document's progress: `advance(stage)` once per document (and round, and part), when
-    the first request made for it ends, answered or failed; re-asks and retries after it count nothing."""
-
-    def __init__(self, inner: LLM, advance: Callable[[str], None]):
-        self.inner = inner
-        self._advance = advance
-        # the document parts done in each stage's latest round: a whole document by its number (the request's own
-        # int, nothing made), a part as `doc << 32 | part`. A tuple each was 120 B a document and stage on the
-        # driver at D = 100,000, and every round's set held to the end 64 B a document and round more
-        self._done: dict[str, tuple[int | None, set[int]]] = {}
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        try:
-            return await self.inner.complete(request)
-        finally:
-            if request.doc is not None:
-                held = self._done.get(request.stage)
-                if held is None or held[0] != request.round:  # a stage's rounds run one after the other
-                    held = self._done[request.stage] = (request.round, set())
-                done = held[1]
-                key = request.doc if request.part is None else request.doc << 32 | request.part  # parts from 1
-                if key not in done:
-                    done.add(key)
-                    self._advance(request.stage)

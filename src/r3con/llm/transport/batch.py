@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ContextTooLong, ProviderError
-from ..files import write_atomic
+from ...errors import ContextTooLong, ProviderError
+from ...files import write_atomic
+from ..layers.overflow import is_overflow
+from ..types import ChatRequest, Completion
 from .client import OpenAIChat, chat_body, to_completion
 from .endpoint import HTTPFailure
-from .overflow import is_overflow
-from .types import ChatRequest, Completion
 
 FINAL = ("completed", "failed", "expired", "cancelled")
 BATCHED_STAGES = ("relevance", "populate")  # the stages whose calls are issued together

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProviderError
-from .endpoint import Endpoint, HTTPFailure
+from ...errors import ProviderError
+from ..transport.endpoint import Endpoint, HTTPFailure
 
 ASK_S = 3.0  # seconds one question to a server may take
 OLLAMA_DEFAULT = 4096  # what Ollama runs a model with when nothing raised it (docs.ollama.com/context-length)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import OutputError, R3conError
-from .cut import keep_json, keep_text
-from .replies import without_thinking
+from ...errors import OutputError, R3conError
+from ..cut import keep_json, keep_text
+from ..replies import without_thinking
+from ..types import LLM, ChatRequest, Completion, Usage
 from .retry import RetryBudget
-from .types import LLM, ChatRequest, Completion, Usage
 
 
 def visible_text(completion: Completion) -> str:

@@ -1,4 +1,5 @@
-"""Requests-per-minute and tokens-per-minute limits for one endpoint (sliding one-minute window).
+"""How many requests at once (`ConcurrencyLimited`), and how many a minute: requests-per-minute and
+tokens-per-minute limits for one endpoint (`RateLimited`, a sliding one-minute window).
 
 Tokens are estimated before the call (prompt characters, see `r3con.tokens`, plus the reply budget)
 so the limit holds even for calls still in flight. A single request larger than the whole TPM limit
@@ -12,8 +13,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from ..tokens import estimate_tokens
-from .types import LLM, ChatRequest, Completion
+from ...tokens import estimate_tokens
+from ..types import LLM, ChatRequest, Completion
 
 WINDOW_S = 60.0
 
@@ -69,3 +70,15 @@ class RateLimited:
             self._sent.append((self._clock(), tokens))
             self._tokens += tokens
         return await self.inner.complete(request)
+
+
+class ConcurrencyLimited:
+    """At most `limit` requests in flight through this layer."""
+
+    def __init__(self, inner: LLM, limit: int):
+        self.inner = inner
+        self._semaphore = asyncio.Semaphore(limit)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        async with self._semaphore:
+            return await self.inner.complete(request)

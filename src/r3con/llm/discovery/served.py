@@ -8,7 +8,7 @@ its four slots 8,192 tokens while `/v1/models` says `n_ctx_train` 32,768. In ord
 3. llama.cpp's `/props`: `default_generation_settings.n_ctx` (one slot), or `/v1/models` `meta.n_ctx`;
 4. Ollama's `/api/ps`: the `context_length` a loaded model runs with; else `/api/show`'s `num_ctx`, else
    Ollama's default of 4,096 (it does not serve the trained context unless told to); LM Studio's loaded
-   context length (`llm/local.py`);
+   context length (`llm/discovery/local.py`);
 5. OpenAI's models by name (`KNOWN`);
 6. `meta.n_ctx_train` (the trained context), else `DEFAULT_CONTEXT_WINDOW`.
 """
@@ -19,9 +19,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import DEFAULT_CONTEXT_WINDOW, Settings
-from ..errors import ConfigError, EndpointUnreachable, ProviderError
-from .endpoint import Endpoint, HTTPFailure
+from ...config import DEFAULT_CONTEXT_WINDOW, Settings
+from ...errors import ConfigError, EndpointUnreachable, ProviderError
+from ..transport.endpoint import Endpoint, HTTPFailure
 from .native import native_window, same_model
 
 PROBE_S = 10.0  # seconds a discovery probe may take; a server that does not answer one is asked no more

@@ -21,9 +21,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
-from ..errors import ConfigError, ProviderError
+from ...errors import ConfigError, ProviderError
+from ..types import LLM, ChatRequest, Completion
 from .endpoint import HTTPFailure
-from .types import LLM, ChatRequest, Completion
 
 T = TypeVar("T")
 Probe = Callable[[float], Awaitable[object]]  # GET /models within the seconds given (`OpenAIChat.probe`)

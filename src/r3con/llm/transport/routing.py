@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-from .types import ChatRequest
+from ..types import ChatRequest
 
 SHARED_KEY = "r3con-shared"  # calls about no one document (schema, answer): they share the notes' prefix
 

@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..artifacts.folder import is_disk_full
-from .cache import CallCache, cache_key, usable
-from .types import LLM, ChatRequest, Completion, Usage
+from ...artifacts.folder import is_disk_full
+from ..cache import CallCache, cache_key, usable
+from ..types import LLM, ChatRequest, Completion, Usage
 
 Where = tuple[str, str | None, int | None]  # stage, document key, round
 
