@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import typer
 
 from ..artifacts.folder import is_disk_full
 from ..display import path_lines
@@ -57,3 +61,13 @@ def report_line(outcome: RunResult | RunEnd | None, *, quiet: bool = False) -> N
         print(f"r3con: warning: {outcome.report_error}", file=sys.stderr)
     elif outcome.report is not None and not quiet:
         print(path_lines("report", outcome.report), file=sys.stderr)  # the path alone on its line
+
+
+@contextmanager
+def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began; nothing was sent") -> Iterator[None]:
+    """Ctrl-C while documents are read or split (before any call): `line` and exit 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(line, file=sys.stderr)
+        raise typer.Exit(130) from None

@@ -1,4 +1,5 @@
-"""`r3con estimate`: calls, tokens and USD a run would spend, as a range with what it assumes."""
+"""`r3con estimate`: calls, tokens and USD a run would spend, as a range with what it assumes (registered on the
+app by cli/app.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,13 @@ from ..config import Settings
 from ..corpus.documents import load_corpus
 from ..display import wrapped
 from ..errors import ConfigError
+from ._ended import interrupt_sends_nothing
 from ._inputs import summary_line
 from ._local import with_local_server
-from ._options import RUN, settings_options
+from ._options import RUN, Exclude, IncludeHidden, settings_options
 from ._warnings import warn_many_rounds, warn_unknown_variables
-from .app import Exclude, IncludeHidden, app, interrupt_sends_nothing
 
 
-@app.command()
 @settings_options(*RUN)
 def estimate(
     question: Annotated[str, typer.Argument(help="The question the run would answer.")],

@@ -113,3 +113,7 @@ def settings_options(*names: str) -> Callable[[Callable[..., Any]], Callable[...
         return with_options
 
     return wrap
+
+
+Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
+IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]

@@ -24,10 +24,11 @@ from ..corpus.readers import READABLE
 from ..corpus.store import CorpusStore, open_store
 from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
 from ..errors import ConfigError, InputError
-from ._ended import failed, report_line
+from ._ended import failed, interrupt_sends_nothing, report_line
+from ._estimate import estimate
 from ._inputs import report_inputs
 from ._local import with_local_server
-from ._options import RUN, settings_options
+from ._options import RUN, Exclude, IncludeHidden, settings_options
 from ._question import read_question
 from ._warnings import warn_many_rounds, warn_unknown_variables
 
@@ -58,8 +59,6 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
-IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
@@ -323,16 +322,6 @@ def run_stoppable(main: Coroutine[Any, Any, T], received: list[int]) -> T:
             signal.signal(signal.SIGTERM, _on_terminate_handler(received))
 
 
-@contextmanager
-def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began; nothing was sent") -> Iterator[None]:
-    """Ctrl-C while documents are read or split (before any call): `line` and exit 130, no traceback."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        print(line, file=sys.stderr)
-        raise typer.Exit(130) from None
-
-
 def interrupted_line(end: RunEnd | None, resumed: Path | None = None) -> str:
     """What an interrupted run says: where the run folder is, what it kept, and how to continue (a resumed
     folder is named even when the run had not said where it stopped)."""
@@ -359,6 +348,9 @@ def demo(
         run_demo(out_dir=out, as_json=as_json, quiet=quiet, on_end=ends.append)
     except Exception as exc:
         raise typer.Exit(failed(exc, ends[-1] if ends else None, quiet=quiet)) from exc
+
+
+app.command()(estimate)
 
 
 @app.command()
@@ -437,7 +429,6 @@ def fake_llm(
     serve(port=port, faults=plan, max_model_len=max_model_len, model=model, log_path=log)
 
 
-from . import _estimate  # noqa: E402, F401 - registers `estimate` on `app`, which it imports
 from .eval_cmd import eval_app  # noqa: E402 - the group is mounted after the top-level commands
 
 app.add_typer(eval_app, name="eval")
