@@ -31,16 +31,16 @@ def estimate(
     agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
     sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint), and give a range")] = 0,
     confidence: Annotated[float, typer.Option("--confidence", help="With --sample: the share of runs the range is meant to hold (0.5 to 0.99)")] = 0.9,
-    tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
+    tokenize: Annotated[bool | None, typer.Option("--tokenize/--no-tokenize", help="Count tokens with the endpoint's /tokenize (llama.cpp, vLLM, SGLang), or with r3con's own estimate (default: the endpoint's when one is named or found, the estimate when it has no /tokenize)")] = None,
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table")] = False,
     exclude: Exclude = None,
     include_hidden: IncludeHidden = False,
     flags: dict[str, Any] | None = None,
 ) -> None:
-    """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N); it takes
-    the options `run` takes, and plans for the endpoint, window and slots `run` would use."""
-    from ..llm.tokenize import make_counter
+    """Predict calls, tokens and USD per stage of a run, with a range and what it assumes, without calling the
+    model (--sample N: measured on N documents' real calls, a narrower range); it takes the options `run` takes,
+    and plans for the endpoint, window, slots and tokenizer `run` would use."""
     from ..pipeline.estimate import Assumptions
 
     warn_unknown_variables()
@@ -52,16 +52,14 @@ def estimate(
         raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
     # the endpoint `run` would use: the local server found on its usual port when none is named (as run finds it)
     settings = with_local_server(settings, required=bool(sample))
-    if tokenize and not (settings.base_url and settings.model):
-        raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
+    if tokenize and not settings.base_url:
+        raise ConfigError("--tokenize needs the endpoint: pass --base-url (or start a local server)")
     with interrupt_sends_nothing():
         corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
-    counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
-                           model=settings.model, api_key=settings.api_key)
     assumptions = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)
     with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
-        result, planned = asyncio.run(_estimated(question, corpus.documents, settings, assumptions, counter, sample,
-                                                 confidence))
+        result, planned = asyncio.run(_estimated(question, corpus.documents, settings, assumptions,
+                                                 (tokenizer, tokenize is not False), sample, confidence))
     print(summary_line(corpus.inputs), file=sys.stderr)
     print(wrapped(f"r3con: {_planned_line(planned, settings)}"), file=sys.stderr)
     if as_json:
@@ -71,20 +69,25 @@ def estimate(
     print_estimate(result)
 
 
-async def _estimated(question: str, documents: Any, settings: Settings, assumptions: Any, counter: Any, sample: int,
-                     confidence: float) -> tuple[Any, Any]:
-    """The estimate (a range with `--sample`) and the endpoint it planned for (None: none named or found). One
-    event loop: the endpoint's token counter is bound to it."""
+async def _estimated(question: str, documents: Any, settings: Settings, assumptions: Any,
+                     counting: tuple[Path | None, bool], sample: int, confidence: float) -> tuple[Any, Any]:
+    """The estimate and its range (narrowed by `--sample`) and the endpoint it planned for (None: none named or
+    found). `counting`: the tokenizer file, and whether to ask the endpoint's /tokenize. One event loop: the
+    endpoint's token counter is bound to it."""
+    from ..llm.tokenize import make_counter
     from ..pipeline.estimate import estimate_range, estimate_run, plan_endpoint
     from ..pipeline.estimate import sample as sample_calls
 
     planned, measured = None, settings
+    if settings.base_url or settings.pool_file is not None:
+        planned = await plan_endpoint(settings)
+        measured = dataclasses.replace(settings, model=settings.model or planned.model,
+                                       context_window=settings.context_window or planned.context_window,
+                                       concurrency=settings.concurrency or planned.concurrency)
+    tokenizer, ask = counting
+    counter = make_counter(tokenizer_file=tokenizer, base_url=planned.base_url if planned and ask else None,
+                           model=measured.model, api_key=settings.api_key)
     try:
-        if settings.base_url or settings.pool_file is not None:
-            planned = await plan_endpoint(settings)
-            measured = dataclasses.replace(settings, model=settings.model or planned.model,
-                                           context_window=settings.context_window or planned.context_window,
-                                           concurrency=settings.concurrency or planned.concurrency)
         if sample:
             assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
                                                      base=assumptions)
@@ -125,9 +128,6 @@ def print_estimate(result: Any) -> None:
     if result.range is not None:
         for line in result.range.lines():
             console.print(line, markup=False)
-    else:
-        console.print("No range: the figures rest on assumed sizes; --sample N measures them and gives a range.",
-                      markup=False)
     console.print("Assumptions:")
     for line in result.assumptions:
         console.print(f"- {line}", markup=False)
