@@ -155,7 +155,7 @@ class BudgetGuard:
         worst = 0.0
         for model in self.models_of(request.model or ""):
             price = priced(self.prices, model)
-            worst = max(worst, prompt * max(price.input, price.cached_input or 0.0) + output * price.output)
+            worst = max(worst, prompt * price.dearest_input + output * price.output)
         return worst * scale / 1_000_000
 
     async def complete(self, request: ChatRequest) -> Completion:

@@ -171,6 +171,7 @@ class Usage:
     events: Mapping[str, int] = field(default_factory=dict)
     unpriced: tuple[str, ...] = ()
     local_calls: int = 0
+    cache_write_tokens: int = 0  # prompt tokens the endpoint wrote to its cache (billed above the input price)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
@@ -216,6 +217,7 @@ class Usage:
             events=events,
             unpriced=tuple(sorted(set(self.unpriced) | set(other.unpriced))),
             local_calls=self.local_calls + other.local_calls,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def with_event(self, name: str, n: int = 1) -> Usage:
@@ -242,6 +244,8 @@ class Usage:
                                     "--prices file")
         if self.local_calls:
             out["local_calls"] = self.local_calls
+        if self.cache_write_tokens:
+            out["cache_write_tokens"] = self.cache_write_tokens
         return out
 
 
