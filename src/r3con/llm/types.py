@@ -139,14 +139,15 @@ class ChatRequest:
 
 EVENTS = (
     "retries", "length", "cut_kept", "empty", "reasoning_only", "refusals", "json_repaired", "reasks", "constrained_fallback",
-    "failovers", "usage_estimated", "waits",
+    "failovers", "usage_estimated", "waits", "usage_capped",
 )
 """What `Usage.events` counts: transport retries; replies cut at max_tokens (and of those, kept for what
 they completed), empty, only in reasoning_content,
 refused; structured replies that needed repair, re-asks after a validation error; endpoints without json_schema;
 calls a pool sent to another endpoint after theirs was taken out or stopped answering (`pool.Pooled`); replies whose usage was missing or
 could not be true, counted from r3con's estimate instead (`client.checked_usage`); waits for a server that was down
-or loading (not retries: they spend no retry)."""
+or loading (not retries: they spend no retry); replies whose claimed usage would have passed --max-cost, charged at
+r3con's estimate instead (`budget.BudgetGuard`)."""
 
 
 @dataclass(frozen=True)
