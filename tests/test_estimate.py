@@ -128,7 +128,8 @@ def test_the_estimate_prints_its_range_and_what_would_narrow_it(fake_server, tmp
     assert table.returncode == 0, table.stderr
     assert "80% range: calls " in table.stdout and "--sample 4 would narrow the prompt tokens" in table.stdout
     assumed = cli_in_process(*common, timeout=60)
-    assert "No range" in assumed.stdout and "--sample N" in assumed.stdout
+    assert "range from the priors: calls " in assumed.stdout and "--sample N" in assumed.stdout
+    assert "priors (the range, with no sample)" in assumed.stdout
     wrong = cli_in_process(*common, "--sample", "2", "--confidence", "1.5", timeout=60)
     assert wrong.returncode == 2 and "--confidence must be between" in wrong.stderr and "Traceback" not in wrong.stderr
 
