@@ -1,7 +1,7 @@
 """The evaluation harness: benchmarks' tasks, LLM judges, scoring, resumable runs and reports.
 
     tasks = load_benchmark("loong", Path("data/loong"), TaskFilter(sets=(2, 3, 4), limit=20))
-    result = await run_eval(tasks, Settings.resolve(), Path("evals/loong"), methods=["r3con"])
+    result = await run_eval(tasks, Settings.resolve(), Path("evals/loong"), EvalOptions(methods=["r3con"]))
     write_report(build_report([Path("evals/loong")]), Path("evals/report"))
 """
 
@@ -27,7 +27,7 @@ from .judges import (
 from .loong import PAPER_SETS, load_loong
 from .records import TaskRecord
 from .report import Report, ReportRow, build_report, load_reference, render_markdown, write_report
-from .runner import EvalResult, MethodRunner, run_eval
+from .runner import EvalOptions, EvalResult, MethodRunner, run_eval
 from .scoring import (
     Accuracy,
     OfficialCell,
@@ -55,6 +55,7 @@ __all__ = [
     "Accuracy",
     "Coverage",
     "DownloadError",
+    "EvalOptions",
     "EvalResult",
     "EvalTask",
     "JudgeChoice",
