@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from .benchmarks import Coverage, load_benchmark, paper_coverage
 from .corpusqa import extract_final_answer, load_corpusqa
-from .download import DownloadError, download, download_loong
 from .dracula import load_dracula
 from .judges import (
     JudgeChoice,
@@ -24,7 +23,7 @@ from .judges import (
     official_prompt,
     prompt_from_file,
 )
-from .loong import PAPER_SETS, load_loong
+from .loong import PAPER_SETS, DownloadError, download, download_loong, load_loong
 from .records import TaskRecord
 from .report import Report, ReportRow, build_report, load_reference, render_markdown, write_report
 from .runner import EvalOptions, EvalResult, MethodRunner, run_eval
