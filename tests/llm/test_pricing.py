@@ -74,7 +74,7 @@ def test_bad_price_file_is_a_config_error(tmp_path):
 
 def _billed(reply_usage: dict, model: str) -> float | None:
     """What r3con prices a reply with this `usage` at: read as a reply is read, priced from the database."""
-    from r3con.llm.client import to_completion
+    from r3con.llm.transport.client import to_completion
 
     completion = to_completion({"choices": [{"message": {"content": "ok"}}], "usage": reply_usage}, model, 0.0)
     return PriceTable.load().cost(model, completion.usage)

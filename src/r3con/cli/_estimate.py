@@ -87,7 +87,7 @@ async def _estimated(question: str, documents: Any, settings: Settings, assumpti
     """The estimate and its range (narrowed by `--sample`) and the endpoint it planned for (None: none named or
     found). `counting`: the tokenizer file, and whether to ask the endpoint's /tokenize. One event loop: the
     endpoint's token counter is bound to it."""
-    from ..llm.tokenize import make_counter
+    from ..llm.transport.tokenize import make_counter
     from ..pipeline.estimate import estimate_range, estimate_run, plan_endpoint
     from ..pipeline.estimate import sample as sample_calls
 
