@@ -10,7 +10,7 @@ from typing import Any
 from ..config import Settings
 from ..corpus.documents import Document
 from ..errors import R3conError
-from ..llm.local import local_ports, use_local_server, window_hint
+from ..llm.discovery.local import local_ports, use_local_server, window_hint
 from ..llm.pricing import PriceTable
 
 
@@ -58,12 +58,31 @@ def price_text(settings: Settings, model: str) -> str:
     return f"${price.input:g} / ${price.output:g} per million tokens in / out"
 
 
-async def plan(question: str, documents: Sequence[Document], settings: Settings) -> dict[str, Any]:
-    """The plan a run of `question` would follow: calls, tokens and cost per stage, with the range."""
-    from ..pipeline.estimate import Assumptions, estimate_range
+async def planned_endpoint(settings: Settings) -> Any:
+    """The endpoint as a run opens it (its model, window and slots: `estimate.plan_endpoint`), or None when
+    none is named."""
+    from ..pipeline.estimate import plan_endpoint
 
-    estimate = await estimate_range(question, documents, settings, Assumptions())
-    out = estimate.to_dict()
+    if not (settings.base_url or settings.pool_file is not None):
+        return None
+    return await plan_endpoint(settings)
+
+
+async def plan(question: str, documents: Sequence[Document], settings: Settings, planned: Any) -> dict[str, Any]:
+    """The plan a run of `question` would start with (`Plan.to_dict()`, what `r3con estimate --json` prints):
+    calls, tokens and cost per stage, with the range, for the endpoint's window and slots."""
+    from ..config import DEFAULT_CONTEXT_WINDOW
+    from ..pipeline.estimate import estimate_run
+    from ..pipeline.planned import plan_of
+
+    measured = settings
+    if planned is not None:
+        measured = dataclasses.replace(settings, model=settings.model or planned.model,
+                                       context_window=settings.context_window or planned.context_window,
+                                       concurrency=settings.concurrency or planned.concurrency)
+    estimate = await estimate_run(question, documents, measured)
+    window = settings.context_window or (planned.context_window if planned else DEFAULT_CONTEXT_WINDOW)
+    out = plan_of(estimate, settings, planned, window).to_dict()
     total = out["total"]
     out["line"] = (f"{total['calls']:,} {'call' if total['calls'] == 1 else 'calls'}, about "
                    f"{total['input_tokens'] + total['output_tokens']:,} tokens, "

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from ..config import Settings
 from ..errors import InputError, R3conError
 from . import history, runs
-from .endpoint import Endpoint, plan
+from .endpoint import Endpoint, plan, planned_endpoint
 from .security import Guard, within
 from .workspace import TooLarge, Workspace
 
@@ -36,6 +36,12 @@ class AppState:
     demo: bool = False
     llm: Any = None  # a model object instead of the endpoint (tests)
     live: dict[str, runs.AppRun] = field(default_factory=dict)
+    planned: Any = None  # the endpoint as a run opens it (model, window, slots), once probed
+
+    async def planned_endpoint(self) -> Any:
+        if self.planned is None:
+            self.planned = await planned_endpoint(self.settings)
+        return self.planned
 
 
 def _static(name: str) -> str:
@@ -110,7 +116,8 @@ def build(state: AppState, token: str, hosts: frozenset[str]) -> Guard:
             if not question.strip():
                 raise InputError("the question is empty: type a question")
             corpus = await asyncio.to_thread(state.workspace.load)
-            return JSONResponse(await plan(question, corpus.documents, _run_settings(state, body)))
+            planned = await state.planned_endpoint()
+            return JSONResponse(await plan(question, corpus.documents, _run_settings(state, body), planned))
         except R3conError as exc:
             return _error(exc)
 

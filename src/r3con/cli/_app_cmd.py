@@ -11,8 +11,8 @@ import typer
 
 from ..config import Settings
 from ..errors import ConfigError
+from ._inputs import warn_unknown_variables
 from ._options import settings_options
-from ._warnings import warn_unknown_variables
 
 APP_OPTIONS = ("model", "base_url", "api_key", "rounds", "reasoning", "context_window", "concurrency", "max_cost",
                "prices", "cache", "no_cache", "reuse")

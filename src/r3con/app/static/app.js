@@ -181,8 +181,9 @@ function onEvent(e) {
     case "stage": stageEvent(e); break;
     case "progress": { const s = stageOf(e.stage); s.done = e.done; s.total = e.total || s.total; drawStages(); break; }
     case "call": callEvent(e); break;
-    case "usage": live.calls = e.calls; live.prompt = e.prompt_tokens; live.completion = e.completion_tokens;
-      live.costKnown = e.cost_usd !== null; live.cost = e.cost_usd || 0; drawUsage(); break;
+    case "usage": { const u = e.usage || e;  // the run's usage so far: it settles what the calls added up
+      live.calls = u.calls || 0; live.prompt = u.prompt_tokens || 0; live.completion = u.completion_tokens || 0;
+      live.costKnown = u.cost_usd !== null && !(u.unpriced || []).length; live.cost = u.cost_usd || 0; drawUsage(); break; }
     case "note": live.notes += 1; $("notes-box").hidden = false; $("notes-count").textContent = String(live.notes);
       $("notes").append(el("li", {}, el("strong", {text: `document ${e.doc}, round ${e.round}: `}), e.text)); break;
     case "message": warn(e.text, "message"); break;
