@@ -77,8 +77,15 @@ def build(state: AppState, token: str, hosts: frozenset[str]) -> Guard:
 
     async def about(request: Request) -> Response:
         ws = state.workspace
+        try:  # the model, window and slots as a run opens the endpoint (a server that does not answer: none)
+            planned = await state.planned_endpoint()
+        except R3conError as exc:
+            planned, problem = None, str(exc)
+        else:
+            problem = ""
         return JSONResponse({"workspace": str(ws.root), "folders": [str(f) for f in ws.folders],
                              "endpoint": state.endpoint.to_dict(), "demo": state.demo,
+                             "planned": planned.to_dict() if planned is not None else None, "problem": problem,
                              "limits": {"file_bytes": ws.limits.file_bytes, "files": ws.limits.files},
                              "defaults": {"reuse": state.settings.reuse, "max_cost_usd": state.settings.max_cost_usd}})
 

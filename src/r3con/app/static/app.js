@@ -14,7 +14,7 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 const plural = (n, one, many) => `${n.toLocaleString()} ${n === 1 ? one : (many || one + "s")}`;
-const money = (usd) => (usd === null || usd === undefined ? "cost unknown" : `$${usd.toFixed(4)}`);
+const money = (usd) => (usd === null || usd === undefined ? "cost unknown" : usd === 0 ? "free" : `$${usd.toFixed(4)}`);
 
 async function api(path, options = {}) {
   const response = await fetch(path, {credentials: "same-origin", ...options,
@@ -30,11 +30,13 @@ let about = null, files = [], used = null;
 
 async function loadAbout() {
   about = await api("/api/about");
-  const e = about.endpoint;
+  const e = about.endpoint, p = about.planned || {};
+  const model = e.model || p.model, window_ = e.window || p.context_window;
   $("endpoint").textContent = e.base_url
-    ? `${e.kind} at ${e.base_url} · model ${e.model || "(the server's)"} · window ${e.window ? e.window.toLocaleString() + " tokens" : "not reported"} · ${e.price}`
+    ? `${e.kind} at ${e.base_url} · model ${model || "(the server's)"} · window ${window_ ? window_.toLocaleString() + " tokens" : "not reported"}` +
+      (p.concurrency ? ` · ${plural(p.concurrency, "call")} at once` : "") + ` · ${e.price}` + (about.problem ? ` · ${about.problem}` : "")
     : (e.problem || "no model server");
-  $("endpoint").classList.toggle("error", !e.base_url);
+  $("endpoint").classList.toggle("error", !e.base_url || Boolean(about.problem));
   if (about.defaults.max_cost_usd) $("cap").value = about.defaults.max_cost_usd;
 }
 
@@ -142,8 +144,10 @@ function renderPlan(plan) {
   const box = $("plan"), t = plan.total, r = plan.range;
   box.replaceChildren(el("strong", {text: "Plan: "}), `${plural(plan.documents, "document")} in ${plural(plan.parts, "part")}; ${plan.line}`);
   if (r) {
-    box.append(el("div", {text: `${Math.round(r.confidence * 100)}% range: ${Math.round(r.calls.low)}–${Math.round(r.calls.high)} calls` +
-      (r.cost_usd ? `, ${money(r.cost_usd.low)}–${money(r.cost_usd.high)}` : "")}));
+    const basis = r.basis === "sample" ? `${Math.round(r.confidence * 100)}% range (measured on a sample)` : "Range (from the assumptions' stated bounds)";
+    box.append(el("div", {text: `${basis}: ${Math.round(r.calls.low).toLocaleString()}–${Math.round(r.calls.high).toLocaleString()} calls, ` +
+      `${Math.round(r.prompt_tokens.low).toLocaleString()}–${Math.round(r.prompt_tokens.high).toLocaleString()} prompt tokens` +
+      (r.cost_usd && r.cost_usd.high > 0 ? `, ${money(r.cost_usd.low)}–${money(r.cost_usd.high)}` : "")}));
   } else {
     box.append(el("div", {cls: "muted", text: "From assumed note and record sizes (no range: nothing measured yet)."}));
   }
