@@ -86,5 +86,6 @@ async def plan(question: str, documents: Sequence[Document], settings: Settings,
     total = out["total"]
     out["line"] = (f"{total['calls']:,} {'call' if total['calls'] == 1 else 'calls'}, about "
                    f"{total['input_tokens'] + total['output_tokens']:,} tokens, "
-                   + ("cost unknown" if total["cost_usd"] is None else f"about ${total['cost_usd']:.4f}"))
+                   + ("cost unknown" if total["cost_usd"] is None else "free" if total["cost_usd"] == 0
+                      else f"about ${total['cost_usd']:.4f}"))
     return out
