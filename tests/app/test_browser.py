@@ -128,6 +128,11 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         lit = [f for f in _by(driver, "tree-file") if f.get_attribute("data-used") == "true"]
         assert any(f"document {cited_doc}" == f.get_attribute("title") for f in lit)
         _shot(driver, "app-citation-1400.png")
+        driver.find_element("id", "export").click()
+        _wait(driver, lambda d: d.find_element("id", "exported").text.startswith("Written: "))
+        written = Path(driver.find_element("id", "exported").text.removeprefix("Written: "))
+        assert written.name == "report.html" and written.parent.parent == app.state.workspace.runs
+        assert 'data-testid="records"' in written.read_text(encoding="utf-8")
 
         # ask again: the same question after a file changed reuses what did not change
         _by(driver, "history-run")[0]  # the first run is listed

@@ -90,9 +90,10 @@ def reuse_summary(reuse: Any) -> dict[str, Any] | None:
 def strip_class(text: str) -> str:
     """`text` without a leading exception class name ("ValueError: ..."): a person reads the message."""
     head, sep, rest = text.partition(": ")
-    if sep and head.replace(".", "").isidentifier() and head[:1].isupper() and not head.isupper() \
-            and (head.endswith(("Error", "Exception", "Exceeded", "Cancelled", "Interrupt", "Exit", "Long"))
-                 or "Error" in head):
+    name = head.rpartition(".")[2]
+    if sep and head.replace(".", "").isidentifier() and name[:1].isupper() and not name.isupper() \
+            and (name.endswith(("Error", "Exception", "Exceeded", "Cancelled", "Interrupt", "Exit", "Long"))
+                 or "Error" in name):
         return rest
     return text
 

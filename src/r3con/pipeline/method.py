@@ -176,7 +176,7 @@ class _Method:
         budgets = self.budgets()
         concurrency = self.llm.concurrency
         watch.say(f"plan: {len(self.parts):,} parts of at most {budgets.part_tokens:,} tokens for a window of "
-                  f"{budgets.window:,}; " + (f"{concurrency[0]} calls in flight ({concurrency[1]})"
+                  f"{budgets.window:,}; " + (f"{concurrency[0]} {'call' if concurrency[0] == 1 else 'calls'} in flight ({concurrency[1]})"
                                              if concurrency is not None else "calls in flight as the endpoint takes them"))
         try:
             rounds = await self.relevance()
