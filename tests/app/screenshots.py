@@ -13,7 +13,7 @@ from r3con.testing import FakeLLMServer
 
 from ..report.browser import start_chromium
 from .running import RunningApp, demo_state
-from .test_browser import _ask, _by, _finished, _in_view, _open, _wait
+from .test_browser import _ask, _by, _files, _finished, _in_view, _open, _wait
 
 
 def take(out: Path) -> None:
@@ -26,7 +26,7 @@ def take(out: Path) -> None:
             _open(driver, app)
             _ask(driver, question())
             _finished(driver)
-            _wait(driver, lambda d: all(f.get_attribute("data-used") for f in _by(d, "tree-file")))
+            _wait(driver, lambda d: all(f["used"] for f in _files(d)))
             _in_view(driver)
             driver.switch_to.default_content()
             driver.execute_script("document.getElementById('live').scrollIntoView()")

@@ -41,6 +41,13 @@ def _by(driver, testid: str):
     return driver.find_elements("css selector", f"[data-testid='{testid}']")
 
 
+def _files(driver) -> list[dict[str, str]]:
+    """Each file of the tree as the page shows it now (read at once: the tree is drawn again as files change)."""
+    return driver.execute_script("""return [...document.querySelectorAll("[data-testid='tree-file']")].map((f) => ({
+        source: f.getAttribute("data-source"), status: f.getAttribute("data-status"), used: f.getAttribute("data-used"),
+        title: f.getAttribute("title"), text: f.textContent}));""")
+
+
 def _open(driver, app: RunningApp) -> None:
     driver.get(app.url)
     _wait(driver, lambda d: d.find_element("css selector", "html").get_attribute("data-ready"))
@@ -95,8 +102,8 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         field.submit()
         _wait(driver, lambda d: len(_by(d, "tree-file")) == 7)
         assert "6 read · 1 not" in driver.find_element("id", "tree").text
-        skipped = [f for f in _by(driver, "tree-file") if f.get_attribute("data-status") != "read"]
-        assert [f.get_attribute("data-status") for f in skipped] == ["skipped"] and "scan.bin" in skipped[0].text
+        skipped = [f for f in _files(driver) if f["status"] != "read"]
+        assert [f["status"] for f in skipped] == ["skipped"] and "scan.bin" in skipped[0]["text"]
         _ask(driver, question())
         plan = _by(driver, "plan")[0].text
         assert "6 documents" in plan and "relevance" in plan
@@ -106,10 +113,10 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         stages = [s.get_attribute("data-stage") for s in driver.find_elements("css selector", ".stage.done")]
         assert stages == ["relevance", "schema", "populate", "reason"]
         assert "calls" in driver.find_element("id", "usage").text
-        _wait(driver, lambda d: all(f.get_attribute("data-used") in ("true", "false") for f in _by(d, "tree-file")))
-        used = {f.get_attribute("data-source") for f in _by(driver, "tree-file") if f.get_attribute("data-used") == "true"}
+        _wait(driver, lambda d: all(f["used"] in ("true", "false") for f in _files(d)))
+        used = {f["source"] for f in _files(driver) if f["used"] == "true"}
         assert used and not any(p.endswith("scan.bin") for p in used)
-        assert skipped[0].get_attribute("data-used") == "false"
+        assert [f["used"] for f in _files(driver) if f["status"] != "read"] == ["false"]
         _in_view(driver)
         assert _by(driver, "answer")[0].text.strip()
         citations = _by(driver, "citation")
@@ -125,8 +132,8 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         assert any(word in box for word in ("exact", "tolerant", "fuzzy", "differs", "not found"))
         cited_doc = driver.find_element("id", "doc-view").get_attribute("data-doc")
         driver.switch_to.default_content()
-        lit = [f for f in _by(driver, "tree-file") if f.get_attribute("data-used") == "true"]
-        assert any(f"document {cited_doc}" == f.get_attribute("title") for f in lit)
+        lit = [f for f in _files(driver) if f["used"] == "true"]
+        assert any(f"document {cited_doc}" == f["title"] for f in lit)
         _shot(driver, "app-citation-1400.png")
         driver.find_element("id", "export").click()
         _wait(driver, lambda d: d.find_element("id", "exported").text.startswith("Written: "))
@@ -135,13 +142,19 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         assert 'data-testid="records"' in written.read_text(encoding="utf-8")
 
         # ask again: the same question after a file changed reuses what did not change
-        _by(driver, "history-run")[0]  # the first run is listed
-        driver.find_element("id", "reuse").send_keys("approximate")
-        _ask(driver, question() + " ")
+        assert len(_by(driver, "history-run")) == 1
+        changed = next(Path(f["source"]) for f in _files(driver) if "hamburg" in f["source"])
+        changed.write_text(changed.read_text(encoding="utf-8") + "\nA late delivery was logged in December.\n",
+                           encoding="utf-8")
+        assert driver.find_element("id", "reuse").get_attribute("value") == "approximate"
+        _ask(driver, question())
         assert _finished(driver).startswith("Finished")
         _wait(driver, lambda d: _by(d, "reuse"))
         reuse = _by(driver, "reuse")[0].text
         assert "not paid again" in reuse and "Reused from" in reuse
+        second = app.json("GET", "/api/runs")["runs"][0]["name"]
+        saved = app.json("GET", f"/api/runs/{second}")["reuse"]
+        assert saved["calls_reused"] > 0 and any(c["recomputed"] for c in saved["stages"].values()), saved
         assert len(_by(driver, "history-run")) == 2
         driver.set_window_size(800, 1000)
         _shot(driver, "app-answer-800.png")

@@ -12,7 +12,7 @@ from r3con.config import Settings
 from ..real_server.conftest import Llama
 from ..report.browser import missing_reason, start_chromium
 from .running import RunningApp
-from .test_browser import _ask, _by, _finished, _in_view, _open, _shot, _wait
+from .test_browser import _ask, _by, _files, _finished, _in_view, _open, _shot, _wait
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
 
@@ -41,7 +41,7 @@ def test_the_app_finds_llama_cpp_and_answers_over_noise(tmp_path, monkeypatch):
                 assert "3 documents" in _by(driver, "plan")[0].text
                 title = _finished(driver, 400)  # a shared machine's two cores run the model's noise
                 assert title.startswith("Finished"), title
-                _wait(driver, lambda d: all(f.get_attribute("data-used") in ("true", "false") for f in _by(d, "tree-file")))
+                _wait(driver, lambda d: all(f["used"] in ("true", "false") for f in _files(d)))
                 _shot(driver, "app-llama-1400.png")
                 _in_view(driver)
                 assert _by(driver, "answer")[0].text.strip()

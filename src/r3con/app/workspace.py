@@ -44,6 +44,7 @@ class Workspace:
         state = self.root / STATE
         saved = json.loads(state.read_text(encoding="utf-8")) if state.exists() else {}
         self.folders: list[Path] = [Path(p) for p in saved.get("folders", []) if Path(p).is_dir()]
+        self._loaded: tuple[list[Path], Corpus] | None = None  # the sources as last read, and what they held
 
     @property
     def files(self) -> Path:
@@ -113,18 +114,22 @@ class Workspace:
             partial.unlink(missing_ok=True)
         return target
 
-    def load(self) -> Corpus:
-        """The documents of every source, with the account of each file (read, skipped and why)."""
+    def load(self, *, fresh: bool = False) -> Corpus:
+        """The documents of every source, with the account of each file (read, skipped and why); read again
+        when `fresh` or the sources changed, else as the tree last read them (a plan per keystroke reads no file)."""
         sources = self.sources()
         if not sources:
             raise InputError("add a folder (its path) or drop files on the page first")
-        return load_corpus([str(s) for s in sources])
+        if fresh or self._loaded is None or self._loaded[0] != sources:
+            self._loaded = (sources, load_corpus([str(s) for s in sources]))
+        return self._loaded[1]
 
     def tree(self) -> dict[str, Any]:
-        """Each source folder and each of its files with what became of it (read as document N, skipped, ...)."""
+        """Each source folder and each of its files with what became of it (read as document N, skipped, ...),
+        read afresh."""
         roots = self.sources()
         try:
-            corpus = self.load()
+            corpus = self.load(fresh=True)
         except InputError as exc:
             return {"roots": [_root(r, self) for r in roots], "files": [], "error": str(exc)}
         return {"roots": [_root(r, self) for r in roots], "files": [

@@ -247,6 +247,7 @@ async function ended(e) {
   if (e.kind !== "finished") { $("resume").hidden = !live.name; }
   await loadHistory();
   if (live.name) await openRun(live.name, false);
+  await refreshTree();  // the files as they are now (the next plan reads them so)
 }
 
 $("ask").addEventListener("click", async () => {
