@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .security import OutsideWorkspace
 
 
 def folder(runs: Path, name: str) -> Path:
     """The run folder `name` of the workspace (only a direct child of `runs/` that r3con wrote)."""
     if not name or "/" in name or "\\" in name or name.startswith("."):
-        raise InputError(f"{name!r} is outside the workspace: name one of its runs")
+        raise OutsideWorkspace(f"{name!r} is outside the workspace: name one of its runs")
     path = runs / name
     if not (path / "manifest.json").is_file():
         raise InputError(f"no run {name!r} in this workspace")

@@ -108,6 +108,10 @@ async def _refuse(send: Send, status: int, line: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class OutsideWorkspace(InputError):
+    """A path that leaves the folders the app may read (answered 403)."""
+
+
 def within(path: Path, roots: list[Path]) -> Path:
     """`path` resolved (links followed), if it lies under one of `roots`; else InputError (a path that leaves
     the workspace is never read or written)."""
@@ -115,4 +119,4 @@ def within(path: Path, roots: list[Path]) -> Path:
     for root in roots:
         if resolved == root.resolve() or resolved.is_relative_to(root.resolve()):
             return resolved
-    raise InputError(f"{path} is outside the workspace: add its folder first")
+    raise OutsideWorkspace(f"{path} is outside the workspace: add its folder first")

@@ -19,7 +19,7 @@ from ..config import Settings
 from ..errors import InputError, R3conError
 from . import history, runs
 from .endpoint import Endpoint, plan, planned_endpoint
-from .security import Guard, within
+from .security import Guard, OutsideWorkspace, within
 from .workspace import TooLarge, Workspace
 
 STATIC = {"app.js": "text/javascript", "app.css": "text/css", "index.html": "text/html"}
@@ -59,12 +59,17 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _error(exc: Exception) -> Response:
-    status = 413 if isinstance(exc, TooLarge) else 403 if "outside the workspace" in str(exc) else 400
+    status = 413 if isinstance(exc, TooLarge) else 403 if isinstance(exc, OutsideWorkspace) else 400
     return JSONResponse({"error": str(exc)}, status_code=status)
 
 
 def build(state: AppState, token: str, hosts: frozenset[str]) -> Guard:
     """The ASGI app: every route behind the token, Host and Origin checks."""
+    return Guard(Starlette(routes=_workspace_routes(state) + _run_routes(state) + _history_routes(state)), token, hosts)
+
+
+def _workspace_routes(state: AppState) -> list[Route]:
+    """The page, its files, the server in use, and the workspace: its tree, folders added, files uploaded."""
 
     async def page(request: Request) -> Response:
         return HTMLResponse(_static("index.html"), headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
@@ -115,6 +120,14 @@ def build(state: AppState, token: str, hosts: frozenset[str]) -> Guard:
             return JSONResponse({"error": "no such file in the workspace"}, status_code=404)
         with path.open(encoding="utf-8", errors="replace") as f:
             return JSONResponse({"path": str(path), "text": f.read(FILE_CHARS)})
+
+    return [Route("/", page), Route("/static/{name}", static), Route("/api/about", about), Route("/api/tree", tree),
+            Route("/api/folders", add_folder, methods=["POST"]), Route("/api/files", upload, methods=["PUT"]),
+            Route("/api/file", read_file)]
+
+
+def _run_routes(state: AppState) -> list[Route]:
+    """The plan, and runs asked, followed, cancelled and resumed."""
 
     async def make_plan(request: Request) -> Response:
         try:
@@ -168,6 +181,13 @@ def build(state: AppState, token: str, hosts: frozenset[str]) -> Guard:
         run.cancel()
         return JSONResponse({"ok": True})
 
+    return [Route("/api/plan", make_plan, methods=["POST"]), Route("/api/runs", ask, methods=["POST"]),
+            Route("/api/runs/{name}/resume", resume, methods=["POST"]),
+            Route("/api/live/{id}/events", events), Route("/api/live/{id}/cancel", cancel, methods=["POST"])]
+
+
+def _history_routes(state: AppState) -> list[Route]:
+    """The workspace's runs: listed, each one's details and view (the report's page), its report written."""
     async def listed(request: Request) -> Response:
         return JSONResponse({"runs": await asyncio.to_thread(history.listed, state.workspace.runs),
                              "live": [{"id": r.id, "question": r.question, "status": r.status,
@@ -196,16 +216,8 @@ def build(state: AppState, token: str, hosts: frozenset[str]) -> Guard:
 
         return JSONResponse({"path": str(await asyncio.to_thread(write_report, folder))})
 
-    routes = [
-        Route("/", page), Route("/static/{name}", static), Route("/api/about", about), Route("/api/tree", tree),
-        Route("/api/folders", add_folder, methods=["POST"]), Route("/api/files", upload, methods=["PUT"]),
-        Route("/api/file", read_file), Route("/api/plan", make_plan, methods=["POST"]),
-        Route("/api/runs", listed), Route("/api/runs", ask, methods=["POST"]),
-        Route("/api/runs/{name}", details), Route("/api/runs/{name}/resume", resume, methods=["POST"]),
-        Route("/api/runs/{name}/export", export, methods=["POST"]), Route("/runs/{name}/view", view),
-        Route("/api/live/{id}/events", events), Route("/api/live/{id}/cancel", cancel, methods=["POST"]),
-    ]
-    return Guard(Starlette(routes=routes), token, hosts)
+    return [Route("/api/runs", listed), Route("/api/runs/{name}", details),
+            Route("/api/runs/{name}/export", export, methods=["POST"]), Route("/runs/{name}/view", view)]
 
 
 def _run_settings(state: AppState, body: dict[str, Any]) -> Settings:
