@@ -131,6 +131,7 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         box = driver.find_element("css selector", ".active-record").text
         assert any(word in box for word in ("exact", "tolerant", "fuzzy", "differs", "not found"))
         cited_doc = driver.find_element("id", "doc-view").get_attribute("data-doc")
+        assert "from the earlier run" not in driver.find_element("id", "doc-view").text  # a first run has none
         driver.switch_to.default_content()
         lit = [f for f in _files(driver) if f["used"] == "true"]
         assert any(f"document {cited_doc}" == f["title"] for f in lit)
@@ -177,6 +178,13 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
             }
             probe.remove(); return out;""")
         assert cut == [], cut
+        driver.switch_to.default_content()
+        driver.set_window_size(420, 900)  # a phone: each record a card, each value beside its column's name
+        _in_view(driver)
+        assert driver.execute_script("return getComputedStyle(document.querySelector('#record-table thead')).display") == "none"
+        labels = driver.execute_script("return [...document.querySelectorAll('#record-table tbody tr:first-child td')]"
+                                       ".map((td) => getComputedStyle(td, '::before').content)")
+        assert '"passage "' in labels and '"id "' in labels
         driver.switch_to.default_content()
         driver.set_window_size(1400, 1000)
 
