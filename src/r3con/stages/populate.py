@@ -69,7 +69,8 @@ class PopulateResult:
 @dataclass(frozen=True)
 class RecordLimits:
     """What one reply's records may hold (R3CON_MAX_RECORDS, R3CON_MAX_RECORD_FIELDS, R3CON_MAX_VALUE_CHARS): a
-    reply over them (broken or hostile: one record of 100,000 fields took a run to 4 GiB) degrades its document."""
+    reply over them (broken or hostile: a record of unbounded fields would hold the run's memory with it) degrades
+    its document."""
 
     records: int  # records one document part may yield
     fields: int  # fields one record may have (the schema's and the passage field)

@@ -15,9 +15,8 @@ class Decisions:
     """Per stage and document part: reused or recomputed, and why (reuse.json). Under its stage a part's decision
     is the number of its (reused, why) pair in `kinds` (a handful of pairs in all), held in an array at the
     part's place in the run's parts (`PerPart` over `places`); the notes that ranked first for a later-round
-    read are kept apart, only where there are some. The entries are made as reuse.json is written. A dict a
-    stage and document was 550 B a document for the whole run at D = 3,000, a tuple each 105 B a stage
-    (bench_engine heap), a dict of ints a stage some 40 B."""
+    read are kept apart, only where there are some. The entries are made as reuse.json is written: a dict or
+    a tuple a stage and document would be held for the whole run for a file written once."""
 
     mode: str
     previous: str | None
@@ -92,8 +91,8 @@ class Decisions:
 class Tops(Mapping[str, tuple[str, ...]]):
     """A stage's notes that ranked first for each later-round read (`TOP` at most), by the read's part: their
     places among the run's parts (`places`), each plus one in `BITS` bits of one number a part (`PerPart`); a
-    tuple of their keys only for a read whose are not all among the parts. A tuple a read and its dict entry
-    were some 100 B a part for the whole run."""
+    tuple of their keys only for a read whose are not all among the parts, since a tuple a read and its dict
+    entry would be held for the whole run."""
 
     BITS = 21  # a place plus one: parts up to 2 million (past that, the tuples)
 

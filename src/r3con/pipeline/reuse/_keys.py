@@ -32,8 +32,8 @@ def content_digest(doc: Document) -> bytes:
 
 
 class Contents(Mapping[str, str]):
-    """Each part's `content_key` by its key, in the parts' order: 10 bytes a part in one bytes object beside the
-    parts' places (a string a part and a dict entry was some 120 B a part for the whole run)."""
+    """Each part's `content_key` by its key, in the parts' order: its digest's bytes in one bytes object beside
+    the parts' places, not a string a part and a dict entry held for the whole run."""
 
     WIDTH = 10
 

@@ -160,7 +160,7 @@ class Reuse:
                          kept: Sequence[frozenset[str]]) -> None:
         """What each read of each round reused, and why it was recomputed otherwise; the reads are written to the
         record at once. What each later-round read was shown (`shown`, per round from the second) is read back
-        one read at a time: all of it at once would be most of what a run holds a document (bench_engine heap)."""
+        one read at a time: all of it at once would be most of what a run holds a document."""
         layer = self._layer
         for r, notes in enumerate(rounds, start=1):
             stage = f"relevance-{r}"
@@ -197,8 +197,8 @@ class Reuse:
 
     def _reads(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[ShownLog]) -> Iterator[
             tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
-        """The reads as the record keeps them, one at a time as the store writes them: at D = 100,000 the
-        notes each read was shown in full are millions of pairs, too many to hold at once."""
+        """The reads as the record keeps them, one at a time as the store writes them: the notes each read was
+        shown in full grow with the corpus times the notes a read is shown, too many to hold at once."""
         content = self.content
         by_key = {p.key: p for p in self.parts}
         for r, notes in enumerate(rounds, start=1):
