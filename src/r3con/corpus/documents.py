@@ -375,11 +375,6 @@ def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = No
     return load_corpus(specs, pdf_password=pdf_password).documents
 
 
-def collect_paths(specs: Sequence[str | Path]) -> list[Path]:
-    """The files that `specs` name, as a walk with the default exclusions finds them."""
-    return list(walk_paths(specs).files)
-
-
 def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:
     where = ", ".join(map(str, specs))
     why = [f"{Path(source).name}: {reason}" for source, reason in inputs.issues[:3]]
