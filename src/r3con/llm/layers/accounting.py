@@ -74,8 +74,8 @@ class Progressed:
         self.inner = inner
         self._advance = advance
         # the document parts done in each stage's latest round: a whole document by its number (the request's own
-        # int, nothing made), a part as `doc << 32 | part`. A tuple each was 120 B a document and stage on the
-        # driver at D = 100,000, and every round's set held to the end 64 B a document and round more
+        # int, nothing made), a part as `doc << 32 | part`: an int, not a tuple, for each of a large corpus's parts,
+        # and only the latest round's set, not every round's held to the end (docs/scale.md)
         self._done: dict[str, tuple[int | None, set[int]]] = {}
 
     async def complete(self, request: ChatRequest) -> Completion:
