@@ -15,6 +15,7 @@ from .cache import CallCache
 from .discovery.routers import through_router
 from .discovery.served import EndpointInfo
 from .discovery.slots import concurrency_for
+from .identity import model_identity
 from .layers.accounting import Accounted, Ledger
 from .layers.answered import Answered
 from .layers.budget import BudgetGuard, CostCap, check_prices, shared_cap
@@ -201,7 +202,8 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     logged in `calls_log` (a resumed run folder).
     `model`: any object with the `LLM` protocol (`complete(request) -> completion`) in place of the HTTP
     endpoint, wrapped in the same layers; its name and window come from `settings.model` and
-    `settings.context_window` (defaults: "custom" and 32,768 tokens).
+    `settings.context_window` (defaults: "custom" and 32,768 tokens); the cache keeps its replies under the
+    `version` it declares, else a digest of its code, else not at all (`identity`).
     `remote`: workers that each hold a stack of their own built from the same settings (`engine`): the
     calls go to them below the rate and concurrency limits, and the layers the workers apply (output
     checks, retries, the cache) are not stacked here again; the endpoint is still opened here, to learn
@@ -227,6 +229,10 @@ class _Opened:
     pool: Pooled | None = None
     chat: OpenAIChat | None = None  # one HTTP endpoint (the Batch API needs it)
     close: Callable[[], Awaitable[None]] | None = None
+    # what the LLM cache knows the answerer by: the endpoint's URL, or a user's model's declared version or code
+    # (`identity`); None: a user's model with neither, whose replies are not cached
+    identity: str | None = None
+    users_model: bool = False
 
 
 async def _open(settings: Settings, model: LLM | None) -> _Opened:
@@ -235,12 +241,13 @@ async def _open(settings: Settings, model: LLM | None) -> _Opened:
         window = settings.context_window or DEFAULT_CONTEXT_WINDOW
         info = EndpointInfo("", settings.model or "custom", window,
                             "config" if settings.context_window else "default")
-        return _Opened(model, info, (settings.concurrency or DEFAULT_CONCURRENCY, "the model given"))
+        return _Opened(model, info, (settings.concurrency or DEFAULT_CONCURRENCY, "the model given"),
+                       identity=model_identity(model), users_model=True)
     entries = pool_entries(settings)
     if entries:
         pool = await open_pool(settings, entries)  # each endpoint's window discovered as for one
         return _Opened(pool, pool.info(), (sum(s.concurrency for s in pool.stats()), "pool: each endpoint's own"),
-                       pool=pool, close=pool.aclose)
+                       pool=pool, close=pool.aclose, identity=pool.info().base_url)
     chat = OpenAIChat(settings)
     try:
         endpoint = await through_router(chat.endpoint, settings, await chat.describe(settings))
@@ -250,7 +257,8 @@ async def _open(settings: Settings, model: LLM | None) -> _Opened:
         raise
     # a call held without a word by a server that answers no probe is cancelled and waited out as an outage
     liveness = Liveness(chat.probe, first_byte_s=settings.first_byte_s, probe_timeout_s=settings.probe_timeout_s)
-    return _Opened(Watched(chat, liveness, chat.base_url), endpoint, concurrency, chat=chat, close=chat.aclose)
+    return _Opened(Watched(chat, liveness, chat.base_url), endpoint, concurrency, chat=chat, close=chat.aclose,
+                   identity=endpoint.base_url)
 
 
 def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: CostCap | None,
@@ -304,8 +312,9 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
         # answered and paid where the earlier run's had not been (a repeat of a run paid for calls)
         window.restore(cache.window(endpoint.base_url, endpoint.model, endpoint.context_window), restored=True)
         closing.callback(_keep_window, cache, endpoint, window)  # before the cache closes (callbacks run last first)
-    stack = answered = Answered(stack, cache=cache, endpoint=endpoint.base_url,
-                                folder=replies.get if len(replies) else None)
+    stack = answered = Answered(stack, cache=cache if opened.identity is not None else None,
+                                endpoint=opened.identity or "", folder=replies.get if len(replies) else None,
+                                own_replies_only=opened.users_model)
     ledger = Ledger()
     near: NearWindow | None = None
     if not window_was_asked(endpoint.context_window_source):
