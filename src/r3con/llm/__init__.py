@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,9 +20,9 @@ from .layers.answered import Answered
 from .layers.budget import BudgetGuard, CostCap, check_prices, shared_cap
 from .layers.calllog import CallLog, LogSummary, Recorded
 from .layers.limits import ConcurrencyLimited, RateLimited
-from .layers.nearwindow import NearWindow, window_was_asked
+from .layers.nearwindow import NearWindow
 from .layers.output import OutputChecked
-from .layers.overflow import LearnedWindow, Overflows
+from .layers.overflow import Overflows
 from .layers.replay import LoggedReplies
 from .layers.retry import Retrier, RetryBudget, Retrying, RetryPolicy
 from .layers.shaped import Shaped
@@ -34,6 +33,7 @@ from .transport.embeddings import Embedder, open_embedder
 from .transport.liveness import Liveness, Watched
 from .transport.pool import EndpointStats, Pooled, open_pool, pool_entries
 from .types import LLM, ChatRequest, Completion, Message, Usage
+from .window import Window
 
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "EndpointView", "LLMStack", "Ledger",
@@ -65,7 +65,7 @@ class LLMStack:
     answered: Answered | None = None  # the one owner of replies given before: earlier runs', the cache's, a folder's
     pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
-    window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
+    window: Window | None = None  # the window's one owner: as reported, learned from "too long" replies, kept
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
     _closing: ExitStack = field(default_factory=ExitStack, repr=False)  # what the stack opened, closed with it
     engine: Remote | None = None  # the workers the calls go to (`--engine ray`), else None: this process sends them
@@ -140,7 +140,7 @@ class EndpointView:
         return out
 
     def learned_window(self) -> dict[str, object] | None:
-        """What "too long" replies taught of the window (`LearnedWindow.to_dict`), or None."""
+        """What "too long" replies taught of the window (`Window.to_dict`), or None."""
         window = self._stack.window
         return window.to_dict() if window is not None and window.learned else None
 
@@ -177,13 +177,6 @@ class EndpointView:
             self._stack.retrier.subscribe(on_wait)
         if on_wait is not None and self._stack.pool is not None:  # an endpoint taken out, and when it is tried
             self._stack.pool.subscribe(on_wait)
-
-
-def _keep_window(cache: CallCache, endpoint: EndpointInfo, window: LearnedWindow) -> None:
-    """What the run learned of the window, in the cache for the next run (a full disk loses only that)."""
-    if window.learned:
-        with suppress(sqlite3.Error, OSError):
-            cache.put_window(endpoint.base_url, endpoint.model, endpoint.context_window, window.to_dict())
 
 
 @asynccontextmanager
@@ -294,7 +287,7 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
         # a pool limits each endpoint on its own (`Pooled`); all of them together here
         stack = ConcurrencyLimited(stack, concurrency[0])
     stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
-    window = LearnedWindow(endpoint.context_window)
+    window = Window(endpoint)
     stack = Overflows(stack, window)
     budget = RetryBudget(settings.retry_budget)
     retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s,
@@ -307,18 +300,15 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     if settings.cache and settings.cache_path is not None:
         cache = CallCache(settings.cache_path)
         closing.callback(cache.close)
-        # what an earlier run against this endpoint and model learned of its window, so that this one plans in it
-        # from the start: its too-long requests were not paid, but a request of the first plan that fitted was
-        # answered and paid where the earlier run's had not been (a repeat of a run paid for calls)
-        window.restore(cache.window(endpoint.base_url, endpoint.model, endpoint.context_window), restored=True)
-        closing.callback(_keep_window, cache, endpoint, window)  # before the cache closes (callbacks run last first)
+        window.recall(cache)  # what an earlier run against this endpoint and model learned of its window
+        closing.callback(window.keep, cache)  # before the cache closes (callbacks run last first)
     stack = answered = Answered(stack, cache=cache if opened.identity is not None else None,
                                 endpoint=opened.identity or "", folder=replies.get if len(replies) else None,
                                 own_replies_only=opened.users_model)
     ledger = Ledger()
     near: NearWindow | None = None
-    if not window_was_asked(endpoint.context_window_source):
-        stack = near = NearWindow(stack, ledger, endpoint)
+    if not window.asked:
+        stack = near = NearWindow(stack, ledger, window)
     stack = Accounted(stack, ledger, prices)
     stack = Recorded(stack, log)
     stack = Shaped(stack, settings.model_for, default, max_tokens_cap=settings.max_tokens_cap, window=window)

@@ -1,5 +1,6 @@
 """What a call may spend of the window, decided once from the settings and the window: one frozen plan that
-the stages, `estimate` and the re-plan after a learned window all read."""
+the stages, `estimate` and the re-plan after a learned window all read. The window is asked of its one owner
+(`r3con.llm.window.Window.planning`, through `EndpointView.planning_window`), never kept here."""
 
 from __future__ import annotations
 
