@@ -52,8 +52,8 @@ class Answered:
 
     A new reply is committed on the event loop, before this coroutine yields: the concurrency slot below
     was freed when it arrived, so committing in a thread would let the loop send the next request first,
-    and a killed run could then lose more than one reply per slot (a local SQLite commit takes tens of
-    microseconds)."""
+    and a killed run could then lose more than one reply per slot (a local SQLite commit is short beside the
+    call it keeps)."""
 
     def __init__(self, inner: LLM, *, cache: CallCache | None = None, endpoint: str = "",
                  folder: Callable[[str], Completion | None] | None = None, own_replies_only: bool = False):
@@ -69,7 +69,7 @@ class Answered:
         self.served: Counter[str] = Counter()  # calls answered per source
         self.replayed: Counter[Where] = Counter()  # calls answered from an earlier run of the question
         # calls not answered from an earlier run (the cache's included), counted only while there is one to
-        # answer from (`earlier`): without, nothing is replayed and no one asks (a key a call at D = 100,000)
+        # answer from (`earlier`): without, nothing is replayed and no one asks (it would hold a key a call)
         self.sent: Counter[Where] = Counter()
         self.replayed_usage = Usage()
         self._full: str | None = None  # the disk filled up while a reply was stored
