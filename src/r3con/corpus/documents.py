@@ -81,7 +81,8 @@ class Document:
     by, which may hold bytes that are not UTF-8 (empty when it is `source`, or the document came from no
     file).
 
-    Slots, not an attributes' dict: 300 B a document less for a large corpus's whole run (bench_engine).
+    Slots, not an attributes' dict: a document lives for the whole run, and a dict each is a large corpus's
+    overhead for all of it.
     """
 
     number: int
@@ -118,8 +119,8 @@ class Document:
     @property
     def key(self) -> str:
         """'3' for a whole document, '3.2' for part 2 of document 3: one string a document part, interned, so
-        the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap); not
-        cached on the document (8 B a document more)."""
+        the many mappings keyed by it (notes, decisions, calls answered) share it; not cached on the document
+        (a slot every document would carry for the whole run)."""
         return sys.intern(str(self.number) if self.parts == 1 else f"{self.number}.{self.part}")
 
     @property
@@ -372,11 +373,6 @@ def spool(docs: Iterable[Document], into: TextSpool) -> None:
 def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:
     """Read every supported file under `specs` into numbered documents (see `load_corpus` for what is left out)."""
     return load_corpus(specs, pdf_password=pdf_password).documents
-
-
-def collect_paths(specs: Sequence[str | Path]) -> list[Path]:
-    """The files that `specs` name, as a walk with the default exclusions finds them."""
-    return list(walk_paths(specs).files)
 
 
 def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:
