@@ -174,6 +174,11 @@ def _notes(folder: Folder, limit: int | None = None,
     return rounds, dict(by_key)
 
 
+def _attempts(folder: Folder) -> int:
+    """How many times the schema was asked for (schema_attempts.json: one entry an attempt)."""
+    return len(_list(folder.json("schema_attempts.json", [])))
+
+
 def _schema_tables(schema: Any) -> list[dict[str, Any]]:
     """The schema as tables of fields (name, type, required, description), for reading rather than parsing."""
     tables = []
@@ -336,8 +341,7 @@ def load(path: Path) -> dict[str, Any]:
         "rounds": rounds,
         "notes": notes,
         "schema": schema,
-        "schema_tables": _schema_tables(schema),
-        "schema_attempts": len(_list(folder.json("schema_attempts.json", []))),
+        "schema_tables": _schema_tables(schema), "schema_attempts": _attempts(folder),
         "fallbacks": fallbacks,  # what failed and how the run went on without it (the page says so at the top)
         "records": records,
         "dropped": [r for r in _list(folder.json("dropped_records.json", [])) if isinstance(r, dict)],
