@@ -52,7 +52,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-from typing import Any
 import time
 from pathlib import Path
 from typing import Any
