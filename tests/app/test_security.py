@@ -30,6 +30,7 @@ def test_the_token_in_the_url_opens_the_page_and_sets_the_cookie(app):
     response.read()
     conn.close()
     assert f"r3con_token={TOKEN}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert response.getheader("x-frame-options") == "SAMEORIGIN"  # no other site frames it
     status, _ = app.request("GET", "/api/about", token=False, headers={"Cookie": f"r3con_token={TOKEN}"})
     assert status == 200
 

@@ -19,6 +19,9 @@ from urllib.parse import parse_qs
 from ..errors import InputError
 
 COOKIE = "r3con_token"
+# no other site may frame the app's pages, and no response is read as another type than it says
+SAFE_HEADERS = ((b"x-frame-options", b"SAMEORIGIN"), (b"x-content-type-options", b"nosniff"),
+                (b"referrer-policy", b"no-referrer"))
 HEADER = b"x-r3con-token"
 
 Scope = MutableMapping[str, Any]
@@ -75,17 +78,15 @@ class Guard:
         if not any(g is not None and hmac.compare_digest(g.encode(), self.token.encode()) for g in given):
             await _refuse(send, 401, "open the address r3con app printed (it holds the token)")
             return
-        if from_query is None:
-            await self.app(scope, receive, send)
-            return
+        added = [*SAFE_HEADERS, *([(b"set-cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                                   .encode("latin-1"))] if from_query is not None else [])]
 
-        async def with_cookie(message: MutableMapping[str, Any]) -> None:
+        async def with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-                message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]
+                message["headers"] = [*message.get("headers", []), *added]
             await send(message)
 
-        await self.app(scope, receive, with_cookie)
+        await self.app(scope, receive, with_headers)
 
 
 def _cookie(headers: dict[bytes, bytes]) -> str | None:

@@ -72,7 +72,7 @@ def _workspace_routes(state: AppState) -> list[Route]:
     """The page, its files, the server in use, and the workspace: its tree, folders added, files uploaded."""
 
     async def page(request: Request) -> Response:
-        return HTMLResponse(_static("index.html"), headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+        return HTMLResponse(_static("index.html"), headers={"Cache-Control": "no-store"})
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
