@@ -61,19 +61,19 @@ class RunningApp:
         assert status == 200, (status, text)
         return json.loads(text)
 
-    def wait_run(self, run_id: str, timeout: float = 120) -> dict[str, Any]:
-        """The final event of a live run (read from its event stream)."""
+    def events(self, run_id: str, timeout: float = 120) -> list[dict[str, Any]]:
+        """Every event of a live run, read from its event stream until the final one."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         conn.request("GET", f"/api/live/{run_id}/events", headers={"Host": f"127.0.0.1:{self.port}",
                                                                    "X-R3con-Token": TOKEN})
         response = conn.getresponse()
-        last: dict[str, Any] = {}
+        events = []
         for raw in response:
             line = raw.decode().strip()
             if line.startswith("data: "):
-                last = json.loads(line[6:])
+                events.append(json.loads(line[6:]))
         conn.close()
-        return last
+        return events
 
 
 def demo_state(tmp: Path, base_url: str, folders: list[str], **settings: Any) -> AppState:

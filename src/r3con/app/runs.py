@@ -87,6 +87,10 @@ class AppRun:
             if data.get("kind") == "failed":
                 data["error"] = strip_class(str(data.get("error") or ""))
             self.add(data)
+        try:
+            await self.held.result()
+        except Exception:  # what ended it was said by its final event; taken here so it is not logged as lost
+            pass
 
 
 def start(question: str, sources: list[Path], settings: Settings, *, llm: Any = None) -> AppRun:
