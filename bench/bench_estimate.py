@@ -35,7 +35,6 @@ from bench_scale import DATA, TASK, corpus, start_server  # noqa: E402
 FIGURES = ("calls", "prompt_tokens", "completion_tokens", "cost_usd")
 PRICES = {"r3con-scripted": {"input": 0.15, "output": 0.60, "cached_input": 0.075},
           "tiny-random": {"input": 0.15, "output": 0.60, "cached_input": 0.075}}
-LLAMA_PORT = 8093
 
 
 @dataclass(frozen=True)
@@ -85,13 +84,17 @@ class Server:
             return self
         if self.llama is None:
             raise SystemExit("llama configurations need --llama DIR")
-        slots = 2
+        slots, port = 2, _free_port()
         self.proc = subprocess.Popen(
             [str(self.llama / "llama-server"), "-m", str(self.llama / "tiny-random-qwen2-short.gguf"), "--host",
-             "127.0.0.1", "--port", str(LLAMA_PORT), "-c", str(self.config.window * slots), "-np", str(slots),
+             "127.0.0.1", "--port", str(port), "-c", str(self.config.window * slots), "-np", str(slots),
              "-t", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.base_url = f"http://127.0.0.1:{LLAMA_PORT}/v1"
-        _wait_ready(self.base_url)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        try:
+            _wait_ready(self.base_url)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -100,14 +103,24 @@ class Server:
             self.proc.wait(timeout=20)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _wait_ready(base_url: str) -> None:
-    import httpx
+    import urllib.error
+    import urllib.request
 
     for _ in range(120):
         try:
-            if httpx.get(base_url.removesuffix("/v1") + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
+            with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
     raise SystemExit("llama-server did not start")

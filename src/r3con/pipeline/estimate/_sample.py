@@ -38,6 +38,15 @@ class _Read:
     last: dict[str, str]  # the picks' last-round notes
     corpus: dict[str, str]  # the last-round notes the whole corpus would give, each part's its nearest probe's
 
+    def populated(self) -> list[Document]:
+        """The parts the sample fills: the picks, and as many more probes that got a note (a part's records come
+        mostly from what made it relevant, so those are what the records' size is measured on)."""
+        picked = {p.key for p in self.picks}
+        noted = [self.parts[self.ranked[r]] for r in sorted(self.probed) if self.probed[r]]
+        more = [p for p in noted if p.key not in picked][:len(self.picks)]
+        order = {p.key: i for i, p in enumerate(self.parts)}
+        return sorted([*self.picks, *more], key=lambda p: order[p.key])
+
 
 async def sample(task: str, documents: Sequence[Document], settings: Settings, count: int, *,
                  counter: TokenCounter | None = None, base: Assumptions | None = None) -> tuple[Assumptions, int]:
@@ -183,17 +192,18 @@ async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter,
         return {"schema_failed": True}
     schema_tokens = round((await counter.count([schema_text(sent_schema(proposed.schema))]))[0] * scale)
     recorded = _ByRound(stack)
-    records = await populate(recorded, task, proposed.schema, read.picks, final, stages.populate)
+    docs = read.populated()
+    records = await populate(recorded, task, proposed.schema, docs, final, stages.populate)
     text = final.choice.text
     filled = stack.ledger.by_stage().get("populate", Usage())
     out: dict[str, Any] = {"schema_tokens": schema_tokens, "populated": filled, "schema_failed": False}
     if filled.calls:
-        noted, other = _split_replies(recorded, read, 0, lambda _, key: bool(read.last.get(key)))
+        noted, other = _split_replies(recorded, read, 0, lambda _, key: bool(read.corpus.get(key)))
         mean = filled.completion_tokens / filled.calls
         out.update(records_tokens=round(mean if noted is None else noted),
                    unnoted_records_tokens=None if other is None or noted is None else round(other),
-                   records_density=await _density(recorded, read, counter, scale),
-                   populate_calls=round(filled.calls / len(read.picks), 3))
+                   records_density=await _density(recorded, read, docs, counter, scale),
+                   populate_calls=round(filled.calls / len(docs), 3))
     else:
         out.update(records_tokens=base.records_tokens)
     if settings.reasoning == "code":
@@ -294,16 +304,15 @@ def _replies_by_key(recorded: _ByRound, read: _Read) -> list[tuple[int, str, int
             if (where[0] or 0, where[1]) in keys]
 
 
-async def _density(recorded: _ByRound, read: _Read, counter: TokenCounter, scale: float
-                   ) -> tuple[float, float] | None:
-    """Population reply tokens per token of the part, for the picks with a final note and those without (a
+async def _density(recorded: _ByRound, read: _Read, docs: Sequence[Document], counter: TokenCounter,
+                   scale: float) -> tuple[float, float] | None:
+    """Population reply tokens per token of the part, for the parts with a final note and those without (a
     ratio over each group: a longer part holds more records); None when a group was not seen."""
-
-    sizes = dict(zip((p.key for p in read.picks),
-                     await counter.count([render("document", doc=p).text for p in read.picks]), strict=True))
+    sizes = dict(zip((p.key for p in docs), await counter.count([render("document", doc=p).text for p in docs]),
+                     strict=True))
     sums = [[0, 0], [0, 0]]  # per group: reply tokens, part tokens
     for _, key, tokens in _replies_by_key(recorded, read):
-        group = sums[0 if read.last.get(key) else 1]
+        group = sums[0 if read.corpus.get(key) else 1]
         group[0] += tokens
         group[1] += round(sizes.get(key, 0) * scale)
     if not sums[0][1] or not sums[1][1]:
