@@ -104,6 +104,9 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         assert "6 read · 1 not" in driver.find_element("id", "tree").text
         skipped = [f for f in _files(driver) if f["status"] != "read"]
         assert [f["status"] for f in skipped] == ["skipped"] and "scan.bin" in skipped[0]["text"]
+        driver.find_element("css selector", "[data-testid='tree-file'][data-status='read']").click()  # before a run: its text
+        _wait(driver, lambda d: d.find_element("id", "preview").is_displayed())
+        assert "Approved Supplier Register" in driver.find_element("id", "preview-text").text
         _ask(driver, question())
         plan = _by(driver, "plan")[0].text
         assert "6 documents" in plan and "relevance" in plan
@@ -135,6 +138,11 @@ def test_the_demo_flow_from_a_folder_to_a_marked_passage(driver, tmp_path, fake_
         driver.switch_to.default_content()
         lit = [f for f in _files(driver) if f["used"] == "true"]
         assert any(f"document {cited_doc}" == f["title"] for f in lit)
+        other = next(f for f in lit if f["title"] != f"document {cited_doc}")  # a file of the tree opens in the run's view
+        driver.find_element("css selector", f"[data-testid='tree-file'][title='{other['title']}']").click()
+        driver.switch_to.frame(driver.find_element("id", "view"))
+        _wait(driver, lambda d: f"document {d.find_element('id', 'doc-view').get_attribute('data-doc')}" == other["title"])
+        driver.switch_to.default_content()
         _shot(driver, "app-citation-1400.png")
         driver.find_element("id", "export").click()
         _wait(driver, lambda d: d.find_element("id", "exported").text.startswith("Written: "))

@@ -63,7 +63,24 @@ function fileItem(f) {
   const li = el("li", {"data-testid": "tree-file", "data-source": f.source, "data-status": f.status, cls: `file ${f.status}`, title: why},
     el("span", {cls: "name", text: f.path}));
   if (f.status !== "read") li.append(el("span", {cls: "why", text: ` ${f.status === "duplicates" ? "duplicate" : f.status}: ${f.why}`}));
+  else li.addEventListener("click", () => openFile(f));
   return li;
+}
+
+// a file read: its document in the run shown (notes, records, passages marked), else its text
+async function openFile(f) {
+  const frame = $("view");
+  if (shown && !$("result").hidden && frame.contentWindow) {
+    frame.contentWindow.location.hash = `doc/${f.doc}`;
+    frame.scrollIntoView({block: "start"});
+    return;
+  }
+  try {
+    const file = await api(`/api/file?path=${encodeURIComponent(f.source)}`);
+    $("preview").hidden = false;
+    $("preview-name").textContent = f.path;
+    $("preview-text").textContent = file.text;
+  } catch (err) { showError("add-error", err); }
 }
 
 function lightTree() {
