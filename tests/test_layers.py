@@ -18,6 +18,7 @@ LAYERS = [
     {"stages"},
     {"pipeline", "baselines"},
     {"methods", "eval", "demo"},
+    {"otel", "mcpserver"},  # followers of a run (its events): traces, the MCP server
     {"cli", "__main__", ""},
 ]
 
