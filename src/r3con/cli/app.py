@@ -551,3 +551,4 @@ def fake_llm(
 from .eval_cmd import eval_app  # noqa: E402 - the group is mounted after the top-level commands
 
 app.add_typer(eval_app, name="eval")
+from . import _mcp_cmd  # noqa: E402, F401 - adds `r3con mcp` to the app
