@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from r3con.artifacts.tables import write_tables
-from r3con.llm.local import find_servers
+from r3con.llm.discovery.local import find_servers
 from r3con.testing import OllamaServer
 
 

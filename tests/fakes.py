@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from r3con.llm import Ledger, LLMStack
-from r3con.llm.layers import Accounted
+from r3con.llm.discovery.served import EndpointInfo
+from r3con.llm.layers.accounting import Accounted
 from r3con.llm.pricing import PriceTable
 from r3con.llm.types import ChatRequest, Completion, Usage
-from r3con.llm.window import EndpointInfo
 from r3con.notes.selection import NotesSelector
 
 Reply = str | Completion | BaseException | Callable[[ChatRequest], str]

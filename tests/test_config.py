@@ -72,8 +72,8 @@ def test_every_setting_declares_its_role():
 
 
 def test_the_reuse_key_and_the_resume_check_follow_the_roles():
-    from r3con.pipeline.resume import OPERATIONAL
     from r3con.pipeline.reuse import question_key
+    from r3con.runs._resume import OPERATIONAL
 
     roles = Settings.roles()
     base = Settings.resolve(env={})

@@ -157,7 +157,7 @@ def test_a_passage_is_verified_at_its_own_twin_not_at_the_one_that_aligns_best()
 
 
 def test_the_cli_names_what_differs_what_is_ungrounded_and_the_unsupported_numbers():
-    from r3con.cli.app import evidence_lines
+    from r3con.cli._run import evidence_lines
 
     item = {"id": "R1.1.1", "kind": "record", "doc": 1, "title": "Log", "passage": "On 6 July we sailed.",
             "match": "mismatch", "differences": [{"kind": "number", "document": "6", "record": "9"}],

@@ -17,7 +17,7 @@ LAYERS = [
      "report"},  # the run report reads a run folder's files (and says costs as the LLM's usage does)
     {"stages"},
     {"pipeline", "baselines"},
-    {"methods", "eval", "demo"},
+    {"methods", "eval", "demo", "runs"},
     {"otel", "mcpserver"},  # followers of a run (its events): traces, the MCP server
     {"cli", "__main__", ""},
 ]
@@ -173,7 +173,7 @@ def attached_to_caught(tree: ast.AST) -> list[int]:
 
 
 # the output guard adds its re-asks' usage to an endpoint error passing through, for the ledger (errors.py)
-ATTACHED_ON_PURPOSE = {"llm/output.py": 1}
+ATTACHED_ON_PURPOSE = {"llm/layers/output.py": 1}
 
 
 def test_no_exception_gets_attributes_attached_where_it_is_caught():

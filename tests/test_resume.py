@@ -13,7 +13,7 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import ConfigError, InputError
-from r3con.pipeline.resume import ResumePlan, check_settings, read_resume
+from r3con.runs._resume import ResumePlan, check_settings, read_resume
 from r3con.testing import FakeLLMServer, FaultPlan
 
 from .conftest import cli_in_process

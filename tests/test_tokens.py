@@ -1,7 +1,7 @@
 import pytest
 
 from r3con.errors import ConfigError
-from r3con.llm.tokenize import EndpointCounter, make_counter
+from r3con.llm.transport.tokenize import EndpointCounter, make_counter
 from r3con.tokens import CJK_CHAR, EstimateCounter, FileCounter, count_cjk, estimate_tokens
 
 

@@ -20,7 +20,7 @@ from .errors import ConfigError
 STAGES = ("relevance", "schema", "populate", "reason", "judge")
 DEFAULT_CONTEXT_WINDOW = 32_768
 DEFAULT_CONCURRENCY = 8  # requests in flight when neither --concurrency nor the server's slots say
-ROUTING_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")  # llm/routing.py
+ROUTING_HEADERS = ("X-Session-ID", "X-Correlation-ID", "X-SMG-Routing-Key", "X-Dynamo-Session-ID")  # llm/transport/routing.py
 
 Role = Literal["request", "question", "run", "operational"]
 # What each setting is to a run, declared on its field (`_role`); the reuse key, the resume check and the
@@ -97,7 +97,7 @@ class Settings:
     max_reply_bytes: int | None = _role("operational", None)  # the most bytes one chat reply is read to; None: 1 MiB + 64 bytes per max_tokens (docs/resilience.md)
     # seconds an endpoint may keep a call without a word before it is asked whether it is alive (GET /models,
     # `probe_timeout_s`); one that does not answer is wedged: in a pool it is out and its calls move at once,
-    # alone its calls are cancelled and waited out as an outage (`outage_s`; llm/liveness.py)
+    # alone its calls are cancelled and waited out as an outage (`outage_s`; llm/transport/liveness.py)
     first_byte_s: float = _role("operational", 15.0)
     probe_timeout_s: float = _role("operational", 5.0)  # how long a liveness probe of an endpoint may take
     # what one reply's records may hold (`stages.populate.RecordLimits`): a reply over them degrades its document
@@ -153,7 +153,7 @@ class Settings:
         """Combine flags (`overrides`, None meaning unset) with the environment and the defaults.
 
         With no endpoint set (no base URL, no pool file), `r3con.run` uses the local server that answers on
-        the usual ports, as `r3con run` does (`llm.local.use_local_server`).
+        the usual ports, as `r3con run` does (`llm.discovery.local.use_local_server`).
         """
         env = os.environ if env is None else env
         hints = typing.get_type_hints(cls)

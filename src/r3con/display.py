@@ -154,10 +154,34 @@ class LiveProgress:
         self._progress.stop()
 
 
-def make_progress(quiet: bool = False) -> PlainProgress | LiveProgress | None:
+def make_progress(quiet: bool = False) -> Followed | None:
+    """What a person sees of a run's events on stderr: a live display on a terminal, plain lines elsewhere;
+    None with `quiet`."""
     if quiet:
         return None
-    return LiveProgress() if sys.stderr.isatty() else PlainProgress()
+    return Followed(LiveProgress() if sys.stderr.isatty() else PlainProgress())
+
+
+class Followed:
+    """A progress display fed by a run's events (`pipeline.events`): a stage starts, a unit of it is done,
+    the usage so far, a line to show. Called with each event as it is emitted."""
+
+    def __init__(self, display: PlainProgress | LiveProgress):
+        self.display = display
+
+    def __call__(self, event: Any) -> None:
+        kind, display = event.kind, self.display
+        if kind == "stage" and event.state == "started":
+            display.stage(event.stage, event.total)
+        elif kind == "progress":
+            display.advance(event.stage)
+        elif kind == "usage":
+            display.usage(Usage.from_dict(event.usage))
+        elif kind == "message":
+            display.note(event.text)
+
+    def close(self) -> None:
+        self.display.close()
 
 
 def reuse_line(reuse: Mapping[str, Any]) -> str:

@@ -11,14 +11,15 @@
     ├── BudgetExceeded         the run would spend more than --max-cost allows         exit 1
     ├── SandboxError           the code sandbox could not be started as required       exit 1
     ├── DiskFull               no space left to write the run folder (or the cache)    exit 1
-    └── RunFailed              a stage failed in a way that makes the answer meaningless exit 1
+    ├── RunFailed              a stage failed in a way that makes the answer meaningless exit 1
+    └── RunCancelled           the run was cancelled (`Run.cancel`); its folder resumes  exit 130
 
 Every message is one line that says what to do. Third-party exceptions are translated at one boundary
 (the LLM client, the corpus readers, the sandbox) with `raise ... from exc`.
 
 An exception carries what its constructor was given; nothing is attached to one that was caught
 (tests/test_layers.py checks), with one exception: the output guard adds the usage of its re-asks to an
-endpoint error passing through it (llm/output.py), for the ledger. A run that raises re-raises the very exception that ended it, so `except ProviderError` (or
+endpoint error passing through it (llm/layers/output.py), for the ledger. A run that raises re-raises the very exception that ended it, so `except ProviderError` (or
 `asyncio.CancelledError`, for which asyncio compares types) catches what it always did; where the run left
 off (its folder, stage and report, for `--resume`) is not put on the exception but handed to
 `run(on_end=...)` as a `RunEnd`. Copying or wrapping the error instead would change its type for those
@@ -100,3 +101,14 @@ class DiskFull(R3conError):
 
 class RunFailed(R3conError):
     """The run cannot produce a meaningful answer."""
+
+
+class RunCancelled(R3conError):
+    """The run was cancelled (`Run.cancel()`); its folder keeps what was done and resumes (`r3con.resume`)."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, *, run_dir: Path | None = None, stage: str | None = None):
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.stage = stage

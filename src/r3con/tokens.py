@@ -3,7 +3,7 @@
 The estimate needs no tokenizer: Latin-script text averages about 4 characters per token in the BPE
 vocabularies of current models (Qwen, Llama, GPT); CJK characters are roughly one token each. It adds
 10% so that a document estimated to fit does fit. `TokenCounter` is the seam the estimate command and
-the budget checks use; `llm.tokenize.make_counter` picks the most exact one available.
+the budget checks use; `llm.transport.tokenize.make_counter` picks the most exact one available.
 """
 
 from __future__ import annotations

@@ -419,7 +419,7 @@ def test_a_step_capped_agent_is_a_warning_line_even_with_json(capsys, monkeypatc
 
 
 def test_a_resume_interrupted_before_its_first_call_still_names_its_folder_and_calls(tmp_path):
-    from r3con.cli.app import interrupted_line
+    from r3con.cli._ended import interrupted_line
 
     folder = tmp_path / "run"
     folder.mkdir()

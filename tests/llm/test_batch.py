@@ -4,9 +4,9 @@ import json
 import pytest
 
 import r3con
-from r3con.llm.batch import Batched, custom_id
-from r3con.llm.client import OpenAIChat
 from r3con.llm.pricing import Price, PriceTable
+from r3con.llm.transport.batch import Batched, custom_id
+from r3con.llm.transport.client import OpenAIChat
 from r3con.llm.types import ChatRequest, Message, Usage
 from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer

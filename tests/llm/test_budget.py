@@ -6,8 +6,8 @@ import pytest
 
 import r3con
 from r3con.errors import BudgetExceeded, ConfigError
-from r3con.llm.budget import BudgetGuard, CostCap, spent_in
-from r3con.llm.layers import CallLog, LogSummary
+from r3con.llm.layers.budget import BudgetGuard, CostCap, spent_in
+from r3con.llm.layers.calllog import CallLog, LogSummary
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Message
 from r3con.pipeline.method import run
@@ -133,7 +133,7 @@ def test_the_cli_prints_one_line_when_the_cap_is_reached(fake_server, tmp_path):
 
 async def test_runs_opened_inside_sharing_spend_against_one_cap_which_settings_do_not_carry(fake_server, tmp_path):
     from r3con.llm import build_llm
-    from r3con.llm.budget import sharing
+    from r3con.llm.layers.budget import sharing
 
     settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", cache=False,
                                       prices_file=prices_file(tmp_path), max_cost_usd=1.0)

@@ -2,16 +2,18 @@
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
 import r3con
-from r3con.llm.answered import Answered
 from r3con.llm.cache import CallCache, cache_key, usable
-from r3con.llm.layers import ConcurrencyLimited
+from r3con.llm.layers.answered import Answered
+from r3con.llm.layers.limits import ConcurrencyLimited
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
 from ..conftest import r3con_cli
@@ -140,6 +142,46 @@ def test_concurrent_processes_share_one_cache_file(tmp_path):
     assert cache.get("2-39").content == "2 39"
 
 
+def test_a_fresh_cache_opens_while_another_opener_holds_its_write_lock(tmp_path):
+    # what two runs started at once on a fresh cache do: one creates the tables (the write lock) while the
+    # other switches the new file to WAL, a lock SQLite does not wait for by itself
+    path = tmp_path / "llm.sqlite"
+    path.touch()
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, other.execute, ("COMMIT",))
+    release.start()
+    try:
+        cache = CallCache(path)
+    finally:
+        release.join()
+        other.close()
+    cache.put("k", "e", "s", reply("kept"))
+    assert cache.get("k").content == "kept"
+    cache.close()
+
+
+def test_several_open_one_fresh_cache_at_the_same_moment_and_none_fails(tmp_path):
+    failed: list[str] = []
+
+    def open_at(path, start: threading.Barrier) -> None:
+        start.wait()
+        try:
+            CallCache(path).close()
+        except Exception as exc:  # the test counts every failure, whatever it is
+            failed.append(repr(exc))
+
+    for attempt in range(40):
+        path, start = tmp_path / f"{attempt}" / "llm.sqlite", threading.Barrier(8)
+        threads = [threading.Thread(target=open_at, args=(path, start)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failed, failed[0]
+    assert len(CallCache(path)) == 0
+
+
 PRICES = {"r3con-scripted": {"input": 1.0, "output": 2.0}}
 
 
@@ -225,7 +267,7 @@ def test_a_new_cache_file_and_its_journal_are_private(tmp_path):
 def test_a_learned_window_is_kept_per_endpoint_model_and_stated_window_and_a_damaged_one_is_forgotten(tmp_path):
     import sqlite3
 
-    from r3con.llm.overflow import LearnedWindow
+    from r3con.llm.layers.overflow import LearnedWindow
 
     learned = LearnedWindow(8192)
     learned.learn(2048, 2225, 2000)

@@ -8,9 +8,9 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import ConfigError, ContextTooLong, ProviderError
-from r3con.llm.client import OpenAIChat
-from r3con.llm.client import to_completion as _to_completion
-from r3con.llm.endpoint import env_proxy
+from r3con.llm.transport.client import OpenAIChat
+from r3con.llm.transport.client import to_completion as _to_completion
+from r3con.llm.transport.endpoint import env_proxy
 from r3con.llm.types import ChatRequest, Message
 
 REQUEST = ChatRequest(messages=(Message("system", "Read."), Message("user", "<task>q</task> hello")),

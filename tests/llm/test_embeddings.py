@@ -5,10 +5,10 @@ import pytest
 from r3con.config import Settings
 from r3con.errors import BudgetExceeded, ConfigError, ProviderError
 from r3con.llm import Ledger, build_llm
-from r3con.llm.budget import CostCap
-from r3con.llm.embeddings import open_embedder
-from r3con.llm.layers import CallLog
-from r3con.llm.retry import Retrier, RetryBudget, RetryPolicy
+from r3con.llm.layers.budget import CostCap
+from r3con.llm.layers.calllog import CallLog
+from r3con.llm.layers.retry import Retrier, RetryBudget, RetryPolicy
+from r3con.llm.transport.embeddings import open_embedder
 from r3con.testing import FakeLLMServer
 from r3con.testing._embeddings import vector
 from r3con.testing._faults import FaultPlan

@@ -13,12 +13,12 @@ from aiohttp import web
 
 from r3con.config import Settings
 from r3con.errors import BudgetExceeded, ConfigError, OutputError
-from r3con.llm.budget import BudgetGuard, CostCap
-from r3con.llm.client import OpenAIChat, reply_limit
-from r3con.llm.embeddings import open_embedder
 from r3con.llm.json_reply import NoJSON, extract_json
-from r3con.llm.layers import Ledger
+from r3con.llm.layers.accounting import Ledger
+from r3con.llm.layers.budget import BudgetGuard, CostCap
 from r3con.llm.pricing import Price, PriceTable
+from r3con.llm.transport.client import OpenAIChat, reply_limit
+from r3con.llm.transport.embeddings import open_embedder
 from r3con.llm.types import ChatRequest, Message
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

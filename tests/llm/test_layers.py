@@ -8,9 +8,12 @@ from dataclasses import replace
 import pytest
 
 from r3con.errors import BudgetExceeded, ProviderError
-from r3con.llm.answered import Answered
 from r3con.llm.cache import CallCache, cache_key
-from r3con.llm.layers import Accounted, CallLog, ConcurrencyLimited, Ledger, Recorded, Shaped
+from r3con.llm.layers.accounting import Accounted, Ledger
+from r3con.llm.layers.answered import Answered
+from r3con.llm.layers.calllog import CallLog, Recorded
+from r3con.llm.layers.limits import ConcurrencyLimited
+from r3con.llm.layers.shaped import Shaped
 from r3con.llm.pricing import Price, PriceTable
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 

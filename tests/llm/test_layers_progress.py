@@ -4,7 +4,7 @@ import json
 
 from r3con.corpus.documents import documents_from_texts
 from r3con.errors import ProviderError
-from r3con.llm.layers import Progressed
+from r3con.llm.layers.accounting import Progressed
 from r3con.stages.populate import PopulateOptions, populate
 from r3con.stages.relevance import RelevanceOptions, extract_relevance
 

@@ -13,7 +13,7 @@ from aiohttp import web
 from r3con.config import Settings
 from r3con.errors import ProviderError
 from r3con.llm import build_llm
-from r3con.llm.liveness import Liveness, Silent
+from r3con.llm.transport.liveness import Liveness, Silent
 from r3con.llm.types import ChatRequest, Message
 
 from .test_hostile import reply, stub

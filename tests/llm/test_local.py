@@ -1,4 +1,4 @@
-"""Local servers found on their ports and told apart; Ollama's and LM Studio's real windows (llm/local.py),
+"""Local servers found on their ports and told apart; Ollama's and LM Studio's real windows (llm/discovery/local.py),
 against stand-ins answering as their documented APIs do. Free ports only: never the usual ones."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import ConfigError
-from r3con.llm.endpoint import Endpoint
-from r3con.llm.local import find_servers
-from r3con.llm.window import discover
+from r3con.llm.discovery.local import find_servers
+from r3con.llm.discovery.served import discover
+from r3con.llm.transport.endpoint import Endpoint
 from r3con.testing import FakeLLMServer, LMStudioServer, OllamaServer
 
 from ..conftest import free_port

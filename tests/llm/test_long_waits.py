@@ -8,9 +8,9 @@ import pytest
 
 from r3con.display import PlainProgress
 from r3con.errors import ProviderError
-from r3con.llm.answered import Answered
-from r3con.llm.replay import LoggedReplies
-from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
+from r3con.llm.layers.answered import Answered
+from r3con.llm.layers.replay import LoggedReplies
+from r3con.llm.layers.retry import RetryBudget, Retrying, RetryPolicy
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
 from ..fakes import ScriptedLLM

@@ -1,13 +1,13 @@
-"""Prompts close to a window the server did not report are counted and warned about (llm/nearwindow.py)."""
+"""Prompts close to a window the server did not report are counted and warned about (llm/layers/nearwindow.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from r3con.llm import Ledger
-from r3con.llm.nearwindow import NearWindow, window_was_asked
+from r3con.llm.discovery.served import EndpointInfo
+from r3con.llm.layers.nearwindow import NearWindow, window_was_asked
 from r3con.llm.types import ChatRequest, Message, Usage
-from r3con.llm.window import EndpointInfo
 
 from ..fakes import ScriptedLLM
 

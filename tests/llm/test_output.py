@@ -3,8 +3,8 @@
 import pytest
 
 from r3con.errors import OutputError, ProviderError
-from r3con.llm.output import OutputChecked
-from r3con.llm.retry import RetryBudget
+from r3con.llm.layers.output import OutputChecked
+from r3con.llm.layers.retry import RetryBudget
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
 REQUEST = ChatRequest(messages=(Message("user", "hi"),), stage="populate", model="m", max_tokens=1000)

@@ -3,8 +3,8 @@
 import pytest
 
 from r3con.errors import ContextTooLong
-from r3con.llm.layers import Shaped
-from r3con.llm.overflow import FLOOR_WINDOW, LearnedWindow, Overflows, is_overflow, stated_limit
+from r3con.llm.layers.overflow import FLOOR_WINDOW, LearnedWindow, Overflows, is_overflow, stated_limit
+from r3con.llm.layers.shaped import Shaped
 from r3con.llm.types import ChatRequest, Message
 
 from ..fakes import ScriptedLLM
@@ -82,7 +82,7 @@ async def test_max_tokens_is_kept_inside_the_window_and_a_refusal_teaches_it():
 
 
 async def test_the_estimate_is_made_only_when_the_reply_might_not_fit_and_then_caps_as_before(monkeypatch):
-    import r3con.llm.overflow as overflow
+    import r3con.llm.layers.overflow as overflow
 
     made = []
     real = overflow.prompt_estimate

@@ -1,4 +1,4 @@
-"""A pool of endpoints (llm/pool.py): configuration, document affinity, failover and per-endpoint accounting."""
+"""A pool of endpoints (llm/transport/pool.py): configuration, document affinity, failover and per-endpoint accounting."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import r3con
 from r3con.config import Settings, endpoint_flags
 from r3con.errors import ConfigError, ProviderError
 from r3con.llm import build_llm
-from r3con.llm.pool import FIVE_XX_STREAK, Pooled, PoolEntry, _Member, pool_entries, read_pool_file
-from r3con.llm.routing import SHARED_KEY, routing_key
+from r3con.llm.discovery.served import EndpointInfo
+from r3con.llm.transport.pool import FIVE_XX_STREAK, Pooled, PoolEntry, _Member, pool_entries, read_pool_file
+from r3con.llm.transport.routing import SHARED_KEY, routing_key
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
-from r3con.llm.window import EndpointInfo
 from r3con.pipeline.method import run
 from r3con.testing import FakeLLMServer
 
@@ -187,7 +187,7 @@ class Headers:
 
 
 async def test_each_call_carries_its_documents_routing_key_in_the_routers_headers():
-    from r3con.llm.client import OpenAIChat
+    from r3con.llm.transport.client import OpenAIChat
 
     server = Headers()
     try:
@@ -296,8 +296,8 @@ async def test_when_every_endpoint_is_out_the_call_fails_with_when_to_try_again(
 
 
 async def test_openais_own_api_also_gets_the_key_as_prompt_cache_key():
-    from r3con.llm.client import OpenAIChat
-    from r3con.llm.endpoint import Endpoint
+    from r3con.llm.transport.client import OpenAIChat
+    from r3con.llm.transport.endpoint import Endpoint
 
     server = Headers()
 

@@ -9,12 +9,12 @@ import time
 from aiohttp import web
 
 from r3con.config import Settings
-from r3con.llm.client import OpenAIChat
-from r3con.llm.endpoint import Endpoint
-from r3con.llm.pool import OUT_S, Pooled, PoolEntry, _Member
-from r3con.llm.routing import routing_key
+from r3con.llm.discovery.served import EndpointInfo
+from r3con.llm.transport.client import OpenAIChat
+from r3con.llm.transport.endpoint import Endpoint
+from r3con.llm.transport.pool import OUT_S, Pooled, PoolEntry, _Member
+from r3con.llm.transport.routing import routing_key
 from r3con.llm.types import ChatRequest, Message
-from r3con.llm.window import EndpointInfo
 
 from .test_hostile import reply, stub
 

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from r3con.llm.ratelimit import RateLimited, request_tokens
+from r3con.llm.layers.limits import RateLimited, request_tokens
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 
 

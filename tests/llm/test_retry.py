@@ -8,8 +8,8 @@ import pytest
 
 from r3con.config import Settings
 from r3con.errors import ContextTooLong, ProviderError
-from r3con.llm.client import OpenAIChat, retry_after_s
-from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
+from r3con.llm.layers.retry import RetryBudget, Retrying, RetryPolicy
+from r3con.llm.transport.client import OpenAIChat, retry_after_s
 from r3con.llm.types import ChatRequest, Completion, Message, Usage
 from r3con.testing import FakeLLMServer, FaultPlan
 

@@ -1,4 +1,4 @@
-"""The window behind a router is asked of the workers it lists (llm/routers.py), over real HTTP."""
+"""The window behind a router is asked of the workers it lists (llm/discovery/routers.py), over real HTTP."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import sqlite3
 from r3con.config import Settings
 from r3con.llm import build_llm
 from r3con.llm.cache import CallCache, cache_key
-from r3con.llm.client import chat_body
+from r3con.llm.transport.client import chat_body
 from r3con.llm.types import ChatRequest, Completion, Message, ToolCall, Usage, tool_calls_from
 from r3con.testing import FakeLLMServer
 

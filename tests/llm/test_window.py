@@ -1,4 +1,4 @@
-"""The per-request window is read where each server reports it (llm/window.py), over real HTTP."""
+"""The per-request window is read where each server reports it (llm/discovery/served.py), over real HTTP."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from r3con.config import DEFAULT_CONTEXT_WINDOW, Settings
-from r3con.llm.endpoint import Endpoint
-from r3con.llm.native import OLLAMA_DEFAULT
-from r3con.llm.window import discover
+from r3con.llm.discovery.native import OLLAMA_DEFAULT
+from r3con.llm.discovery.served import discover
+from r3con.llm.transport.endpoint import Endpoint
 
 
 class Routes:

@@ -11,8 +11,8 @@ from r3con.config import Settings
 from r3con.errors import ContextTooLong, OutputError
 from r3con.eval.judges import _SCHEMAS as JUDGE_SCHEMAS
 from r3con.llm import ChatRequest, Message, build_llm
-from r3con.llm.client import OpenAIChat
-from r3con.llm.tokenize import EndpointCounter
+from r3con.llm.transport.client import OpenAIChat
+from r3con.llm.transport.tokenize import EndpointCounter
 from r3con.stages._evidence import with_passage
 from r3con.stages.schema import validate_schema
 

@@ -13,9 +13,9 @@ import time
 from dataclasses import replace
 
 from r3con.config import Settings
-from r3con.llm.client import OpenAIChat
-from r3con.llm.pool import OUT_S, open_pool, pool_entries
-from r3con.llm.retry import RetryBudget, Retrying, RetryPolicy
+from r3con.llm.layers.retry import RetryBudget, Retrying, RetryPolicy
+from r3con.llm.transport.client import OpenAIChat
+from r3con.llm.transport.pool import OUT_S, open_pool, pool_entries
 from r3con.llm.types import ChatRequest, Message
 
 from ..cli.test_failures import calls_logged, r3con, run_folder

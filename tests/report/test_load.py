@@ -4,7 +4,7 @@ left out, and a broken or partial folder read as far as it goes."""
 import json
 
 from r3con.config import Settings
-from r3con.llm.layers import CallLog
+from r3con.llm.layers.calllog import CallLog
 from r3con.report._diff import changed_share, word_diff
 from r3con.report._load import load, redact
 

@@ -12,7 +12,7 @@ import pytest
 import r3con
 from r3con.config import Settings
 from r3con.llm import build_llm
-from r3con.llm.client import OpenAIChat
+from r3con.llm.transport.client import OpenAIChat
 from r3con.llm.types import ChatRequest, Message
 from r3con.pipeline.method import run
 

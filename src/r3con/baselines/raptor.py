@@ -24,8 +24,8 @@ import numpy as np
 
 from ..config import Settings
 from ..corpus.documents import Document
-from ..llm.embeddings import Embedder
 from ..llm.replies import final_answer_line
+from ..llm.transport.embeddings import Embedder
 from ..notes.retrieval import BM25, cosine_scores, ranking, reciprocal_rank_fusion, within_budget
 from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome

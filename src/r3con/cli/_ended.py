@@ -1,16 +1,25 @@
-"""How a command that failed ends: one error line, the report line of a run that raised, an exit code."""
+"""How a command ends when it fails or is interrupted: one error line, the report line of a run that raised, an exit
+code; SIGTERM taken as Ctrl-C, and the line an interrupted run ends with."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
 import traceback
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
 
 from ..artifacts.folder import is_disk_full
 from ..display import path_lines
 from ..errors import DiskFull, R3conError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..pipeline.method import RunResult
@@ -57,3 +66,80 @@ def report_line(outcome: RunResult | RunEnd | None, *, quiet: bool = False) -> N
         print(f"r3con: warning: {outcome.report_error}", file=sys.stderr)
     elif outcome.report is not None and not quiet:
         print(path_lines("report", outcome.report), file=sys.stderr)  # the path alone on its line
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[list[int]]:
+    """SIGTERM ends a run as Ctrl-C does: the run is cancelled and saves what it did. Yields the
+    signals received, so the exit code can say which one (130 for SIGINT, 143 for SIGTERM)."""
+    received: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_terminate_handler(received))
+    except ValueError:  # not the main thread (a library caller's): leave the signals alone
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _on_terminate_handler(received: list[int]) -> Callable[[int, Any], None]:
+    """SIGTERM outside the event loop: KeyboardInterrupt (SIGINT may be ignored, so it is not raised)."""
+    def on_terminate(signum: int, frame: Any) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    return on_terminate
+
+
+def run_stoppable(main: Coroutine[Any, Any, T], received: list[int]) -> T:
+    """`asyncio.run(main)`, cancelled by SIGTERM as by Ctrl-C: KeyboardInterrupt (the run says where it
+    left off through its `on_end`).
+
+    SIGTERM goes straight to the event loop, which cancels `main`. Raising SIGINT instead is not
+    enough: a shell without job control (`cmd &` in a script) starts its background jobs with SIGINT
+    ignored, and asyncio then does not handle SIGINT at all."""
+    async def stoppable() -> T:
+        task = asyncio.current_task()
+
+        def on_terminate() -> None:
+            received.append(signal.SIGTERM)
+            if task is not None:
+                task.cancel()
+
+        with suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_terminate)
+        return await main
+
+    try:
+        return asyncio.run(stoppable())
+    except asyncio.CancelledError as exc:
+        if signal.SIGTERM not in received:
+            raise
+        raise KeyboardInterrupt from exc
+    finally:
+        with suppress(ValueError):  # the loop's handler is gone with the loop: SIGTERM is ours again
+            signal.signal(signal.SIGTERM, _on_terminate_handler(received))
+
+
+@contextmanager
+def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began; nothing was sent") -> Iterator[None]:
+    """Ctrl-C while documents are read or split (before any call): `line` and exit 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(line, file=sys.stderr)
+        raise typer.Exit(130) from None
+
+
+def interrupted_line(end: RunEnd | None, resumed: Path | None = None) -> str:
+    """What an interrupted run says: where the run folder is, what it kept, and how to continue (a resumed
+    folder is named even when the run had not said where it stopped)."""
+    folder = end.run_dir if end is not None else resumed
+    if folder is None:
+        return "r3con: interrupted before the run began; nothing was sent"
+    calls = Path(folder) / "calls.jsonl"
+    count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
+    return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
+            f"continue with r3con run --resume {folder}")

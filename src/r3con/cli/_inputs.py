@@ -1,4 +1,6 @@
-"""The end-of-run account of the inputs on stderr: one summary line, one warning line naming what was not used."""
+"""What a command says of its inputs: the question as given (an argument, `-` for standard input, `@FILE`), warnings
+before it works (settings that look wrong but are not errors), and the end-of-run account of the inputs on
+stderr: one summary line, one warning line naming what was not used."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..config import unknown_variables
 from ..corpus.inputs import Inputs
 from ..display import wrapped
-from ..errors import RunFailed
+from ..errors import InputError, RunFailed
 
 _NAMED = 3  # inputs a warning names; the rest are counted, and listed in manifest.json
 
@@ -87,3 +90,47 @@ def _last_error(cause: str) -> str:
 
 def _clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_question(question: str | None, question_file: Path | None) -> str | None:
+    """The question as given: `-` reads standard input, `@FILE` (or --question-file FILE) reads a file."""
+    if question_file is not None:
+        return _read_question_file(question_file)
+    if question == "-":
+        text = sys.stdin.read().strip()
+        if not text:
+            raise InputError("the question from standard input is empty; pipe the question in, e.g. "
+                             "echo 'Who wrote to whom?' | r3con run - PATHS")
+        return text
+    if question is not None and question.startswith("@") and len(question) > 1 and not any(c.isspace() for c in question):
+        return _read_question_file(Path(question[1:]))
+    return question
+
+
+def _read_question_file(path: Path) -> str:
+    try:
+        text = path.expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"cannot read the question from {path}: {reason}; pass a UTF-8 text file "
+                         "(or the question itself, in quotes)") from exc
+    if not text:
+        raise InputError(f"the question file {path} is empty; write the question into it")
+    return text
+
+
+MANY_ROUNDS = 4  # the paper's runs use 2 rounds; notes settle by the third or fourth
+
+
+def warn_many_rounds(rounds: int) -> None:
+    """A warning for more relevance rounds than the method needs: each is one call per document part."""
+    if rounds > MANY_ROUNDS:
+        print(f"r3con: warning: --rounds {rounds} is more than the method needs (2 by default; notes settle by "
+              f"round {MANY_ROUNDS}), and each round is one call per document part; running {rounds} as asked, "
+              "Ctrl-C stops it and --resume continues", file=sys.stderr)
+
+
+def warn_unknown_variables() -> None:
+    """A warning line for each R3CON_* variable that r3con does not read."""
+    for line in unknown_variables():
+        print(f"r3con: warning: {line}", file=sys.stderr)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..config import Settings
 from ..display import wrapped
-from ..llm.local import HOW, LocalModel, LocalServer, local_ports, use_local_server, window_hint
+from ..llm.discovery.local import HOW, LocalModel, LocalServer, local_ports, use_local_server, window_hint
 
 __all__ = ["HOW", "found_line", "local_ports", "servers_table", "with_local_server"]
 
@@ -15,7 +15,7 @@ __all__ = ["HOW", "found_line", "local_ports", "servers_table", "with_local_serv
 def with_local_server(settings: Settings, *, quiet: bool = False, required: bool = True,
                       ports: Sequence[tuple[int, str]] | None = None) -> Settings:
     """`settings` unchanged when they name an endpoint; else the local server's base URL and model
-    (`llm.local.use_local_server`, which `r3con.run` calls too), said in one line on stderr."""
+    (`llm.discovery.local.use_local_server`, which `r3con.run` calls too), said in one line on stderr."""
     settings, server, chosen = use_local_server(settings, local_ports() if ports is None else ports,
                                                 required=required)
     if server is not None and chosen is not None and not quiet:

@@ -1,4 +1,4 @@
-"""`r3con mcp`: the MCP server (`r3con.mcpserver`) on stdio, or on streamable HTTP with --http."""
+"""`r3con mcp`: the MCP server (`r3con.mcpserver`) on stdio, or on streamable HTTP with --http; app.py mounts it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ import typer
 
 from ..errors import ConfigError
 from ._options import RUN, settings_options
-from .app import app
 
 
-@app.command()
 @settings_options(*RUN)
 def mcp(
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP at http://HOST:PORT/mcp (a random token, printed, is required on every request) instead of stdio")] = False,

@@ -113,3 +113,53 @@ def settings_options(*names: str) -> Callable[[Callable[..., Any]], Callable[...
         return with_options
 
     return wrap
+
+
+def option_group(param: str, make: Callable[..., Any],
+                 options: dict[str, tuple[Any, Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command that takes `options` (name -> (annotation, default)) after its own parameters and gets one
+    value for them all as its `param`: `make(**given)`. So a command's own signature names a few things
+    (the question, the paths, how to read files, what to print), not every flag."""
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != param]
+        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+                 for n, (annotation, default) in options.items()]
+
+        @functools.wraps(command)
+        def with_group(**kwargs: Any) -> Any:
+            given = {n: kwargs.pop(n) for n in options}
+            return command(**kwargs, **{param: make(**given)})
+
+        with_group.__signature__ = inspect.Signature([*own, *added])  # type: ignore[attr-defined]
+        with_group.__annotations__ = {p.name: p.annotation for p in (*own, *added)}
+        return with_group
+
+    return wrap
+
+
+READ_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "exclude": (Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")], None),
+    "include_hidden": (Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")], False),
+}
+"""How files are read (`runs.ReadOptions`), for `run` and `estimate`; `run` adds the PDF password."""
+
+PDF_PASSWORD: dict[str, tuple[Any, Any]] = {
+    "pdf_password": (Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")], None),
+}
+
+SHOWN_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "as_json": (Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")], False),
+    "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")], False),
+    "strict": (Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")], False),
+}
+"""What `run` prints (`Shown`)."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a command prints: one JSON object or the answer; progress or not; exit 1 for a degraded input."""
+
+    as_json: bool = False
+    quiet: bool = False
+    strict: bool = False

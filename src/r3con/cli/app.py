@@ -4,34 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import glob
 import json
-import os
-import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..artifacts.folder import json_text
 from ..config import Settings
 from ..corpus.documents import load_corpus
 from ..corpus.names import shown
-from ..corpus.readers import READABLE
-from ..corpus.store import CorpusStore, open_store
-from ..display import cached_line, make_progress, path_lines, reuse_line, usage_line, wrapped
+from ..display import wrapped
 from ..errors import ConfigError, InputError
-from ._ended import failed, report_line
-from ._inputs import report_inputs, summary_line
+from ._ended import failed, interrupt_sends_nothing
+from ._inputs import summary_line, warn_many_rounds, warn_unknown_variables
 from ._local import with_local_server
 from ._options import RUN, settings_options
-from ._question import read_question
-from ._warnings import warn_many_rounds, warn_unknown_variables
-
-T = TypeVar("T")
+from ._run import run
 
 if TYPE_CHECKING:
     from ..results import RunEnd
@@ -62,189 +51,7 @@ Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out 
 IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
 
 
-def print_result(summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # a piece at a time: json.dumps's text, never one string (a large run's summary is tens of MB)
-        sys.stdout.writelines(json_text(summary))
-        sys.stdout.write("\n")
-        return
-    print(summary["answer"])
-    for line in evidence_lines(summary.get("evidence") or [], summary.get("unknown_citations") or [],
-                               unsupported=summary.get("unsupported_numbers") or []):
-        print(line)
-
-
-def evidence_lines(evidence: list[dict[str, Any]], unknown: list[str], limit: int = 8, width: int = 100,
-                   unsupported: list[str] | None = None) -> list[str]:
-    """The answer's evidence in a few lines: id, document title, the passage shortened, what differs or is
-    ungrounded; then the answer's numbers that nothing it cites states."""
-    if not evidence and not unknown and not unsupported:
-        return []
-    lines = ["", "Evidence:"]
-    for item in evidence[:limit]:
-        head = f"  [{item['id']}] {item['title']} (document {item['doc']})"
-        passage = " ".join(str(item.get("passage") or "").split())
-        if item["kind"] == "document" or not passage:
-            lines.append(head + (": no passage given" if item["kind"] == "record" else ""))
-            continue
-        short = passage if len(passage) <= width else passage[: width - 1].rstrip() + "…"
-        flag = "" if item.get("match") != "none" else "  (not found in the document)"
-        if item.get("match") == "mismatch":
-            flag = "  (differs from the document: " + "; ".join(
-                f"document says \u201c{d['document']}\u201d, record says \u201c{d['record']}\u201d"
-                for d in item.get("differences") or []) + ")"
-        if item.get("ungrounded"):
-            flag += f"  (values in neither passage nor document: {', '.join(item['ungrounded'])})"
-        lines.append(f"{head}: \u201c{short}\u201d{flag}")
-    if len(evidence) > limit:
-        lines.append(f"  ... and {len(evidence) - limit} more (see result.json)")
-    if unknown:
-        lines.append(f"  cited but unknown: {', '.join(unknown[:10])}")
-    if unsupported:
-        lines.append(f"  numbers in the answer that nothing cited states: {', '.join(unsupported[:20])}")
-    return lines
-
-
-@app.command()
-@settings_options(*RUN)
-def run(
-    question: Annotated[str | None, typer.Argument(help="The question to answer; - reads it from standard input, @FILE from a file.", show_default=False)] = None,
-    paths: Annotated[list[str] | None, typer.Argument(help=f"Files, folders (recursive) or globs: {READABLE} (.docx .xlsx .epub need r3con\\[office])", show_default=False)] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders (default ./r3con-runs)")] = None,
-    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in RUN_DIR (its question, documents and settings); finished calls come from the cache, and --max-cost counts what RUN_DIR already spent")] = None,
-    question_file: Annotated[Path | None, typer.Option("--question-file", help="Read the question from this UTF-8 file")] = None,
-    pdf_password: Annotated[str | None, typer.Option("--pdf-password", envvar="R3CON_PDF_PASSWORD", show_envvar=False, help="Password that opens encrypted PDFs (env R3CON_PDF_PASSWORD)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
-    exclude: Exclude = None,
-    include_hidden: IncludeHidden = False,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")] = False,
-    sample: Annotated[str | None, typer.Option("--sample", help="Try the run on N documents of PATHS (or a share, 0.1), chosen by content hash so the same files give the same sample; prints the estimate for all of them beside what the sample cost")] = None,
-    flags: dict[str, Any] | None = None,
-) -> None:
-    """Answer QUESTION from the documents under PATHS (or continue a run with --resume RUN_DIR)."""
-    flags = {**(flags or {}), "out_dir": out}
-    warn_unknown_variables()
-    if question_file is not None and question is not None:  # with --question-file every argument is a path...
-        if not _names_input(question):  # ...unless it names nothing: then it was meant as the question
-            raise InputError(f"the question is given twice: as the argument {question!r} and with --question-file "
-                             f"{shown(question_file)}; give it one way (with --question-file every argument is a document path, "
-                             "and this one names no file)")
-        paths = [question, *(paths or [])]
-        question = None
-    question = read_question(question, question_file)
-    plan = None
-    if sample is not None and resume is not None:
-        raise ConfigError("--sample picks the documents of a new run; continue a sample's run with --resume RUN_DIR "
-                          "alone")
-    if resume is not None:
-        from ..pipeline.resume import check_question, check_settings, locate_sources, read_resume
-
-        plan = read_resume(resume)
-        question = check_question(plan, question)
-        if not paths:
-            paths, moved = locate_sources(plan)
-            if moved and not quiet:
-                print(f"r3con: {moved}", file=sys.stderr)
-        check_settings(plan, flags)
-        flags = {**plan.settings, **{k: v for k, v in flags.items() if v is not None and v != {}}}
-    if not question or not paths:
-        raise InputError("Missing argument QUESTION or PATHS: pass the question and the documents, or --resume RUN_DIR")
-    settings = Settings.resolve(**flags)
-    settings = with_local_server(settings, quiet=quiet)  # unless an endpoint or a pool file is set
-    warn_many_rounds(settings.rounds)
-    with ExitStack() as closing:
-        store = open_store(settings.corpus_store, settings.corpus_dir)
-        if store is not None:
-            closing.callback(store.close)
-        _run_loaded(question, paths, settings, plan, store, resume, exclude=exclude, include_hidden=include_hidden,
-                    pdf_password=pdf_password, quiet=quiet, as_json=as_json, strict=strict, sample=sample)
-
-
-def _run_loaded(question: str, paths: list[str], settings: Settings, plan: Any, store: CorpusStore | None,
-                resume: Path | None, *, exclude: list[str] | None, include_hidden: bool, pdf_password: str | None,
-                quiet: bool, as_json: bool, strict: bool, sample: str | None = None) -> None:
-    """`run`'s work once the settings are resolved: load (through the corpus store), run, print."""
-    from ..pipeline.method import run as run_pipeline
-
-    # a resumed folder already holds calls: Ctrl-C while its documents are read names it and how to continue
-    with interrupt_sends_nothing(*([interrupted_line(None, resumed=resume)] if resume is not None else [])):
-        numbers = {str(d["source"]): int(d["doc"]) for d in plan.documents if "doc" in d} if plan is not None else None
-        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden, pdf_password=pdf_password,
-                             store=store, numbers=numbers)
-    everything = corpus.documents
-    if sample is not None:  # --sample: the run on part of the folder, the estimate for all of it after
-        from ..pipeline.estimate import sample_documents
-
-        corpus = dataclasses.replace(corpus, documents=sample_documents(everything, sample))
-    if plan is not None:
-        from ..pipeline.resume import carried_inputs, check_documents
-
-        check_documents(plan, corpus.documents)
-        corpus = dataclasses.replace(corpus, inputs=carried_inputs(plan, corpus.inputs))
-    progress = make_progress(quiet)
-    ends: list[RunEnd] = []  # how the run left off, if it raised
-    stopped: BaseException | None = None
-    try:
-        with terminate_as_interrupt() as signals:
-            result = run_stoppable(run_pipeline(question, corpus.documents, settings, progress=progress,
-                                                run_folder=resume, inputs=corpus.inputs, on_end=ends.append,
-                                                store=store, files=corpus.stored), signals)
-    except (KeyboardInterrupt, Exception) as exc:
-        stopped = exc  # said once the progress display is closed
-    finally:
-        if progress is not None:
-            progress.close()
-    end = ends[-1] if ends else None
-    if isinstance(stopped, KeyboardInterrupt):
-        print(interrupted_line(end, resumed=resume), file=sys.stderr)
-        report_line(end, quiet=quiet)
-        raise typer.Exit(143 if signal.SIGTERM in signals else 130)
-    if stopped is not None:
-        raise typer.Exit(failed(stopped, end, quiet=quiet))
-    with interrupt_sends_nothing(f"r3con: interrupted; the run had finished: {result.run_dir} holds its answer"):
-        _print_run(result, as_json, quiet, strict, settings.max_steps)
-        if sample is not None:
-            _print_projection(question, everything, corpus.documents, settings, result)
-
-
-def _print_projection(question: str, everything: Any, sampled: Any, settings: Settings, result: Any) -> None:
-    """After a --sample run: what it cost, beside the estimate for the whole folder with the window it used."""
-    from ..pipeline.estimate import project
-
-    endpoint = json.loads((Path(result.run_dir) / "manifest.json").read_text(encoding="utf-8"))["endpoint"]
-    planned = dataclasses.replace(settings, context_window=settings.context_window or endpoint["context_window"])
-    projection = asyncio.run(project(question, everything, sampled, planned, result.usage, endpoint["model"]))
-    for line in projection.lines():
-        print(wrapped(line), file=sys.stderr)
-
-
-def _print_run(result: Any, as_json: bool, quiet: bool, strict: bool, max_steps: int) -> None:
-    print_result(result.summary(lazy=as_json), as_json)
-    if not quiet:  # the closing lines fit 80 columns; the folder and the report on lines of their own
-        print(wrapped(f"usage: {usage_line(result.usage)}"), file=sys.stderr)
-        print(wrapped(f"prefix cache: {cached_line(result.by_stage)}"), file=sys.stderr)
-        if result.reuse and result.reuse.get("previous_run"):
-            print(wrapped(f"reuse: {reuse_line(result.reuse)}"), file=sys.stderr)
-        if result.evidence_stats is not None:
-            print(wrapped(f"evidence: {result.evidence_stats.line()}"), file=sys.stderr)
-    for used in result.fallbacks:  # what failed and how the run went on, even with --quiet
-        print(wrapped(f"warning: {used['stage']} failed ({used['failed']}); {used['fallback']}"), file=sys.stderr)
-    for line in result.warnings:
-        print(wrapped(f"warning: {line}"), file=sys.stderr)
-    if result.capped and not any(used["stage"] == "reason" for used in result.fallbacks):
-        print(wrapped(f"warning: reason stopped at --max-steps {max_steps} before the agent finished; the answer "
-                      "is its last word (raise --max-steps)"), file=sys.stderr)
-    report_inputs(result.inputs, result.run_dir, quiet=quiet, strict=strict)
-    if not quiet:
-        print(path_lines("run folder", result.run_dir), file=sys.stderr)
-    report_line(result, quiet=quiet)
-
-
-def _names_input(spec: str) -> bool:
-    """Whether `spec` names an existing path (a link too, even a broken one) or a glob that matches one."""
-    if os.path.lexists(os.path.expanduser(spec)):
-        return True
-    return glob.has_magic(spec) and bool(glob.glob(os.path.expanduser(spec), recursive=True))
+app.command("run")(run)
 
 
 @app.command()
@@ -266,83 +73,6 @@ def show(
 
         if not webbrowser.open(path.resolve().as_uri()):
             print(f"r3con: warning: no web browser found; open {path} yourself", file=sys.stderr)
-
-
-@contextmanager
-def terminate_as_interrupt() -> Iterator[list[int]]:
-    """SIGTERM ends a run as Ctrl-C does: the run is cancelled and saves what it did. Yields the
-    signals received, so the exit code can say which one (130 for SIGINT, 143 for SIGTERM)."""
-    received: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGTERM, _on_terminate_handler(received))
-    except ValueError:  # not the main thread (a library caller's): leave the signals alone
-        yield received
-        return
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _on_terminate_handler(received: list[int]) -> Callable[[int, Any], None]:
-    """SIGTERM outside the event loop: KeyboardInterrupt (SIGINT may be ignored, so it is not raised)."""
-    def on_terminate(signum: int, frame: Any) -> None:
-        received.append(signum)
-        raise KeyboardInterrupt
-
-    return on_terminate
-
-
-def run_stoppable(main: Coroutine[Any, Any, T], received: list[int]) -> T:
-    """`asyncio.run(main)`, cancelled by SIGTERM as by Ctrl-C: KeyboardInterrupt (the run says where it
-    left off through its `on_end`).
-
-    SIGTERM goes straight to the event loop, which cancels `main`. Raising SIGINT instead is not
-    enough: a shell without job control (`cmd &` in a script) starts its background jobs with SIGINT
-    ignored, and asyncio then does not handle SIGINT at all."""
-    async def stoppable() -> T:
-        task = asyncio.current_task()
-
-        def on_terminate() -> None:
-            received.append(signal.SIGTERM)
-            if task is not None:
-                task.cancel()
-
-        with suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_terminate)
-        return await main
-
-    try:
-        return asyncio.run(stoppable())
-    except asyncio.CancelledError as exc:
-        if signal.SIGTERM not in received:
-            raise
-        raise KeyboardInterrupt from exc
-    finally:
-        with suppress(ValueError):  # the loop's handler is gone with the loop: SIGTERM is ours again
-            signal.signal(signal.SIGTERM, _on_terminate_handler(received))
-
-
-@contextmanager
-def interrupt_sends_nothing(line: str = "r3con: interrupted before the run began; nothing was sent") -> Iterator[None]:
-    """Ctrl-C while documents are read or split (before any call): `line` and exit 130, no traceback."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        print(line, file=sys.stderr)
-        raise typer.Exit(130) from None
-
-
-def interrupted_line(end: RunEnd | None, resumed: Path | None = None) -> str:
-    """What an interrupted run says: where the run folder is, what it kept, and how to continue (a resumed
-    folder is named even when the run had not said where it stopped)."""
-    folder = end.run_dir if end is not None else resumed
-    if folder is None:
-        return "r3con: interrupted before the run began; nothing was sent"
-    calls = Path(folder) / "calls.jsonl"
-    count = calls.read_bytes().count(b"\n") if calls.is_file() else 0
-    return (f"r3con: interrupted; the run folder {folder} keeps what was done ({count} calls in calls.jsonl): "
-            f"continue with r3con run --resume {folder}")
 
 
 @app.command()
@@ -379,7 +109,7 @@ def estimate(
 ) -> None:
     """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N); it takes
     the options `run` takes, and plans for the endpoint, window and slots `run` would use."""
-    from ..llm.tokenize import make_counter
+    from ..llm.transport.tokenize import make_counter
     from ..pipeline.estimate import Assumptions
 
     warn_unknown_variables()
@@ -509,7 +239,7 @@ def servers(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead of a table")] = False,
 ) -> None:
     """List the local servers on the usual ports (Ollama, llama.cpp, vLLM, SGLang, LM Studio) with their windows."""
-    from ..llm.local import find_servers, window_hint
+    from ..llm.discovery.local import find_servers, window_hint
     from ._local import local_ports, servers_table
 
     ports = local_ports()
@@ -551,4 +281,6 @@ def fake_llm(
 from .eval_cmd import eval_app  # noqa: E402 - the group is mounted after the top-level commands
 
 app.add_typer(eval_app, name="eval")
-from . import _mcp_cmd  # noqa: E402, F401 - adds `r3con mcp` to the app
+from ._mcp_cmd import mcp  # noqa: E402 - `r3con mcp` (cli/_mcp_cmd.py), mounted after the commands above
+
+app.command()(mcp)

@@ -165,7 +165,7 @@ def run(
     from ..eval.judges import choose_judge
     from ..eval.loong import PAPER_SETS
     from ..eval.tasks import TaskFilter
-    from ._warnings import warn_unknown_variables
+    from ._inputs import warn_unknown_variables
 
     warn_unknown_variables()
     flags = dict(flags or {})

@@ -127,9 +127,7 @@ class CorpusStore:
         self.folder = Path(folder).expanduser()
         self.path = self.folder / STORE_FILE
         try:
-            self._db = open_private(self.path, check_same_thread=False)
-            self._db.executescript(_SCHEMA)
-            _add_columns(self._db)
+            self._db = open_private(self.path, check_same_thread=False, setup=_create)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the corpus store {self.path}: {exc}; "
                               "pass --corpus-dir DIR or --no-corpus-store") from exc
@@ -285,6 +283,11 @@ class CorpusStore:
                     self._db.execute("ROLLBACK")
                 raise ConfigError(f"cannot write the corpus store {self.path}: {exc}; "
                                   "pass --corpus-dir DIR or --no-corpus-store") from exc
+
+
+def _create(db: sqlite3.Connection) -> None:
+    db.executescript(_SCHEMA)
+    _add_columns(db)
 
 
 def _add_columns(db: sqlite3.Connection) -> None:

@@ -18,6 +18,7 @@ from ..config import Settings
 from ..corpus.documents import load_documents
 
 if TYPE_CHECKING:
+    from ..pipeline.method import RunResult
     from ..results import RunEnd
 
 NOTICE = ("r3con demo: the answers below come from a scripted offline model (r3con.testing), "
@@ -37,17 +38,29 @@ def run_demo(out_dir: Path | None = None, as_json: bool = False, quiet: bool = F
     """Start the scripted server, run the pipeline on the bundled corpus, print the answer and the run folder;
     `on_end` is told how a run that raised left off (as `r3con.run`'s)."""
     from ..display import make_progress, path_lines, usage_line, wrapped
-    from ..pipeline.method import run
+    from ..runs import start
     from ..testing import FakeLLMServer
 
     print(NOTICE, file=sys.stderr)
     task = question()
     documents = load_documents([corpus_dir()])
+
+    async def main(settings: Settings) -> RunResult:
+        run = await start(task, documents, settings)
+        if progress is not None:
+            run.listen(progress)
+        try:
+            return await run.until_done()
+        except BaseException:
+            if run.end is not None and on_end is not None:
+                on_end(run.end)
+            raise
+
     with FakeLLMServer(port=0) as server:
-        settings = Settings.resolve(env={}, base_url=server.base_url, api_key="scripted", out_dir=out_dir)
         progress = make_progress(quiet)
         try:
-            result = asyncio.run(run(task, documents, settings, progress=progress, on_end=on_end))
+            result = asyncio.run(main(Settings.resolve(env={}, base_url=server.base_url, api_key="scripted",
+                                                       out_dir=out_dir)))
         finally:
             if progress is not None:
                 progress.close()

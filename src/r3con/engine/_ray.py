@@ -25,7 +25,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from ..config import DEFAULT_CONCURRENCY, Settings
 from ..errors import ConfigError, ProviderError, R3conError
 from ..llm import LLMStack, build_llm
-from ..llm.routing import routing_key
+from ..llm.transport.routing import routing_key
 from ..llm.types import ChatRequest, Completion
 
 if TYPE_CHECKING:  # a worker imports the notes' modules when it is first asked for a selection (`_round`): imported

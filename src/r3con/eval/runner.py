@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..corpus.documents import Document
 from ..errors import BudgetExceeded, ConfigError, R3conError
-from ..llm.budget import CostCap, sharing
+from ..llm.layers.budget import CostCap, sharing
 from ..llm.types import LLM, ChatRequest, Completion, Usage
 from .benchmarks import paper_coverage
 from .judges import CAPPED as CAPPED_VERDICT

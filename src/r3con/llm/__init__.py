@@ -11,26 +11,28 @@ from typing import Any, Protocol
 
 from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settings
 from ..errors import ConfigError
-from .answered import Answered
-from .batch import Batched
-from .budget import BudgetGuard, CostCap, check_prices, shared_cap
 from .cache import CallCache
-from .client import OpenAIChat, request_headers
-from .embeddings import Embedder, open_embedder
-from .layers import Accounted, CallLog, ConcurrencyLimited, Ledger, LogSummary, Recorded, Shaped
-from .liveness import Liveness, Watched
-from .nearwindow import NearWindow, window_was_asked
-from .output import OutputChecked
-from .overflow import LearnedWindow, Overflows
-from .pool import EndpointStats, Pooled, open_pool, pool_entries
+from .discovery.routers import through_router
+from .discovery.served import EndpointInfo
+from .discovery.slots import concurrency_for
+from .layers.accounting import Accounted, Ledger
+from .layers.answered import Answered
+from .layers.budget import BudgetGuard, CostCap, check_prices, shared_cap
+from .layers.calllog import CallLog, LogSummary, Recorded
+from .layers.limits import ConcurrencyLimited, RateLimited
+from .layers.nearwindow import NearWindow, window_was_asked
+from .layers.output import OutputChecked
+from .layers.overflow import LearnedWindow, Overflows
+from .layers.replay import LoggedReplies
+from .layers.retry import Retrier, RetryBudget, Retrying, RetryPolicy
+from .layers.shaped import Shaped
 from .pricing import Price, PriceTable
-from .ratelimit import RateLimited
-from .replay import LoggedReplies
-from .retry import Retrier, RetryBudget, Retrying, RetryPolicy
-from .routers import through_router
-from .slots import concurrency_for
+from .transport.batch import Batched
+from .transport.client import OpenAIChat, request_headers
+from .transport.embeddings import Embedder, open_embedder
+from .transport.liveness import Liveness, Watched
+from .transport.pool import EndpointStats, Pooled, open_pool, pool_entries
 from .types import LLM, ChatRequest, Completion, Message, Usage
-from .window import EndpointInfo
 
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "EndpointView", "LLMStack", "Ledger",

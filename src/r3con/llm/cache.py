@@ -57,6 +57,13 @@ CREATE TABLE IF NOT EXISTS calls (
 """
 
 
+def _create(db: sqlite3.Connection) -> None:
+    db.execute(_SCHEMA)
+    db.execute(_WINDOWS)
+    if "tool_calls" not in {row[1] for row in db.execute("PRAGMA table_info(calls)")}:  # written before tool calling
+        db.execute("ALTER TABLE calls ADD COLUMN tool_calls TEXT")
+
+
 def cache_key(endpoint: str, request: ChatRequest) -> str:
     """The cache key of `request` sent to `endpoint` (its base URL); includes the sample index."""
     return hashlib.sha256(f"{endpoint.rstrip('/')}\x00{request.fingerprint()}".encode()).hexdigest()
@@ -68,12 +75,7 @@ class CallCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
-            self._db = open_private(self.path, check_same_thread=False)
-            self._db.execute(_SCHEMA)
-            self._db.execute(_WINDOWS)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
-            if "tool_calls" not in columns:  # a cache file written before tool calling
-                self._db.execute("ALTER TABLE calls ADD COLUMN tool_calls TEXT")
+            self._db = open_private(self.path, check_same_thread=False, setup=_create)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the LLM cache {self.path}: {exc}; pass --cache PATH or --no-cache") from exc
         self._lock = threading.Lock()

@@ -259,6 +259,7 @@ class Completion:
     reasoning: str | None = None
     latency_s: float = 0.0
     from_cache: bool = False
+    served_from: str | None = None  # with `from_cache`: which earlier answer served it (`answered.SOURCES`)
     refusal: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
     tool_calls: tuple[ToolCall, ...] = ()

@@ -32,7 +32,7 @@ def _paths(paths: Sequence[str]) -> list[str]:
 async def estimate(question: str, paths: Sequence[str], settings: Settings) -> dict[str, Any]:
     """The plan of a run of `question` over `paths`: documents, parts, and calls, tokens and USD per stage."""
     from ..corpus.documents import load_corpus
-    from ..llm.local import local_ports, use_local_server
+    from ..llm.discovery.local import local_ports, use_local_server
     from ..pipeline.estimate import estimate_run, plan_endpoint
 
     if not question.strip():

@@ -1,13 +1,18 @@
 """What a call may spend of the window, decided once from the settings and the window: one frozen plan that
-the stages, `estimate` and the re-plan after a learned window all read."""
+the stages, `estimate` and the re-plan after a learned window all read; and the stages' options made from it."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from ..config import Settings
+from ..config import DEFAULT_CONCURRENCY, Settings
+from ..notes.selection import Embed
+from ..sandbox import SandboxLimits
+from ..stages.answer import AnswerOptions
+from ..stages.plan import Placement
+from ..stages.populate import PopulateOptions, RecordLimits
+from ..stages.relevance import RelevanceOptions
 
 PROMPT_OVERHEAD = 1500  # tokens for instructions, task and tags around a document
 
@@ -67,3 +72,44 @@ class Budgets:
 def part_budget(settings: Settings, window: int) -> int:
     """Tokens a document part may take in `window` (`Budgets.part_tokens`)."""
     return Budgets.of(settings, window).part_tokens
+
+
+def in_flight(settings: Settings) -> int | None:
+    """Per-document calls a stage prepares at once: a few times what the endpoint takes, so prompts are
+    built as slots free up and memory follows the calls in flight, not the corpus; a batch takes all."""
+    return None if settings.batch else 4 * (settings.concurrency or DEFAULT_CONCURRENCY)  # unset: as for the default
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """What each stage is given from the settings: one mapping, for the run and for `estimate`."""
+
+    relevance: RelevanceOptions
+    populate: PopulateOptions
+    answer: AnswerOptions
+
+
+def stage_options(settings: Settings, budgets: Budgets | int, *, breakpoints: bool = False,
+                  embed: Embed | None = None, scratch_root: Path | None = None) -> StageOptions:
+    """The stages' options for `settings` within `budgets` (or the budgets of a window of that many tokens)."""
+    if isinstance(budgets, int):
+        budgets = Budgets.of(settings, budgets)
+    placement = Placement.of(settings)
+    return StageOptions(
+        relevance=RelevanceOptions(
+            rounds=settings.rounds, max_tokens=budgets.note_tokens, temperature=settings.temperature,
+            breakpoints=breakpoints, placement=placement, embed=embed, in_flight=in_flight(settings),
+            notes_budget=budgets.notes_budget,
+        ),
+        populate=PopulateOptions(
+            max_tokens=budgets.records_tokens, attempts=settings.populate_attempts,
+            temperature=settings.temperature, breakpoints=breakpoints, placement=placement,
+            unverified=settings.unverified, in_flight=in_flight(settings), limits=RecordLimits.of(settings),
+        ),
+        answer=AnswerOptions(
+            mode=settings.reasoning, max_steps=settings.max_steps, max_tokens=budgets.answer_tokens,
+            temperature=settings.temperature, data_view_chars=budgets.data_view_chars,
+            sandbox_limits=SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
+            sandbox_mode=settings.sandbox_mode, scratch_root=scratch_root,
+        ),
+    )

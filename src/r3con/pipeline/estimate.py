@@ -28,7 +28,7 @@ from ..stages.messages import SHARED_OVERHEAD
 from ..stages.plan import CacheSeen, Shared, plan_populate, plan_round
 from ..tokens import EstimateCounter, TokenCounter
 from ._ranges import Interval, Spread, draw, interval
-from .method import part_budget, stage_options
+from .budgets import part_budget, stage_options
 
 PER_MESSAGE = 4  # chat-template tokens around each message
 

@@ -14,9 +14,9 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..artifacts.folder import Later, RunDir, disk_full, is_disk_full
@@ -37,6 +37,10 @@ from ..stages.relevance import RelevanceResult
 from ..stages.schema import SchemaResult
 from .memory import give_back
 
+if TYPE_CHECKING:
+    from .budgets import Budgets
+    from .job import Job
+
 
 def fallback(stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
     """What failed in `stage` (an error or what went wrong) and how the run went on without it, for the
@@ -48,10 +52,10 @@ class RunRecord:
     """The run folder of one attempt, written as the run goes: what each stage produced, what failed and
     how the run went on (`failures`, `fallbacks`), the stage it is in (`stage`)."""
 
-    def __init__(self, run_dir: RunDir, resumed: bool, llm: EndpointView, settings: Settings, task: str,
-                 docs: Sequence[Document], parts: Sequence[Document], part_tokens: int, inputs: Inputs | None,
-                 *, notes_budget: int | None, ranking: str, breakpoints: bool, placement: Placement,
-                 corpus_store: Callable[[], dict[str, Any] | None] = lambda: None):
+    def __init__(self, job: Job, llm: EndpointView, parts: Sequence[Document], budgets: Budgets, *, ranking: str,
+                 breakpoints: bool, placement: Placement):
+        run_dir, resumed, settings, docs = job.run_dir, job.resumed, job.settings, job.docs
+        inputs, notes_budget, corpus_store = job.inputs, budgets.notes_budget, job.store.to_dict
         self.run_dir, self.llm, self.placement = run_dir, llm, placement
         self.stage = "relevance"
         self.failures: list[Failure] = []
@@ -60,7 +64,7 @@ class RunRecord:
         self.seen = CacheSeen()  # what the endpoint's replies said of its prefix cache
         self.account = (inputs or Inputs.of(docs)).with_parts(parts)
         self._parts = _split(parts)  # parts per document split in several, for the manifest's entries
-        manifest = _manifest(task, settings, llm, part_tokens)
+        manifest = _manifest(job.task, settings, llm, budgets.part_tokens)
         manifest["documents"] = Later(lambda: _documents(docs, self._parts))
         # an entry a document, each made as it is written: the whole account at once was 33 MiB for a second or two
         # at D = 100,000, the end of the run's peak (bench_engine)
@@ -95,9 +99,11 @@ class RunRecord:
         if learned is not None:
             self.manifest["endpoint"]["learned_window"] = learned
 
-    def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
-        """`stage` failed and the run went on without it (`fallback`)."""
-        self.fallbacks.append(fallback(stage, failed, how))
+    def went_on(self, stage: str, failed: BaseException | str, how: str) -> dict[str, str]:
+        """`stage` failed and the run went on without it (`fallback`); what the manifest says of it."""
+        said = fallback(stage, failed, how)
+        self.fallbacks.append(said)
+        return said
 
     def relevance(self, result: RelevanceResult, parts: Sequence[Document]) -> None:
         """Each round's notes, what each later read was shown, the failed reads."""

@@ -6,7 +6,7 @@ per document part (by content: title and text) each round's note, the notes its 
 full, and its records; and the schema. The next run of that question reads them:
 
 - `exact`: a call whose request is byte for byte one the earlier runs sent gets the reply they got,
-  without a call (`llm.answered.Answered`, from the LLM cache: it counts as a cache hit); every
+  without a call (`llm.layers.answered.Answered`, from the LLM cache: it counts as a cache hit); every
   other call is made. With a deterministic endpoint (what the LLM
   cache assumes too) the run's notes, records and answer are a fresh run's. A read's request is the
   document, the task and the notes it is shown, so a later-round read repeats exactly when its notes
@@ -43,8 +43,8 @@ from ..corpus.documents import Document
 from ..corpus.places import Parts, PerPart, places_of
 from ..db import open_private
 from ..errors import ConfigError
-from ..llm.answered import Answered
 from ..llm.cache import CallCache
+from ..llm.layers.answered import Answered
 from ..llm.types import LLM, Completion
 from ..notes.selection import Shown, round_entries
 from ..notes.shown import ShownLog
@@ -174,6 +174,14 @@ class Previous:
         return self.run_dir is not None
 
 
+def _create(db: sqlite3.Connection) -> None:
+    db.executescript(_SCHEMA)
+    if "top" not in {row[1] for row in db.execute("PRAGMA table_info(reads)")}:  # a record from before
+        db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
+    if "shown" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}:
+        db.execute("ALTER TABLE records ADD COLUMN shown TEXT NOT NULL DEFAULT '[]'")
+
+
 class ReuseStore:
     """The SQLite file of the runs' records (`store_path`)."""
 
@@ -183,12 +191,7 @@ class ReuseStore:
         self.path = Path(path)
         self._calls: list[tuple[int, str, str, str]] = []  # run, digest, stage, cache key
         try:
-            self._db = open_private(self.path)
-            self._db.executescript(_SCHEMA)
-            if "top" not in {row[1] for row in self._db.execute("PRAGMA table_info(reads)")}:  # a record from before
-                self._db.execute("ALTER TABLE reads ADD COLUMN top TEXT NOT NULL DEFAULT '[]'")
-            if "shown" not in {row[1] for row in self._db.execute("PRAGMA table_info(records)")}:
-                self._db.execute("ALTER TABLE records ADD COLUMN shown TEXT NOT NULL DEFAULT '[]'")
+            self._db = open_private(self.path, setup=_create)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the reuse record {self.path}: {exc}; pass --no-cache (it turns the record off too)") from exc
 

@@ -1,20 +1,19 @@
-"""What watches a run as the method goes: the run folder's record, the reuse record and the progress display,
-as one observer. The method (`pipeline._run`) tells it what each stage produced; it asks it for the client
-the stages call and, under `--reuse approximate`, for what an earlier run of the question may keep."""
+"""What watches a run as the method goes: the run folder's record, the reuse record and the run's events, as
+one observer. The method (`pipeline.method`) tells it what each stage produced; it asks it for the client
+the stages call and, under `--reuse approximate`, for what an earlier run of the question may keep. Whoever
+follows the run (the CLI's progress display, the app, traces) reads the events it emits."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..artifacts.folder import RunDir
 from ..config import Settings
 from ..corpus.documents import Document
-from ..corpus.inputs import Inputs
-from ..llm import LLMStack
-from ..llm.answered import Answered
-from ..llm.layers import Progressed
+from ..llm import EndpointView, LLMStack
+from ..llm.layers.accounting import Progressed
+from ..llm.layers.answered import Answered
 from ..llm.types import LLM
 from ..notes.selection import Embed, FinalNotes
 from ..results import Failure
@@ -25,34 +24,57 @@ from ..stages.populate import PopulateResult
 from ..stages.relevance import RelevanceResult
 from ..stages.schema import SchemaResult
 from .budgets import Budgets
-from .progress import Progress
+from .events import (
+    Degraded,
+    Fallback,
+    Message,
+    NoteEvent,
+    ProgressEvent,
+    RecordsEvent,
+    Replanned,
+    StageEvent,
+    Started,
+    UsageEvent,
+    WarningEvent,
+    call_event,
+)
+from .job import Job
 from .record import RunRecord
 from .reuse import Reuse, Tables
 
 
 @dataclass
 class Watch:
-    """The record, the reuse record and the progress of one run (`open`), each told what it keeps."""
+    """The record, the reuse record and the events of one run (`open`), each told what it keeps."""
 
     record: RunRecord
     reuse: Reuse
-    progress: Progress
-    settings: Settings
-    docs: tuple[Document, ...]
+    job: Job
     llm: LLM  # the client the stages call: the run's, answering an earlier run's identical requests
+    view: EndpointView
+    _stages: dict[str, list[int]] = field(default_factory=dict)  # per stage begun: done, total
+    _stage: str | None = None
 
     @classmethod
-    def open(cls, run_dir: RunDir, resumed: bool, stack: LLMStack, settings: Settings, task: str,
-             docs: tuple[Document, ...], parts: Sequence[Document], budgets: Budgets, inputs: Inputs | None,
-             answered: Answered | None, progress: Progress, *, embed: Embed | None, breakpoints: bool,
-             corpus_store: Callable[[], dict[str, Any] | None]) -> Watch:
-        reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, task, settings,
-                           run_dir.path, parts, new_schema=settings.new_schema)
-        record = RunRecord(run_dir, resumed, stack.view, settings, task, docs, parts, budgets.part_tokens, inputs,
-                           notes_budget=budgets.notes_budget, ranking="embeddings" if embed else "bm25",
-                           breakpoints=breakpoints, placement=Placement.of(settings), corpus_store=corpus_store)
-        stack.view.listen(progress.usage, getattr(progress, "note", None))  # a Progress written before notes has none
-        return cls(record, reuse, progress, settings, docs, reuse.bind(stack, answered))
+    def open(cls, job: Job, stack: LLMStack, parts: Sequence[Document], budgets: Budgets,
+             answered: Answered | None, *, embed: Embed | None, breakpoints: bool) -> Watch:
+        settings = job.settings
+        reuse = Reuse.open(settings.reuse, settings.cache_path if settings.cache else None, job.task, settings,
+                           job.run_dir.path, parts, new_schema=settings.new_schema)
+        record = RunRecord(job, stack.view, parts, budgets, ranking="embeddings" if embed else "bm25",
+                           breakpoints=breakpoints, placement=Placement.of(settings))
+        emit = job.emit
+        stack.view.listen(lambda total: emit(UsageEvent(usage=total.to_dict())), lambda line: emit(Message(text=line)))
+        stack.log.listeners.append(lambda logged: emit(call_event(logged)))  # one event a line of calls.jsonl
+        return cls(record, reuse, job, reuse.bind(stack, answered), stack.view)
+
+    @property
+    def settings(self) -> Settings:
+        return self.job.settings
+
+    @property
+    def docs(self) -> tuple[Document, ...]:
+        return self.job.docs
 
     @property
     def stage(self) -> str:
@@ -62,23 +84,41 @@ class Watch:
     # what the method asks
 
     def ask(self, stage: str) -> LLM:
-        """The client `stage` calls: each document's first call advances the progress display."""
+        """The client `stage` calls: each document's first call advances the stage's progress."""
         self.record.stage = stage
-        return Progressed(self.llm, self.progress.advance)
+        return Progressed(self.llm, self.advance)
+
+    def started(self, plan: Any) -> None:
+        """The run has its folder and plan (None: nobody follows the run, so none was made)."""
+        job = self.job
+        job.emit(Started(question=job.task, run_dir=str(job.run_dir.path), plan=plan, resumed=job.resumed))
 
     def begin(self, name: str, total: int) -> None:
-        """Stage `name` begins, with `total` units of work (documents, rounds, parts)."""
+        """Stage `name` begins, with `total` units of work (documents, rounds, parts); the one before ends."""
         self.record.stage = name
-        self.progress.stage(name, total)
+        self._end_stage()
+        self._stage, self._stages[name] = name, [0, total]
+        self.job.emit(StageEvent(stage=name, state="started", total=total))
 
     def advance(self, name: str) -> None:
-        self.progress.advance(name)
+        """One unit of stage `name` finished."""
+        counts = self._stages.setdefault(name, [0, 0])
+        counts[0] += 1
+        self.job.emit(ProgressEvent(stage=name, done=counts[0], total=counts[1]))
+
+    def _end_stage(self) -> None:
+        if self._stage is not None:
+            done, total = self._stages[self._stage]
+            self.job.emit(StageEvent(stage=self._stage, state="finished", total=total))
+            self._stage = None
 
     def say(self, line: str) -> None:
-        """A line for the person watching (the plan banner), where the progress display takes notes."""
-        note = getattr(self.progress, "note", None)  # a Progress written before notes has none
-        if note is not None:
-            note(line)
+        """A line for the person watching (the plan banner)."""
+        self.job.emit(Message(text=line))
+
+    def note(self, doc: Document, round_no: int, text: str) -> None:
+        """A document's note of a round, as kept."""
+        self.job.emit(NoteEvent(doc=doc.key, round=round_no, text=text))
 
     @property
     def note_keeper(self) -> Callable[[Document, int, Mapping[str, str] | None], str | None] | None:
@@ -103,10 +143,12 @@ class Watch:
     def replanned(self, parts: Sequence[Document], budgets: Budgets) -> None:
         self.record.replanned(parts, budgets.part_tokens, budgets.notes_budget)
         self.reuse.replanned(parts)
+        self.job.emit(Replanned(window=budgets.window, parts=len(parts), part_tokens=budgets.part_tokens))
 
     def relevance(self, result: RelevanceResult, parts: Sequence[Document]) -> None:
         self.record.relevance(result, parts)
         self.reuse.decide_relevance(result.rounds, result.shown, result.kept)
+        self._degraded(result.failures)
         self._check("relevance")
 
     def final_notes(self, final: FinalNotes) -> None:
@@ -116,18 +158,35 @@ class Watch:
         self.record.schema(proposal)
 
     def went_on(self, stage: str, failed: BaseException | str, how: str) -> None:
-        self.record.went_on(stage, failed, how)
+        said = self.record.went_on(stage, failed, how)
+        self.job.emit(Fallback(stage=stage, failed=said["failed"], fallback=how))
 
     def records(self, filled: PopulateResult, final_notes: Mapping[str, str], schema: Mapping[str, Any]) -> None:
         self.record.records(filled)
         self.reuse.decide_populate(filled, final_notes, schema)
+        for doc, count in filled.per_doc.items():
+            self.job.emit(RecordsEvent(doc=str(doc), count=int(count)))
+        self._degraded(filled.failures)
         self._check("populate")
+
+    def _degraded(self, failures: Sequence[Failure]) -> None:
+        for failure in failures:
+            self.job.emit(Degraded(doc=failure.doc, stage=failure.stage, error=failure.cause or failure.error))
+
+    def result_fields(self, corpus_store: Mapping[str, Any] | None) -> dict[str, Any]:
+        """What the run's record and reuse record keep for the result."""
+        return {"degraded": tuple(self.record.failures), "inputs": self.record.degraded(),
+                "fallbacks": tuple(self.record.fallbacks), "reuse": self.reuse.summary(),
+                "corpus_store": corpus_store}
 
     def answer(self, answer: AnswerResult, sandbox_mode: str) -> None:
         self.record.answer(answer, sandbox_mode)
 
     def finish(self, answer: str, summary: Mapping[str, Any], schema: Mapping[str, Any] | None) -> None:
         """The run answered: `answer` and the result's `summary` to the folder, the run to the reuse record."""
+        self._end_stage()
+        for line in self.view.warnings():
+            self.job.emit(WarningEvent(text=line))
         self.record.reuse(self.reuse.decisions.to_dict(), self.reuse.summary())
         self.record.finish(answer, summary)
         self.reuse.finish(schema)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..artifacts.folder import NotRows, json_rows
 from ..artifacts.jsonstream import Rule, Where, read_pruned
-from ..llm.layers import LogSummary
+from ..llm.layers.calllog import LogSummary
 from ._diff import changed_share, word_diff
 
 TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)

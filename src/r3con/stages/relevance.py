@@ -85,6 +85,8 @@ class RelevanceOptions:
     # over a copy of the round's notes), or None: here. Ranked by embeddings they are made here all the same
     # (a query's embedding is a call of this process's stack, and the notes' vectors are in its store)
     selects: Selects | None = field(default=None, compare=False)
+    # told each read's note as it is kept (the run's `note` events): the document, the round, the note
+    on_note: Callable[[Document, int, str], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +249,7 @@ class _Round:
             if earlier is not None:
                 if first is not None:
                     self.log.add(Shown.of(doc.key, self.round_no, first, first.text, top=top))
-                self.written.add(doc.key, earlier)
+                self._keep(doc, earlier)
                 return _Read(Seen(0, 0, 0.0), Selections(), kept=True)
         if selector is None or first is None:
             return _Read(await self._ask(call, None), Selections())
@@ -293,5 +295,10 @@ class _Round:
                                           estimate_tokens(instructions.text))
         else:
             seen = Seen(0, 0, 0.0, probe=call.probe)
-        self.written.add(doc.key, parse_note(reply_text(completion)))
+        self._keep(doc, parse_note(reply_text(completion)))
         return seen
+
+    def _keep(self, doc: Document, note: str) -> None:
+        self.written.add(doc.key, note)
+        if self.options.on_note is not None:
+            self.options.on_note(doc, self.round_no, note)

@@ -2,7 +2,7 @@
 
 A batch completes `delay_s` after it was created. Its lines are answered by POSTing each body to the
 server's own `/v1/chat/completions`, so batched and direct calls go through the same scripted logic.
-The custom_id of a line carries the stage headers (`stage|mode|doc|part|round|n`, as `r3con.llm.batch`
+The custom_id of a line carries the stage headers (`stage|mode|doc|part|round|n`, as `r3con.llm.transport.batch`
 writes it), because a batch line has no HTTP headers of its own.
 """
 

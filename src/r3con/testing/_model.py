@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..llm.client import chat_body, request_headers
+from ..llm.transport.client import chat_body, request_headers
 from ..llm.types import ChatRequest, Completion, Usage
 from . import _text as t
 from ._reading import Reading
