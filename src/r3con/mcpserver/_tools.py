@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import otel
 from ..config import Settings
 from ..errors import ConfigError, InputError
 
@@ -60,6 +61,8 @@ async def ask(question: str, paths: Sequence[str], settings: Settings, report: R
     from ..runs import start
 
     run = await start(question, _paths(paths), settings)
+    if otel.wanted():  # the standard OTEL_* environment the client started the server with
+        otel.trace(run)  # ends by itself with the run's events, its spans flushed
     follower = asyncio.ensure_future(_follow(run, report)) if report is not None else None
     try:
         result = await _until_done(run)
