@@ -50,6 +50,13 @@ def build(flags: Mapping[str, Any] | None = None) -> MCPServer:
     """The server; `flags` are settings (as `r3con run`'s options make them) every run starts from."""
     base = dict(flags or {})
     server = MCPServer("r3con", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    _run_tools(server, base)
+    _folder_tools(server, base)
+    return server
+
+
+def _run_tools(server: MCPServer, base: dict[str, Any]) -> None:
+    """`ask` and `estimate`: a run, and its plan."""
 
     @server.tool(description=(
         "Answer a question from the documents under the given paths with r3con, and return the answer, the "
@@ -87,6 +94,11 @@ def build(flags: Mapping[str, Any] | None = None) -> MCPServer:
         except Exception as exc:
             raise _failed(exc) from exc
 
+
+
+def _folder_tools(server: MCPServer, base: dict[str, Any]) -> None:
+    """`runs`, `records` and `passage`: what run folders hold."""
+
     @server.tool(description="List the most recent r3con runs (newest first): run folder, question, status "
                              "(finished, failed, cancelled, running, interrupted), cost in USD and calls.")
     def runs(limit: Annotated[int, Field(description="How many runs to list", ge=1, le=200)] = 20) -> dict[str, Any]:
@@ -120,5 +132,3 @@ def build(flags: Mapping[str, Any] | None = None) -> MCPServer:
             return _folders.passage(Path(run), record)
         except Exception as exc:
             raise _failed(exc) from exc
-
-    return server
