@@ -109,3 +109,13 @@ def test_off_imports_nothing_of_opentelemetry():
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_without_opentelemetry_installed_tracing_says_what_to_install(monkeypatch):
+    import sys
+
+    from r3con.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'r3con\[otel\]'.*OTEL_SDK_DISABLED=true"):
+        otel.require()

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import ConfigError
+from ..otel import require as require_otel
+from ..otel import wanted as otel_wanted
 from ._options import RUN, settings_options
 
 
@@ -19,6 +21,7 @@ def mcp(
     host: Annotated[str, typer.Option("--host", help="With --http: the address to listen on (default loopback only)")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="With --http: the port (0 picks a free one)")] = 8765,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for run folders, and where `runs` looks (default ./r3con-runs)")] = None,
+    otel: Annotated[bool, typer.Option("--otel", help="Send OpenTelemetry traces of the runs `ask` starts (OTLP over HTTP, as the OTEL_* variables say; on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; needs r3con[otel])")] = False,
     flags: dict[str, Any] | None = None,
 ) -> None:
     """Serve r3con's tools (ask, estimate, runs, records, passage) to agents over the Model Context Protocol:
@@ -26,9 +29,11 @@ def mcp(
     from .. import mcpserver
 
     try:
-        server = mcpserver.build({**(flags or {}), "out_dir": out})
+        server = mcpserver.build({**(flags or {}), "out_dir": out}, traced=otel)
     except ImportError as exc:
         raise ConfigError(f"r3con mcp needs the MCP SDK ({exc.name} is not installed): pip install 'r3con[mcp]'") from exc
+    if otel_wanted(flag=otel):  # said now, not as the first run's error
+        require_otel()
     if http:
         asyncio.run(mcpserver.serve_http(server, host, port, lambda line: print(line, file=sys.stderr, flush=True)))
     else:

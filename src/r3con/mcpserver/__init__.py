@@ -14,12 +14,12 @@ from typing import Any
 __all__ = ["build", "serve_http", "serve_stdio"]
 
 
-def build(flags: Mapping[str, Any] | None = None) -> Any:
+def build(flags: Mapping[str, Any] | None = None, traced: bool = False) -> Any:
     """The MCP server (an `mcp.server.mcpserver.MCPServer`) with r3con's tools; `flags`: settings every run
-    starts from (`Settings.resolve`'s names)."""
+    starts from (`Settings.resolve`'s names); `traced`: trace every run `ask` starts (`r3con.otel`)."""
     from ._server import build as built
 
-    return built(flags)
+    return built(flags, traced)
 
 
 async def serve_stdio(server: Any) -> None:

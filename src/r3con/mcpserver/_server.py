@@ -46,16 +46,17 @@ def _failed(exc: Exception) -> ToolError:
     return ToolError(f"internal error (a bug in r3con: please report it): {type(exc).__name__}: {exc}")
 
 
-def build(flags: Mapping[str, Any] | None = None) -> MCPServer:
-    """The server; `flags` are settings (as `r3con run`'s options make them) every run starts from."""
+def build(flags: Mapping[str, Any] | None = None, traced: bool = False) -> MCPServer:
+    """The server; `flags` are settings (as `r3con run`'s options make them) every run starts from; `traced`:
+    every run `ask` starts is traced (`r3con.otel`), as the OTEL_* environment would ask."""
     base = dict(flags or {})
     server = MCPServer("r3con", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    _run_tools(server, base)
+    _run_tools(server, base, traced)
     _folder_tools(server, base)
     return server
 
 
-def _run_tools(server: MCPServer, base: dict[str, Any]) -> None:
+def _run_tools(server: MCPServer, base: dict[str, Any], traced: bool) -> None:
     """`ask` and `estimate`: a run, and its plan."""
 
     @server.tool(description=(
@@ -78,7 +79,7 @@ def _run_tools(server: MCPServer, base: dict[str, Any]) -> None:
 
         try:
             settings = _tools.settings_for(base, rounds=rounds, reuse=reuse, max_cost_usd=max_cost)
-            return Answer(**await _tools.ask(question, paths, settings, report))
+            return Answer(**await _tools.ask(question, paths, settings, report, traced))
         except Exception as exc:
             raise _failed(exc) from exc
 

@@ -53,15 +53,17 @@ async def estimate(question: str, paths: Sequence[str], settings: Settings) -> d
             "inputs": corpus.inputs.to_dict()}
 
 
-async def ask(question: str, paths: Sequence[str], settings: Settings, report: Report | None = None) -> dict[str, Any]:
-    """Run r3con on `question` over `paths` and return the answer, its citations and the run folder.
+async def ask(question: str, paths: Sequence[str], settings: Settings, report: Report | None = None,
+              traced: bool = False) -> dict[str, Any]:
+    """Run r3con on `question` over `paths` and return the answer, its citations and the run folder; traced
+    when `traced` (`--otel`) or the standard OTEL_* environment asks (`r3con.otel`).
 
     Each unit of work the run finishes is reported (`report`); if the caller is cancelled (the client cancels
     the tool call), so is the run, and this waits until its folder is left resumable."""
     from ..runs import start
 
     run = await start(question, _paths(paths), settings)
-    if otel.wanted():  # the standard OTEL_* environment the client started the server with
+    if otel.wanted(flag=traced):  # --otel, or the OTEL_* environment the client started the server with
         otel.trace(run)  # ends by itself with the run's events, its spans flushed
     follower = asyncio.ensure_future(_follow(run, report)) if report is not None else None
     try:

@@ -25,7 +25,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ._spans import RunTracer
 
-__all__ = ["content_wanted", "follow", "trace", "wanted"]
+__all__ = ["content_wanted", "follow", "require", "trace", "wanted"]
 
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _TRUE = ("1", "true", "yes", "on")
@@ -72,10 +72,20 @@ async def follow(run: Any, tracer: RunTracer) -> None:
         await asyncio.to_thread(tracer.flush)
 
 
-def _tracer(content: bool, provider: Any) -> RunTracer:
+def require() -> None:
+    """Raise `ConfigError`, saying what to install, unless OpenTelemetry's SDK and OTLP exporter are here: for
+    a command to check as it starts, before the first run it would trace."""
     try:
-        from ._spans import RunTracer
+        from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
+
+        from . import _spans  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"tracing needs OpenTelemetry ({exc.name} is not installed): pip install 'r3con[otel]'; "
                           "or leave tracing off (unset OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_SDK_DISABLED=true)") from exc
+
+
+def _tracer(content: bool, provider: Any) -> RunTracer:
+    require()
+    from ._spans import RunTracer
+
     return RunTracer.open(content=content, provider=provider)
