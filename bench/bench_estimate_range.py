@@ -51,7 +51,7 @@ def one(size: int, draw: int, samples: list[int], chars: int, confidence: float)
     from r3con.notes.selection import notes_bm25
     from r3con.pipeline.estimate import estimate_range, sample
     from r3con.pipeline.method import part_budget, run
-    from r3con.testing import DrawnRelevance, FakeLLMServer
+    from r3con.testing import Behaviour, DrawnRelevance, FakeLLMServer
 
     how = plan(draw)
     docs = r3con.documents_from_texts(corpus(size, chars))
@@ -64,7 +64,8 @@ def one(size: int, draw: int, samples: list[int], chars: int, confidence: float)
         ranked = [parts[i].key for i in ranking(notes_bm25([p.text for p in parts]).scores(TASK))]
         relevance = DrawnRelevance.draw(ranked, how["share"], seed=1000 * size + draw,
                                         clusters=ARRANGEMENTS[how["arrangement"]], drop=how["drop"])
-        with FakeLLMServer(max_model_len=100_000_000, cache_blocks=2_000_000, relevance=relevance) as server:
+        with FakeLLMServer(max_model_len=100_000_000,
+                           behaviour=Behaviour(cache_blocks=2_000_000, relevance=relevance)) as server:
             settings = dataclasses.replace(settings, base_url=server.base_url)
             for n in samples:
                 assumptions, _ = asyncio.run(sample(TASK, docs, settings, n))

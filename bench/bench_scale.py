@@ -63,9 +63,9 @@ LATENCY = {"per_call_ms": 5.0, "per_prompt_token_ms": 0.0002, "per_cached_token_
            "per_completion_token_ms": 0.005}
 SERVER = """
 import sys
-from r3con.testing import LatencyModel, serve
-serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks={blocks},
-      note_sentences={sentences})
+from r3con.testing import Behaviour, LatencyModel, serve
+serve(0, max_model_len=100_000_000, behaviour=Behaviour(latency=LatencyModel(**{latency}), cache_blocks={blocks},
+                                                       note_sentences={sentences}))
 """
 
 

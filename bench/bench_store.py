@@ -50,9 +50,9 @@ LATENCY = {"per_call_ms": 5.0, "per_prompt_token_ms": 0.0002, "per_cached_token_
            "per_completion_token_ms": 0.005}
 SERVER = """
 from pathlib import Path
-from r3con.testing import LatencyModel, serve
-serve(0, latency=LatencyModel(**{latency}), max_model_len=100_000_000, cache_blocks=200_000,
-      log_path=Path({log!r}))
+from r3con.testing import Behaviour, LatencyModel, serve
+serve(0, max_model_len=100_000_000, log_path=Path({log!r}),
+      behaviour=Behaviour(latency=LatencyModel(**{latency}), cache_blocks=200_000))
 """
 
 

@@ -8,7 +8,6 @@ from pypdf import PdfReader, PdfWriter
 
 from r3con.corpus.documents import (
     Document,
-    collect_paths,
     document_numbers,
     documents_from_texts,
     load_corpus,
@@ -79,8 +78,8 @@ def test_loading_a_folder_reads_supported_files_in_order(tmp_path):
 def test_globs_and_duplicates(tmp_path):
     (tmp_path / "a.txt").write_text("a")
     (tmp_path / "b.txt").write_text("b")
-    paths = collect_paths([str(tmp_path / "*.txt"), tmp_path / "a.txt"])
-    assert [p.name for p in paths] == ["a.txt", "b.txt"]
+    corpus = load_corpus([str(tmp_path / "*.txt"), tmp_path / "a.txt"])
+    assert [Path(d.source).name for d in corpus.documents] == ["a.txt", "b.txt"]
 
 
 def test_missing_path_and_empty_corpus_are_input_errors(tmp_path):

@@ -3,7 +3,7 @@ import json
 import r3con
 from r3con.pipeline.estimate import Assumptions, estimate_range, estimate_run, sample
 from r3con.pipeline.method import run
-from r3con.testing import DrawnRelevance, FakeLLMServer, FaultPlan
+from r3con.testing import Behaviour, DrawnRelevance, FakeLLMServer, FaultPlan
 
 from .conftest import cli_in_process
 
@@ -128,7 +128,8 @@ def test_the_estimate_prints_its_range_and_what_would_narrow_it(fake_server, tmp
     assert table.returncode == 0, table.stderr
     assert "80% range: calls " in table.stdout and "--sample 4 would narrow the prompt tokens" in table.stdout
     assumed = cli_in_process(*common, timeout=60)
-    assert "No range" in assumed.stdout and "--sample N" in assumed.stdout
+    assert "range from the priors: calls " in assumed.stdout and "--sample N" in assumed.stdout
+    assert "priors (the range, with no sample)" in assumed.stdout
     wrong = cli_in_process(*common, "--sample", "2", "--confidence", "1.5", timeout=60)
     assert wrong.returncode == 2 and "--confidence must be between" in wrong.stderr and "Traceback" not in wrong.stderr
 
@@ -139,7 +140,7 @@ async def test_the_range_holds_a_run_whose_relevance_bm25_does_not_predict(tmp_p
     docs = r3con.documents_from_texts(texts(10) + [(f"Recipe {i}", other * (8 + i)) for i in range(20)])
     ranked = [str(d.number) for d in sorted(docs, key=lambda d: d.title.startswith("Recipe"))]
     drawn = DrawnRelevance(frozenset(ranked[-9:]), seed=4)
-    with FakeLLMServer(relevance=drawn) as server:
+    with FakeLLMServer(behaviour=Behaviour(relevance=drawn)) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path,
                                           cache=False, max_steps=3)
         calibrated, _ = await sample(TASK, docs, settings, 4)

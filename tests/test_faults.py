@@ -9,7 +9,7 @@ import r3con
 from r3con.demo import corpus_dir, question
 from r3con.errors import RunFailed
 from r3con.llm.json_reply import extract_json
-from r3con.testing import FakeLLMServer, FaultPlan
+from r3con.testing import Behaviour, FakeLLMServer, FaultPlan
 from r3con.testing._faults import KINDS, break_json
 
 from .conftest import cli_in_process
@@ -76,9 +76,9 @@ def test_a_run_through_every_fault_gives_the_answer_and_records_of_a_fault_free_
 
 
 def test_cut_replies_are_kept_for_what_they_completed_or_asked_once_more(tmp_path):
-    with FakeLLMServer(note_sentences=8) as server:
+    with FakeLLMServer(behaviour=Behaviour(note_sentences=8)) as server:
         clean = _run(server, tmp_path, "clean", rounds=1)
-    with FakeLLMServer(faults=FaultPlan.parse("truncate=1.0,max=1,only=relevance"), note_sentences=8) as server:
+    with FakeLLMServer(faults=FaultPlan.parse("truncate=1.0,max=1,only=relevance"), behaviour=Behaviour(note_sentences=8)) as server:
         result = _run(server, tmp_path, "cut", rounds=1)
         cut = [c for c in server.calls() if c["fault"] == "truncate"]
     assert result.degraded == () and result.answer

@@ -8,7 +8,7 @@ import pytest
 import r3con
 from r3con.errors import RunFailed
 from r3con.pipeline.method import run
-from r3con.testing import FakeLLMServer
+from r3con.testing import Behaviour, FakeLLMServer
 
 from .fakes import SIMPLE_SCHEMA, ScriptedLLM, document_number, quote, schema_reply, stack
 
@@ -173,7 +173,7 @@ def _long_documents(n: int = 10) -> list[tuple[str, str]]:
 async def test_calls_put_the_shared_part_first_when_the_endpoint_did_not_keep_the_documents(
         tmp_path, cache_blocks, cold):
     # 40 blocks of 64 characters hold the system message but never a whole document
-    with FakeLLMServer(cache_blocks=cache_blocks) as server:
+    with FakeLLMServer(behaviour=Behaviour(cache_blocks=cache_blocks)) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path, concurrency=2,
                                           reasoning="direct")
         result = await run("Who recorded crates of tin, and how many?", r3con.documents_from_texts(_long_documents()),
@@ -194,7 +194,7 @@ async def test_calls_put_the_shared_part_first_when_the_endpoint_did_not_keep_th
 
 
 async def test_a_rerun_places_every_call_as_the_first_run_did_and_asks_nothing_again(tmp_path):
-    with FakeLLMServer(cache_blocks=40) as server:
+    with FakeLLMServer(behaviour=Behaviour(cache_blocks=40)) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path / "runs", concurrency=2,
                                           reasoning="direct", cache=True, cache_path=tmp_path / "llm.sqlite")
         docs = r3con.documents_from_texts(_long_documents())
@@ -224,7 +224,8 @@ async def test_a_window_the_server_states_is_learned_and_the_parts_planned_again
 
 async def test_a_too_long_reply_without_a_number_halves_the_parts_until_they_fit(tmp_path):
     # Ollama's words: no window, no size. The parts are halved and planned again until they fit; none is lost
-    with FakeLLMServer(max_model_len=4096, overflow_message="input length exceeds the context length") as server:
+    with FakeLLMServer(max_model_len=4096,
+                       behaviour=Behaviour(overflow_message="input length exceeds the context length")) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, out_dir=tmp_path, concurrency=2,
                                           reasoning="direct", context_window=16_384, cache=False)
         docs = r3con.documents_from_texts([(title, f"{text} {text}") for title, text in _long_documents(3)])

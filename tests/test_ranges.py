@@ -2,7 +2,7 @@
 
 import random
 
-from r3con.pipeline._ranges import Spread, draw, interval
+from r3con.pipeline.estimate._draws import Spread, draw, interval
 
 
 def spread(strata: list[tuple[int, int, int]], sizes: tuple[int, ...] = (100, 60, 140)) -> Spread:

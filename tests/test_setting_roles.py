@@ -20,7 +20,7 @@ import pytest
 
 from r3con import Settings, documents_from_texts, run
 from r3con.pipeline.reuse import question_key
-from r3con.testing import FakeLLMServer, FaultPlan
+from r3con.testing import Behaviour, FakeLLMServer, FaultPlan
 from r3con.testing._server import _Handler
 
 TASK = "How old are the people named, and where do they live?"
@@ -63,12 +63,12 @@ CASES = [
     Case("data_view_chars", 40),
     Case("part_tokens", 256, docs=tuple(LONG)),
     Case("layout", "paper"),
-    Case("adaptive_placement", False, base={"rounds": 2}, docs=tuple(SPREAD), server={"cache_blocks": 60}),
+    Case("adaptive_placement", False, base={"rounds": 2}, docs=tuple(SPREAD), server={"behaviour": Behaviour(cache_blocks=60)}),
     Case("cache_breakpoints", "on"),
     Case("notes_budget_tokens", 10, base={"rounds": 2}),
     Case("notes_ranking", "bm25", base={**SELECTING, "embedding_model": "embed-small"}, docs=tuple(RANKED)),
     Case("embedding_model", "embed-small", base=SELECTING, docs=tuple(RANKED)),
-    Case("batch", True, base={"rounds": 2, "batch_poll_s": 0.05}, docs=tuple(SPREAD), server={"cache_blocks": 60}),
+    Case("batch", True, base={"rounds": 2, "batch_poll_s": 0.05}, docs=tuple(SPREAD), server={"behaviour": Behaviour(cache_blocks=60)}),
     Case("rounds", 2),
     Case("structuring", False),
     Case("max_steps", 1, base={"reasoning": "code"}),
@@ -157,7 +157,7 @@ def test_the_quiet_cases_are_settings_declared_as_not_shaping_requests():
 @pytest.mark.parametrize("name, value", QUIET, ids=[name for name, _ in QUIET])
 def test_a_setting_declared_as_not_shaping_requests_leaves_them_and_their_fingerprints_as_they_were(
         name, value, tmp_path):
-    case = Case(name, value, base={"rounds": 2}, docs=tuple(SPREAD), server={"cache_blocks": 60})
+    case = Case(name, value, base={"rounds": 2}, docs=tuple(SPREAD), server={"behaviour": Behaviour(cache_blocks=60)})
     with RecordingServer(**case.server) as server:
         base = settings_for(server, tmp_path / "base", case, changed=False)
         changed = settings_for(server, tmp_path / "changed", case, changed=True)

@@ -4,8 +4,11 @@ import json
 
 import pytest
 
-from r3con.baselines._toolagent import Tool, ToolError, dispatch, run_tool_agent
+from r3con.baselines._toolagent import AgentLimits, Tool, ToolError, dispatch, run_tool_agent
 from r3con.llm.types import ChatRequest, Completion, ToolCall, Usage
+from r3con.prompts.render import Rendered
+
+SYSTEM = Rendered(text="sys", name="test_system", hash="h0")
 
 
 async def _echo(text: str, times: int = 1) -> str:
@@ -59,7 +62,8 @@ async def test_unknown_tool_and_long_results_are_observations():
 
 async def test_tool_results_go_back_as_tool_messages_and_a_plain_reply_ends_the_run():
     model = ToolModel(['{"text": "hi"}', '{"text": 1}'])
-    result = await run_tool_agent(model, stage="s", system="sys", task="q", tools=[ECHO], max_turns=5, max_tokens=10)
+    result = await run_tool_agent(model, stage="s", system=SYSTEM, task="q", tools=[ECHO],
+                                  limits=AgentLimits(max_turns=5, max_tokens=10))
     assert (result.answer, result.turns, result.capped) == ("done", 3, False)
     assert [s.ok for s in result.steps] == [True, False] and result.usage.calls == 3
     last = model.requests[-1].messages
@@ -68,11 +72,13 @@ async def test_tool_results_go_back_as_tool_messages_and_a_plain_reply_ends_the_
     assert last[5].content.startswith("error: echo text")
     body = model.requests[0]
     assert body.tools == (ECHO.spec(),) and body.tool_choice == "auto" and body.round == 1
+    assert all((r.prompt_name, r.prompt_hash) == ("test_system", "h0") for r in model.requests)
 
 
 async def test_the_turn_bound_forces_a_final_answer_without_tools():
     model = ToolModel([json.dumps({"text": str(i)}) for i in range(10)])
-    result = await run_tool_agent(model, stage="s", system="sys", task="q", tools=[ECHO], max_turns=3, max_tokens=10)
+    result = await run_tool_agent(model, stage="s", system=SYSTEM, task="q", tools=[ECHO],
+                                  limits=AgentLimits(max_turns=3, max_tokens=10))
     assert result.capped and result.turns == 3 and len(result.steps) == 3 and result.answer == "done"
     assert [r.tool_choice for r in model.requests] == ["auto", "auto", "auto", "none"]
     assert model.requests[-1].messages[-1].role == "user"

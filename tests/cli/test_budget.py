@@ -62,7 +62,7 @@ def uncapped(server, corpus, tmp_path_factory):
 
 
 @pytest.mark.parametrize("continue_with", ["--resume", "the same command"])
-def test_half_the_cost_spends_at_least_80_percent_then_a_raised_cap_finishes_paying_only_the_rest(
+def test_half_the_cost_spends_at_least_90_percent_then_a_raised_cap_finishes_paying_only_the_rest(
         server, corpus, tmp_path, prices, uncapped, continue_with):
     full = uncapped["usage"]["cost_usd"]
     half = full / 2
@@ -72,8 +72,8 @@ def test_half_the_cost_spends_at_least_80_percent_then_a_raised_cap_finishes_pay
     assert "--max-cost" in line and "raise --max-cost" in line and "--resume" in line
     folder = _only_folder(tmp_path)
     spent = json.loads((folder / "usage.json").read_text())["cost_usd"]
-    # all but about one call's worst case: what a reply may claim and be believed, a prompt token per byte sent
-    assert 0.8 * half <= spent <= half, f"spent {spent / half:.1%} of the cap"
+    # all but about one call's expected cost (a reply claiming more is settled against what is left)
+    assert 0.9 * half <= spent <= half, f"spent {spent / half:.1%} of the cap"
     assert (folder / "notes" / "round-1.json").is_file(), "what was done is kept"
 
     raised = f"{1.5 * full:.6f}"

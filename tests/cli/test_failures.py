@@ -241,14 +241,16 @@ def test_a_configuration_error_inside_a_fan_out_is_not_a_document_failure(capsys
 
 
 def test_a_budget_stop_inside_a_fan_out_keeps_its_kind_and_what_was_spent(capsys, monkeypatch, corpus, tmp_path):
-    # at these prices relevance and schema spend $0.024 and a populate call may cost up to $0.111 (what its reply
-    # may claim and be believed): the cap lets one populate call ($0.006) through and stops before the next
+    # at these prices relevance and schema spend $0.024 and a populate call about $0.005. A call reserves what it
+    # is expected to cost (a stage's first one, all of its reply cap: 400 tokens here), and settles what its reply
+    # claims against what is left: the cap lets two populate calls through and stops before the third
+    monkeypatch.setenv("R3CON_MAX_TOKENS_CAP", "400")
     runs = tmp_path / "runs"
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"r3con-scripted": {"input": 10.0, "output": 20.0}}))
     with FakeLLMServer() as server:
         code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, runs, "--prices", str(prices),
-                                                            "--max-cost", "0.138", "--concurrency", "1"))
+                                                            "--max-cost", "0.040", "--concurrency", "1"))
         called = len(server.calls())
     line = one_line(err)
     assert code == 1
@@ -257,7 +259,7 @@ def test_a_budget_stop_inside_a_fan_out_keeps_its_kind_and_what_was_spent(capsys
     usage = json.loads((folder / "usage.json").read_text())
     assert json.loads((folder / "error.json").read_text())["stage"] == "populate"  # inside its fan-out
     assert any(c["stage"] == "populate" and c.get("error") is None for c in calls_logged(folder))  # the call under way came back
-    assert 0 < usage["cost_usd"] <= 0.138 and usage["calls"] == called == answered(runs)  # each paid call is kept
+    assert 0 < usage["cost_usd"] <= 0.040 and usage["calls"] == called == answered(runs)  # each paid call is kept
     assert f"--resume {folder}" in line
 
 

@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from r3con.errors import ConfigError
-from r3con.eval.download import DownloadError, download, download_loong
+from r3con.eval.loong import DownloadError, download, download_loong
 
 
 def test_offline_download_fails_with_one_actionable_line(tmp_path):

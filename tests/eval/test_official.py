@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from r3con.cli.eval_cmd import eval_app
 from r3con.config import Settings
 from r3con.eval.loong import load_loong
-from r3con.eval.runner import run_eval
+from r3con.eval.runner import EvalOptions, run_eval
 from r3con.eval.tasks import TaskFilter
 from r3con.testing import FakeLLMServer, FaultPlan
 
@@ -113,7 +113,7 @@ async def test_scored_unscored_and_perfect_replies_count_as_upstream_counts_them
     faults = FaultPlan(rate_truncate=0.6, only="judge", seed=3, max_faults_per_request=5)
     with FakeLLMServer(port=0, faults=faults) as server:
         settings = Settings(base_url=server.base_url, model="r3con-scripted", cache=False)
-        result = await run_eval(task_set, settings, out, method_fn=method, workers=1)
+        result = await run_eval(task_set, settings, out, EvalOptions(workers=1), method_fn=method)
     summary = result.summaries["r3con"]
     assert summary.official is not None
     lines = assert_as_upstream(summary.official.to_dict(), out, "r3con", data)

@@ -7,7 +7,7 @@ from r3con.config import Settings
 from r3con.errors import InputError, ProviderError
 from r3con.eval.judges import PAPER_JUDGE
 from r3con.eval.report import build_report, load_reference, render_markdown, summary_rows, write_report
-from r3con.eval.runner import run_eval
+from r3con.eval.runner import EvalOptions, run_eval
 from r3con.eval.tasks import TaskSet
 from r3con.llm.types import Usage
 
@@ -26,7 +26,8 @@ async def loong_folder(path, model="m1"):
         skipped={"legal documents absent (doc/legal/legal.json)": 350},
     )
     judge = judge_llm(RIGHT, WRONG, RIGHT, WRONG)
-    await run_eval(tasks, Settings(model=model), path, method_fn=FakeMethod(), judge_llm=judge, workers=1, judge_protocol="r3con")
+    await run_eval(tasks, Settings(model=model), path, EvalOptions(workers=1, judge_protocol="r3con"), method_fn=FakeMethod(),
+                   judge_llm=judge)
     return path
 
 
@@ -77,8 +78,8 @@ async def test_report_files_show_the_run_beside_the_paper(tmp_path):
 async def test_cost_counts_calls_served_from_the_cache_and_paid_shows_the_bill(tmp_path):
     tasks = TaskSet(benchmark="loong", tasks=(make_task("t0", "Q0?", "g", level=1, set=2, domain="paper"),))
     cached = Usage(calls=1, prompt_tokens=100, completion_tokens=10, cost_usd=0.01, cache_hits=2, saved_usd=0.03)
-    await run_eval(tasks, Settings(model="m1"), tmp_path / "eval", method_fn=FakeMethod(usage=cached),
-                   judge_llm=judge_llm(RIGHT), workers=1, judge_protocol="r3con")
+    await run_eval(tasks, Settings(model="m1"), tmp_path / "eval", EvalOptions(workers=1, judge_protocol="r3con"),
+                   method_fn=FakeMethod(usage=cached), judge_llm=judge_llm(RIGHT))
     (row,) = [r for r in summary_rows(build_report([tmp_path / "eval"]), "loong") if r["source"] == "run"]
     assert (row["cost_usd"], row["paid_usd"], row["cache_hits"], row["calls"]) == (0.04, 0.01, 2, 1)
 
@@ -103,7 +104,7 @@ async def official_corpusqa_folder(path, judge_model):
         for i in range(2)))
     judge = ScriptedLLM(replies=["[[YES]]", "[[NO]]", "Same.\n[[YES]]", "no verdict"], model=judge_model)
     method = FakeMethod(errors={"Qeducation_en1?": ProviderError("down", status=500)})  # one task fails: no answer
-    await run_eval(tasks, Settings(model="m1"), path, method_fn=method, judge_llm=judge, workers=1)
+    await run_eval(tasks, Settings(model="m1"), path, EvalOptions(workers=1), method_fn=method, judge_llm=judge)
     return path
 
 

@@ -7,7 +7,7 @@ from r3con.config import Settings
 from r3con.errors import BudgetExceeded, ConfigError, EndpointUnreachable, ProviderError, RunFailed
 from r3con.eval.judges import CAPPED, FAILED, JUDGE_ERROR, JUDGED
 from r3con.eval.records import read_record, record_path
-from r3con.eval.runner import run_eval
+from r3con.eval.runner import EvalOptions, run_eval
 from r3con.eval.tasks import TaskSet
 from r3con.testing import FakeLLMServer
 
@@ -35,8 +35,9 @@ def judge_by_answer(request):
     return RIGHT if answer == gold else WRONG
 
 
-async def evaluate(out, method, judge, **kwargs):
-    return await run_eval(TASKS, Settings(model="m1"), out, method_fn=method, judge_llm=judge, judge_protocol="r3con", **kwargs)
+async def evaluate(out, method, judge, **options):
+    return await run_eval(TASKS, Settings(model="m1"), out, EvalOptions(judge_protocol="r3con", **options), method_fn=method,
+                          judge_llm=judge)
 
 
 async def test_a_run_writes_one_record_per_task_and_scores_them(tmp_path):
@@ -148,7 +149,7 @@ async def test_a_folder_of_another_benchmark_or_judge_prompt_is_refused(tmp_path
     await evaluate(tmp_path, FakeMethod(), judge_llm(default=judge_by_answer))
     other = TaskSet(benchmark="corpusqa", tasks=())
     with pytest.raises(ConfigError, match="holds a loong evaluation"):
-        await run_eval(other, Settings(), tmp_path, method_fn=FakeMethod(), judge_llm=judge_llm(), judge_protocol="r3con")
+        await run_eval(other, Settings(), tmp_path, EvalOptions(judge_protocol="r3con"), method_fn=FakeMethod(), judge_llm=judge_llm())
     prompt = JudgePrompt("file:mine.j2", "<task>{{ task }}</task><answer>{{ answer }}</answer><gold>{{ gold }}</gold>")
     with pytest.raises(ConfigError, match="--rejudge"):
         await evaluate(tmp_path, FakeMethod(), judge_llm(), judge_prompt=prompt)
@@ -161,7 +162,7 @@ async def test_a_folder_of_another_benchmark_or_judge_prompt_is_refused(tmp_path
 async def test_no_judge_client_is_opened_when_nothing_needs_judging(tmp_path):
     await evaluate(tmp_path, FakeMethod(), judge_llm(default=judge_by_answer))
     # no judge_llm and no endpoint configured: a finished evaluation still reports
-    result = await run_eval(TASKS, Settings(), tmp_path, method_fn=FakeMethod(), judge_protocol="r3con")
+    result = await run_eval(TASKS, Settings(), tmp_path, EvalOptions(judge_protocol="r3con"), method_fn=FakeMethod())
     assert result.summaries["r3con"].n == 3
 
 
@@ -173,11 +174,13 @@ async def test_a_baseline_stopped_by_the_cost_cap_stops_the_evaluation_and_is_no
     with FakeLLMServer() as server:
         capped = Settings.resolve(env={}, base_url=server.base_url, prices_file=prices, max_cost_usd=0.1, cache=False)
         with pytest.raises(BudgetExceeded, match="--max-cost"):
-            await run_eval(one, capped, tmp_path, methods=("structrag",), judge_llm=judge_llm(default=judge_by_answer), judge_protocol="r3con")
+            await run_eval(one, capped, tmp_path, EvalOptions(methods=("structrag",), judge_protocol="r3con"),
+                                judge_llm=judge_llm(default=judge_by_answer))
         assert {c["stage"] for c in server.calls()} == {"structrag-router"}  # stopped before the structurizer's calls
         assert not record_path(tmp_path, "structrag", "t1").exists()  # not FAILED: a rerun with a higher cap runs it
         raised = Settings.resolve(env={}, base_url=server.base_url, prices_file=prices, max_cost_usd=5.0, cache=False)
-        result = await run_eval(one, raised, tmp_path, methods=("structrag",), judge_llm=judge_llm(default=judge_by_answer), judge_protocol="r3con")
+        result = await run_eval(one, raised, tmp_path, EvalOptions(methods=("structrag",), judge_protocol="r3con"),
+                                judge_llm=judge_llm(default=judge_by_answer))
     assert read_record(record_path(tmp_path, "structrag", "t1")).status != FAILED
     assert result.ran == 1
 
@@ -192,8 +195,8 @@ async def test_a_slow_judge_reports_progress_while_it_works(tmp_path, monkeypatc
 
     seen: list[tuple[str, str]] = []
     one = TaskSet(benchmark="loong", tasks=TASKS.tasks[:1])
-    await run_eval(one, Settings(model="m1"), tmp_path, methods=["r3con"], method_fn=FakeMethod(),
-                   judge_llm=SlowJudge(), judge_protocol="r3con", on_record=lambda record, action: seen.append((record.task_id, action)))
+    await run_eval(one, Settings(model="m1"), tmp_path, EvalOptions(methods=["r3con"], judge_protocol="r3con"),
+                   method_fn=FakeMethod(), judge_llm=SlowJudge(), on_record=lambda record, action: seen.append((record.task_id, action)))
     beats = [action for _, action in seen if action.startswith("judging")]
     assert len(beats) >= 2 and all(a.endswith(" s") for a in beats), seen
     assert seen[-1] == ("t1", "ran"), "the task is reported done once, after its judge"

@@ -9,7 +9,7 @@ from r3con.llm.transport.batch import Batched, custom_id
 from r3con.llm.transport.client import OpenAIChat
 from r3con.llm.types import ChatRequest, Message, Usage
 from r3con.pipeline.method import run
-from r3con.testing import FakeLLMServer
+from r3con.testing import Behaviour, FakeLLMServer
 from r3con.testing._batch import headers_from_custom_id
 
 TASK = "Who wrote to Bob Stone?"
@@ -35,7 +35,7 @@ def test_custom_ids_carry_the_stage_headers():
 
 async def test_concurrent_calls_go_out_as_one_batch(tmp_path):
     state = tmp_path / "batches.json"
-    with FakeLLMServer(batch_delay_s=0.05) as server:
+    with FakeLLMServer(behaviour=Behaviour(batch_delay_s=0.05)) as server:
         base, layer = batched(server, state)
         try:
             completions = await asyncio.gather(*(layer.complete(note_request(n)) for n in range(1, 6)))
@@ -68,7 +68,7 @@ async def test_other_stages_are_not_batched(tmp_path):
 
 async def test_an_interrupted_run_reattaches_to_its_batch_instead_of_resubmitting(tmp_path):
     state = tmp_path / "batches.json"
-    with FakeLLMServer(batch_delay_s=0.6) as server:
+    with FakeLLMServer(behaviour=Behaviour(batch_delay_s=0.6)) as server:
         base, layer = batched(server, state)
         first = asyncio.ensure_future(asyncio.gather(*(layer.complete(note_request(n)) for n in range(1, 4))))
         for _ in range(200):
@@ -102,7 +102,7 @@ async def test_a_whole_run_in_batch_mode(tmp_path):
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"r3con-scripted": {"input": 1.0, "output": 2.0}}))
     texts = [(f"Letter {i}", f"Ann Lee wrote to Bob Stone from Oslo on day {i}.") for i in range(1, 11)]
-    with FakeLLMServer(batch_delay_s=0.02) as server:
+    with FakeLLMServer(behaviour=Behaviour(batch_delay_s=0.02)) as server:
         settings = r3con.Settings.resolve(env={}, base_url=server.base_url, api_key="x", out_dir=tmp_path / "runs",
                                           cache=False, batch=True, batch_poll_s=0.02, prices_file=prices)
         result = await run(TASK, r3con.documents_from_texts(texts), settings)
@@ -119,7 +119,7 @@ async def test_a_request_that_failed_inside_a_batch_goes_into_a_new_batch_when_r
     from r3con.errors import ProviderError
     from r3con.testing import FaultPlan
 
-    with FakeLLMServer(batch_delay_s=0.02, faults=FaultPlan(rate_500=1.0, max_faults_per_request=1)) as server:
+    with FakeLLMServer(behaviour=Behaviour(batch_delay_s=0.02), faults=FaultPlan(rate_500=1.0, max_faults_per_request=1)) as server:
         base, layer = batched(server, tmp_path / "batches.json")
         try:
             with pytest.raises(ProviderError, match="HTTP 500") as caught:

@@ -3,7 +3,7 @@
 import json
 import urllib.request
 
-from r3con.testing import DrawnRelevance, FakeLLMServer
+from r3con.testing import Behaviour, DrawnRelevance, FakeLLMServer
 
 KEYS = [str(i) for i in range(1, 101)]
 TEXT = "The harbour was quiet. Ships came in at dawn. A clerk wrote the names down. Rain fell on the quay."
@@ -38,7 +38,7 @@ def test_a_draw_has_the_share_asked_for_scattered_or_in_clusters_along_the_order
 
 def test_the_server_answers_by_the_draw_whatever_the_task_says():
     drawn = DrawnRelevance(frozenset({"2", "3.2"}), seed=1, drop=1.0)
-    with FakeLLMServer(relevance=drawn) as server:
+    with FakeLLMServer(behaviour=Behaviour(relevance=drawn)) as server:
         for task in ("Which ships came in?", "What is the price of tea in China?"):  # overlap, and none
             assert relevance(server, "1", task) == "NONE"
             note = relevance(server, "2", task)
@@ -49,6 +49,6 @@ def test_the_server_answers_by_the_draw_whatever_the_task_says():
 
 
 def test_without_drop_a_note_stays_in_the_later_rounds():
-    with FakeLLMServer(relevance=DrawnRelevance(frozenset({"5"}), seed=2)) as server:
+    with FakeLLMServer(behaviour=Behaviour(relevance=DrawnRelevance(frozenset({"5"}), seed=2))) as server:
         first = relevance(server, "5", "anything")
         assert relevance(server, "5", "anything", round_no=2).startswith(first)

@@ -158,8 +158,8 @@ class RunDir:
         """`data` as JSON, indented for reading; beyond 200,000 characters on one line (indenting goes through
         Python's slow encoder: seconds for a large corpus's manifest). A list or a mapping of more than 5,000
         items, or a mapping that holds one (a large corpus's manifest, a round's notes, reuse.json), is
-        written on one line, a piece at a time: the same text, never held whole (100,000 documents' entries
-        are 45 MB of JSON, twice or four times that as a Python string). `data`, or a value of it, may be
+        written on one line, a piece at a time: the same text, never held whole (a large corpus's entries
+        would be held again as one Python string, several times their JSON). `data`, or a value of it, may be
         an iterator of a list's items, or a `Later`, made as it is written."""
         data = _made(data)
         if isinstance(data, Mapping) and all(isinstance(k, str) for k in data):
@@ -224,7 +224,7 @@ _STREAM_ITEMS = 5_000  # a list this long in a mapping: `write_json` writes the 
 class Later:
     """A value of a run folder's JSON file made when the file is written (`make`: any JSON value, or an
     iterator of a list's items, written an item at a time) rather than held: the manifest's entries per
-    document are a few hundred bytes a document for the whole run (bench_engine heap)."""
+    document, held, would stay for the whole run to be written once at its end."""
 
     def __init__(self, make: Callable[[], Any]):
         self.make = make

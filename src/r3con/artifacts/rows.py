@@ -1,9 +1,8 @@
 """A table of records kept on disk: each record its JSON in a `TextSpool`, parsed again when it is read.
 
-Population gives every document part its records, a kilobyte or more of dicts and strings for each
-(bench_engine heap), and a run used to hold them all from its first answered call to its end: at D =
-100,000 with Ray, the driver's resident memory rose 113 MiB through population and 40 more as the records
-were written. `SpooledRows` holds 16 bytes a record: where its JSON is. It is a `Sequence` of dicts like the
+Population gives every document part its records, dicts and strings many times the size of their JSON, and
+held, they would stay from a run's first answered call to its end and grow the driver with the corpus
+(docs/scale.md). `SpooledRows` holds two numbers a record: where its JSON is. It is a `Sequence` of dicts like the
 tuple it stands for: indexing and iterating parse each record again (a fresh dict each time, so what a
 reader changes in one is not kept), `len` counts them, and it equals any sequence of the same records. It
 pickles as a tuple of them.

@@ -73,8 +73,7 @@ def table_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """One table's records as a DataFrame, as `pd.DataFrame([flat(r) for r in rows])` makes it (a column a field
     in the order first seen, NaN where a record lacks it), then one type a column: numbers stay numbers,
     anything mixed becomes text. Made a column at a time as the records are read, each record's values kept
-    and not the record: writing the tables of 100,000 records from disk rose 218 MiB above where it began
-    with the list of rows as dicts, 149 MiB so."""
+    and not the record, so the records' dicts are never all held at once beside the frame (docs/scale.md)."""
     import numpy as np
     import pandas as pd
 
@@ -122,9 +121,8 @@ def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]
     database = folder / DATABASE
     database.unlink(missing_ok=True)
     (folder / "records").mkdir(exist_ok=True)
-    # on one thread: DuckDB's copy to Parquet on more than one holds more batches at once. Writing 100,000 records'
-    # tables (bench_engine's, alone in a fresh process, the libraries imported first) took 92 MiB above where it
-    # began on DuckDB's threads (two here), 55 on one, and no longer; 10,000 records' 38 and 34
+    # on one thread: DuckDB's copy to Parquet on more than one holds more batches at once, and one thread
+    # writes the tables no slower (docs/scale.md)
     with duckdb.connect(str(database), config={"threads": 1}) as con:
         taken: list[str] = []
         for name, rows in tables.items():
@@ -140,15 +138,14 @@ def write_tables(folder: Path, tables: Mapping[str, Sequence[Mapping[str, Any]]]
 
 CHUNK_ROWS = 5_000  # records a table is written from at a time (`_write_table`)
 # records a Parquet row group holds: the copy keeps one in memory as it writes (DuckDB's default, 122,880, is a
-# whole table of 100,000 records). With the checkpoint before it, 100,000 records' tables took the driver
-# 93 MiB above where it was, not 106 (bench_engine; 59 at 10,000, as before)
+# whole table of a large run's records); with the checkpoint before it, the table is read from its file
 ROW_GROUP = 10_000
 
 
 def _write_table(con: Any, name: str, rows: Iterable[Mapping[str, Any]]) -> bool:
     """Table `name` in `con` holding `rows` as `table_frame(rows)` does; False (and no table) when it has no
     column. Written `CHUNK_ROWS` records at a time, each column of the type the whole table's frame gives it
-    (`_Columns`): one frame of 100,000 records took the driver 150 MiB above where it was (bench_engine)."""
+    (`_Columns`): one frame of a large run's records would be the stage's largest holder (docs/scale.md)."""
     columns = _Columns.of(rows)
     if not columns.kinds:
         return False

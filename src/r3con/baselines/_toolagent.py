@@ -18,7 +18,7 @@ from ..llm import LLM
 from ..llm.json_reply import NoJSON, loads
 from ..llm.replies import final_answer_line, reply_text
 from ..llm.types import ChatRequest, Message, ToolCall, Usage
-from ..prompts.render import render
+from ..prompts.render import Rendered, render
 
 
 class ToolError(Exception):
@@ -91,22 +91,33 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall, observation_chars:
     return text, True
 
 
-async def run_tool_agent(llm: LLM, *, stage: str, system: str, task: str, tools: Sequence[Tool], max_turns: int,
-                         max_tokens: int, temperature: float | None = None, observation_chars: int = 12_000,
-                         prompt_name: str = "", prompt_hash: str = "") -> AgentResult:
-    """Run the loop for at most `max_turns` model turns; see the module docstring."""
+@dataclass(frozen=True)
+class AgentLimits:
+    """How far the loop goes: its model turns, each reply's tokens and temperature, each observation's characters."""
+
+    max_turns: int
+    max_tokens: int
+    temperature: float | None = None
+    observation_chars: int = 12_000
+
+
+async def run_tool_agent(llm: LLM, *, stage: str, system: Rendered, task: str, tools: Sequence[Tool],
+                         limits: AgentLimits) -> AgentResult:
+    """Run the loop for at most `limits.max_turns` model turns; see the module docstring. The system prompt's
+    name and hash go with every call."""
+    max_turns = limits.max_turns
     by_name = {t.name: t for t in tools}
     specs = tuple(t.spec() for t in tools)
-    messages: list[Message] = [Message("system", system), Message("user", task)]
+    messages: list[Message] = [Message("system", system.text), Message("user", task)]
     steps: list[ToolStep] = []
     usage = Usage()
 
     async def ask(turn: int, choice: str, mode: str) -> Any:
         nonlocal usage
         completion = await llm.complete(ChatRequest(
-            messages=tuple(messages), stage=stage, round=turn, mode=mode, max_tokens=max_tokens,
-            temperature=temperature, tools=specs, tool_choice=choice, prompt_name=prompt_name,
-            prompt_hash=prompt_hash))
+            messages=tuple(messages), stage=stage, round=turn, mode=mode, max_tokens=limits.max_tokens,
+            temperature=limits.temperature, tools=specs, tool_choice=choice, prompt_name=system.name,
+            prompt_hash=system.hash))
         usage = usage + completion.usage
         return completion
 
@@ -116,7 +127,7 @@ async def run_tool_agent(llm: LLM, *, stage: str, system: str, task: str, tools:
             return AgentResult(final_answer_line(reply_text(completion)), turn, False, tuple(steps), usage)
         messages.append(Message("assistant", completion.content or "", tool_calls=completion.tool_calls))
         for call in completion.tool_calls:
-            observation, ok = await dispatch(by_name, call, observation_chars)
+            observation, ok = await dispatch(by_name, call, limits.observation_chars)
             steps.append(ToolStep(turn, call.name, call.arguments, ok, observation))
             messages.append(Message("tool", observation, tool_call_id=call.id))
     messages.append(Message("user", render("tool_final").text))

@@ -26,7 +26,7 @@ from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ._common import Chunk, MethodRun, check_options, chunk_documents, method_run
 from ._graph import lexical_vectors, sentences, text_vectors
-from ._toolagent import Tool, ToolError, run_tool_agent
+from ._toolagent import AgentLimits, Tool, ToolError, run_tool_agent
 
 NAME = "arag"
 DESCRIPTION = "A-RAG: a tool-calling agent with keyword search, sentence-level semantic search and chunk reading (max 15 turns)"
@@ -176,10 +176,9 @@ def method(options: Options = Options()) -> MethodFn:
             tools = corpus_tools(corpus, await _query_embedder(mr, kind, sentence_list), options)
             system = render("arag_system", documents=len(documents), chunks=len(chunks), max_turns=options.max_turns)
             first = render("tool_task", task=task)
-            result = await run_tool_agent(
-                mr.llm, stage=STAGE, system=system.text, task=first.text, tools=tools, max_turns=options.max_turns,
-                max_tokens=options.max_tokens, temperature=settings.temperature,
-                observation_chars=options.observation_chars, prompt_name=system.name, prompt_hash=system.hash)
+            limits = AgentLimits(options.max_turns, options.max_tokens, settings.temperature, options.observation_chars)
+            result = await run_tool_agent(mr.llm, stage=STAGE, system=system, task=first.text, tools=tools,
+                                          limits=limits)
             mr.log.update(vectors=kind, chunks=len(chunks), sentences=len(sentence_list), turns=result.turns,
                           steps=[s.to_dict() for s in result.steps])
             return mr.finish(result.answer, capped=result.capped)

@@ -22,7 +22,7 @@ from ..prompts.render import render
 from ..results import MethodFn, MethodOutcome
 from ._agent import agent_options, sandbox_for
 from ._common import check_options, method_run
-from ._toolagent import Tool, ToolError, run_tool_agent
+from ._toolagent import AgentLimits, Tool, ToolError, run_tool_agent
 
 NAME = "fileagent"
 DESCRIPTION = ("a Claude-Code-style file agent: documents as files in the sandbox, tools list/grep/read lines/"
@@ -173,11 +173,10 @@ def method(options: Options = Options()) -> MethodFn:
                 system = render("fileagent_system", files=len(names), total_chars=sum(len(d.text) for d in documents),
                                 max_turns=options.max_turns)
                 first = render("tool_task", task=task)
-                result = await run_tool_agent(
-                    mr.llm, stage=STAGE, system=system.text, task=first.text,
-                    tools=file_tools(Folder(scratch, options), run_python), max_turns=options.max_turns,
-                    max_tokens=options.max_tokens, temperature=settings.temperature,
-                    observation_chars=options.observation_chars, prompt_name=system.name, prompt_hash=system.hash)
+                limits = AgentLimits(options.max_turns, options.max_tokens, settings.temperature,
+                                     options.observation_chars)
+                result = await run_tool_agent(mr.llm, stage=STAGE, system=system, task=first.text,
+                                              tools=file_tools(Folder(scratch, options), run_python), limits=limits)
                 mr.log.update(isolation=sandbox.isolation.to_dict(), files=len(names), turns=result.turns, steps=[s.to_dict() for s in result.steps])
             return mr.finish(result.answer, capped=result.capped)
 

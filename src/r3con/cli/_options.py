@@ -163,3 +163,4 @@ class Shown:
     as_json: bool = False
     quiet: bool = False
     strict: bool = False
+

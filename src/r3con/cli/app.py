@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import Settings
-from ..corpus.documents import load_corpus
 from ..corpus.names import shown
-from ..display import wrapped
-from ..errors import ConfigError, InputError
-from ._ended import failed, interrupt_sends_nothing
-from ._inputs import summary_line, warn_many_rounds, warn_unknown_variables
-from ._local import with_local_server
-from ._options import RUN, settings_options
+from ..errors import InputError
+from ._ended import failed
+from ._estimate import estimate
 from ._run import run
 
 if TYPE_CHECKING:
@@ -47,8 +41,6 @@ def _main(
     """Answer questions whose evidence is scattered across many documents (R3CON)."""
 
 
-Exclude = Annotated[list[str] | None, typer.Option("--exclude", help="Leave out files and folders whose name (or path below a given folder) matches GLOB, e.g. '*.log' or 'drafts' (repeatable)", metavar="GLOB")]
-IncludeHidden = Annotated[bool, typer.Option("--include-hidden", help="Read hidden files and folders too (run folders, .git, virtualenvs, node_modules stay out)")]
 
 
 app.command("run")(run)
@@ -91,115 +83,7 @@ def demo(
         raise typer.Exit(failed(exc, ends[-1] if ends else None, quiet=quiet)) from exc
 
 
-@app.command()
-@settings_options(*RUN)
-def estimate(
-    question: Annotated[str, typer.Argument(help="The question the run would answer.")],
-    paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or globs")],
-    note_tokens: Annotated[int, typer.Option("--note-tokens", help="Assumed tokens of one relevance note")] = 150,
-    agent_steps: Annotated[int, typer.Option("--agent-steps", help="Assumed steps of the coding agent")] = 4,
-    sample: Annotated[int, typer.Option("--sample", help="Measure notes, schema and records on N real relevance and population calls (needs the endpoint), and give a range")] = 0,
-    confidence: Annotated[float, typer.Option("--confidence", help="With --sample: the share of runs the range is meant to hold (0.5 to 0.99)")] = 0.9,
-    tokenize: Annotated[bool, typer.Option("--tokenize", help="Count tokens with the endpoint's /tokenize (vLLM) instead of estimating")] = False,
-    tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="A Hugging Face tokenizer.json to count with (needs the tokenizers package)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table")] = False,
-    exclude: Exclude = None,
-    include_hidden: IncludeHidden = False,
-    flags: dict[str, Any] | None = None,
-) -> None:
-    """Predict calls, tokens and USD per stage of a run, without calling the model (unless --sample N); it takes
-    the options `run` takes, and plans for the endpoint, window and slots `run` would use."""
-    from ..llm.transport.tokenize import make_counter
-    from ..pipeline.estimate import Assumptions
-
-    warn_unknown_variables()
-    settings = Settings.resolve(**(flags or {}))
-    warn_many_rounds(settings.rounds)
-    if sample < 0:
-        raise ConfigError("--sample must be 0 (assume) or a number of documents to measure on")
-    if not 0.5 <= confidence <= 0.99:
-        raise ConfigError("--confidence must be between 0.5 and 0.99 (the share of runs the range should hold)")
-    # the endpoint `run` would use: the local server found on its usual port when none is named (as run finds it)
-    settings = with_local_server(settings, required=bool(sample))
-    if tokenize and not (settings.base_url and settings.model):
-        raise ConfigError("--tokenize needs the endpoint and model: pass --base-url and --model")
-    with interrupt_sends_nothing():
-        corpus = load_corpus(paths, exclude=exclude or (), include_hidden=include_hidden)
-    counter = make_counter(tokenizer_file=tokenizer, base_url=settings.base_url if tokenize else None,
-                           model=settings.model, api_key=settings.api_key)
-    assumptions = Assumptions(note_tokens=note_tokens, agent_steps=agent_steps)
-    with interrupt_sends_nothing("r3con: interrupted; the estimate was not finished and nothing was written"):
-        result, planned = asyncio.run(_estimated(question, corpus.documents, settings, assumptions, counter, sample,
-                                                 confidence))
-    print(summary_line(corpus.inputs), file=sys.stderr)
-    print(wrapped(f"r3con: {_planned_line(planned, settings)}"), file=sys.stderr)
-    if as_json:
-        print(json.dumps({**result.to_dict(), "endpoint": planned.to_dict() if planned else None,
-                          "inputs": corpus.inputs.to_dict()}, ensure_ascii=False))
-        return
-    print_estimate(result)
-
-
-async def _estimated(question: str, documents: Any, settings: Settings, assumptions: Any, counter: Any, sample: int,
-                     confidence: float) -> tuple[Any, Any]:
-    """The estimate (a range with `--sample`) and the endpoint it planned for (None: none named or found). One
-    event loop: the endpoint's token counter is bound to it."""
-    from ..pipeline.estimate import estimate_range, estimate_run, plan_endpoint
-    from ..pipeline.estimate import sample as sample_calls
-
-    planned, measured = None, settings
-    try:
-        if settings.base_url or settings.pool_file is not None:
-            planned = await plan_endpoint(settings)
-            measured = dataclasses.replace(settings, model=settings.model or planned.model,
-                                           context_window=settings.context_window or planned.context_window,
-                                           concurrency=settings.concurrency or planned.concurrency)
-        if sample:
-            assumptions, window = await sample_calls(question, documents, settings, sample, counter=counter,
-                                                     base=assumptions)
-            measured = dataclasses.replace(measured, context_window=window)
-            return await estimate_range(question, documents, measured, assumptions, counter=counter,
-                                        confidence=confidence), planned
-        return await estimate_run(question, documents, measured, counter=counter, assumptions=assumptions), planned
-    finally:
-        close = getattr(counter, "aclose", None)  # the endpoint's counter holds a session
-        if close is not None:
-            await close()
-
-
-def _planned_line(planned: Any, settings: Settings) -> str:
-    """Which endpoint and window the estimate planned for."""
-    from ..config import DEFAULT_CONTEXT_WINDOW
-
-    if planned is not None:
-        return str(planned.line())
-    return (f"planned for no endpoint (none named, no local server found): window "
-            f"{settings.context_window or DEFAULT_CONTEXT_WINDOW:,} tokens "
-            f"({'--context-window' if settings.context_window else 'assumed'}); pass --base-url to plan "
-            "for a server's own window and slots")
-
-
-def print_estimate(result: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"estimate: {result.documents} documents ({result.parts} parts), model {result.model}")
-    for column in ("stage", "calls", "input tokens", "of which cached", "output tokens", "USD"):
-        table.add_column(column, justify="left" if column == "stage" else "right")
-    for s in (*result.stages, result.total):
-        cost = "price unknown" if s.cost_usd is None else f"{s.cost_usd:.4f}"
-        table.add_row(s.stage, f"{s.calls:,}", f"{s.input_tokens:,}", f"{s.cached_tokens:,}", f"{s.output_tokens:,}", cost)
-    console = Console()
-    console.print(table)
-    if result.range is not None:
-        for line in result.range.lines():
-            console.print(line, markup=False)
-    else:
-        console.print("No range: the figures rest on assumed sizes; --sample N measures them and gives a range.",
-                      markup=False)
-    console.print("Assumptions:")
-    for line in result.assumptions:
-        console.print(f"- {line}", markup=False)
+app.command()(estimate)
 
 
 @app.command()

@@ -5,17 +5,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import inspect
 import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
 from ..errors import ConfigError, R3conError
 from ._options import settings_options
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..eval import EvalOptions
 
 eval_app = typer.Typer(
     name="eval", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -122,90 +128,128 @@ def _methods(methods: list[str], option: list[str] | None) -> Any:
     return configured
 
 
+@dataclass(frozen=True)
+class RunFlags:
+    """`r3con eval run`'s own flags as given (the settings' shared flags come apart, as `flags`); one field a
+    flag, so typer reads the command's options from these fields."""
+
+    benchmark: Benchmark
+    data: Data = None
+    method: Annotated[list[str] | None, typer.Option("--method", "-m", help="Method to evaluate: repeatable or comma-separated, 'all' for every method (default r3con; list: r3con eval methods)")] = None
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="A method option KEY=VALUE, or METHOD.KEY=VALUE for one method (repeatable; list: r3con eval methods)")] = None
+    sets: Annotated[str | None, typer.Option("--sets", help="Loong sets, e.g. 2,3,4 (the paper's, the default) or all")] = None
+    domains: Annotated[str | None, typer.Option("--domains", help="e.g. financial,paper (Loong) or financial_en (CorpusQA)")] = None
+    levels: Annotated[str | None, typer.Option("--levels", help="Loong levels, e.g. 1,2")] = None
+    languages: Annotated[str | None, typer.Option("--languages", help="e.g. en or zh")] = None
+    limit: Annotated[int | None, typer.Option("--limit", help="At most N tasks (first in file order)")] = None
+    tasks: Annotated[str | None, typer.Option("--tasks", help="Only these task ids, comma-separated")] = None
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Tasks run at once")] = 4
+    out: Annotated[Path | None, typer.Option("--out", help="Evaluation folder (default ./r3con-evals/<benchmark>); rerun to resume")] = None
+    judge: Annotated[str | None, typer.Option("--judge", help="Who judges: paper (gpt-5.4-mini, the default when a judge key or URL is set), benchmark (Loong: gpt-4-turbo-2024-04-09, CorpusQA: deepseek-v3) or endpoint (the run's endpoint and model, the default otherwise)")] = None
+    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="The judge's endpoint (env R3CON_JUDGE_BASE_URL; default OpenAI's, DashScope's for deepseek-v3)")] = None
+    judge_api_key: Annotated[str | None, typer.Option("--judge-api-key", help="The judge endpoint's key (env R3CON_JUDGE_API_KEY)")] = None
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Model for the judge (env R3CON_MODEL_JUDGE; default: the --judge's, or --model)")] = None
+    judge_protocol: Annotated[str | None, typer.Option("--judge-protocol", help="official (the benchmark's own prompt, parser and counting; the default for Loong and CorpusQA) or r3con (r3con's prompt with a JSON schema)")] = None
+    judge_prompt: Annotated[Path | None, typer.Option("--judge-prompt", help="Jinja file replacing r3con's judge prompt (with --judge-protocol r3con); it may use {{ task }}, {{ answer }}, {{ gold }}")] = None
+    score_capped: Annotated[bool, typer.Option("--score-capped", help="Judge step-capped answers instead of scoring them worst")] = False
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False
+    rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False
+    no_plots: NoPlots = False
+    as_json: Json = False
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False
+
+    def settings(self, flags: dict[str, Any]) -> tuple[Settings, Settings | None]:
+        """The run's settings and, where another endpoint judges, the judge's (its own URL, key and model)."""
+        from ..config import Settings
+        from ..eval.judges import choose_judge
+
+        chosen = choose_judge(self.benchmark, self.judge, model=self.judge_model, base_url=self.judge_base_url,
+                              api_key=self.judge_api_key, env=os.environ)
+        if chosen.base_url is None and self.judge_model:
+            flags = {**flags, "stage_models": {**flags.get("stage_models", {}), "judge": self.judge_model}}
+        settings = Settings.resolve(**flags)
+        if chosen.base_url is None:
+            return settings, None
+        return settings, dataclasses.replace(
+            settings, base_url=chosen.base_url, base_urls=(chosen.base_url,), pool_file=None,
+            api_key=chosen.api_key, model=chosen.model, stage_models={})
+
+    def task_set(self) -> Any:
+        """The benchmark's tasks these flags choose; ConfigError when none does."""
+        from ..eval import load_benchmark, resolve_data_dir
+        from ..eval.loong import PAPER_SETS
+        from ..eval.tasks import TaskFilter
+
+        sets = _ints("--sets", self.sets) if self.sets is not None else (
+            PAPER_SETS if self.benchmark == "loong" else None)
+        filters = TaskFilter(sets=sets, levels=_ints("--levels", self.levels), domains=_strings(self.domains),
+                             languages=_strings(self.languages), task_ids=_strings(self.tasks), limit=self.limit)
+        task_set = load_benchmark(self.benchmark, resolve_data_dir(self.benchmark, self.data), filters)
+        if not task_set.tasks:
+            raise ConfigError(f"no {self.benchmark} task matches the filters; loosen --sets/--domains/--levels/--tasks")
+        return task_set
+
+    def options(self, methods: list[str], judge_settings: Settings | None) -> EvalOptions:
+        from ..eval import EvalOptions, prompt_from_file
+
+        return EvalOptions(
+            methods=methods, workers=self.workers, judge_protocol=self.judge_protocol, judge_settings=judge_settings,
+            judge_prompt=prompt_from_file(self.judge_prompt) if self.judge_prompt else None,
+            score_capped=self.score_capped, retry_failed=self.retry_failed, rejudge=self.rejudge)
+
+
+def _takes_flags(flags_type: type[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command whose parameters, for typer, are the fields of the frozen dataclass `flags_type`; the
+    command is called with one `flags_type` built from them (and `flags`, the shared options' settings)."""
+    hints = get_type_hints(flags_type, include_extras=True)
+    parameters = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+                          default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(flags_type)]
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def with_flags(*, flags: dict[str, Any] | None = None, **given: Any) -> Any:
+            return command(flags_type(**given), flags or {})
+
+        with_flags.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        with_flags.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_flags
+
+    return wrap
+
+
 @eval_app.command()
 @_one_line_errors
 @settings_options("model", "base_url", "pool", "api_key", "stage_model", "concurrency", "embedding_model", "max_cost",
                   "batch", "prices", "cache", "no_cache")
-def run(
-    benchmark: Benchmark,
-    data: Data = None,
-    method: Annotated[list[str] | None, typer.Option("--method", "-m", help="Method to evaluate: repeatable or comma-separated, 'all' for every method (default r3con; list: r3con eval methods)")] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="A method option KEY=VALUE, or METHOD.KEY=VALUE for one method (repeatable; list: r3con eval methods)")] = None,
-    sets: Annotated[str | None, typer.Option("--sets", help="Loong sets, e.g. 2,3,4 (the paper's, the default) or all")] = None,
-    domains: Annotated[str | None, typer.Option("--domains", help="e.g. financial,paper (Loong) or financial_en (CorpusQA)")] = None,
-    levels: Annotated[str | None, typer.Option("--levels", help="Loong levels, e.g. 1,2")] = None,
-    languages: Annotated[str | None, typer.Option("--languages", help="e.g. en or zh")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most N tasks (first in file order)")] = None,
-    tasks: Annotated[str | None, typer.Option("--tasks", help="Only these task ids, comma-separated")] = None,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Tasks run at once")] = 4,
-    out: Annotated[Path | None, typer.Option("--out", help="Evaluation folder (default ./r3con-evals/<benchmark>); rerun to resume")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="Who judges: paper (gpt-5.4-mini, the default when a judge key or URL is set), benchmark (Loong: gpt-4-turbo-2024-04-09, CorpusQA: deepseek-v3) or endpoint (the run's endpoint and model, the default otherwise)")] = None,
-    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="The judge's endpoint (env R3CON_JUDGE_BASE_URL; default OpenAI's, DashScope's for deepseek-v3)")] = None,
-    judge_api_key: Annotated[str | None, typer.Option("--judge-api-key", help="The judge endpoint's key (env R3CON_JUDGE_API_KEY)")] = None,
-    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Model for the judge (env R3CON_MODEL_JUDGE; default: the --judge's, or --model)")] = None,
-    judge_protocol: Annotated[str | None, typer.Option("--judge-protocol", help="official (the benchmark's own prompt, parser and counting; the default for Loong and CorpusQA) or r3con (r3con's prompt with a JSON schema)")] = None,
-    judge_prompt: Annotated[Path | None, typer.Option("--judge-prompt", help="Jinja file replacing r3con's judge prompt (with --judge-protocol r3con); it may use {{ task }}, {{ answer }}, {{ gold }}")] = None,
-    score_capped: Annotated[bool, typer.Option("--score-capped", help="Judge step-capped answers instead of scoring them worst")] = False,
-    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed tasks again")] = False,
-    rejudge: Annotated[bool, typer.Option("--rejudge", help="Judge answers judged with another prompt again")] = False,
-    no_plots: NoPlots = False,
-    as_json: Json = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")] = False,
-    flags: dict[str, Any] | None = None,
-) -> None:
+@_takes_flags(RunFlags)
+def run(given: RunFlags, flags: dict[str, Any]) -> None:
     """Run methods over a benchmark's tasks, judge the answers, and write a report into OUT/report."""
-    from ..config import Settings
-    from ..eval import (
-        load_benchmark,
-        prompt_from_file,
-        resolve_data_dir,
-        run_eval,
-    )
+    from ..eval import run_eval
     from ..eval.benchmarks import paper_coverage
-    from ..eval.judges import choose_judge
-    from ..eval.loong import PAPER_SETS
-    from ..eval.tasks import TaskFilter
     from ._inputs import warn_unknown_variables
-
-    warn_unknown_variables()
-    flags = dict(flags or {})
-    chosen_judge = choose_judge(benchmark, judge, model=judge_model, base_url=judge_base_url, api_key=judge_api_key,
-                                env=os.environ)
-    if chosen_judge.base_url is None and judge_model:
-        flags["stage_models"] = {**flags.get("stage_models", {}), "judge": judge_model}
-    settings = Settings.resolve(**flags)
-    filters = TaskFilter(
-        sets=_ints("--sets", sets) if sets is not None else (PAPER_SETS if benchmark == "loong" else None),
-        levels=_ints("--levels", levels), domains=_strings(domains), languages=_strings(languages),
-        task_ids=_strings(tasks), limit=limit)
-    task_set = load_benchmark(benchmark, resolve_data_dir(benchmark, data), filters)
-    if not task_set.tasks:
-        raise ConfigError(f"no {benchmark} task matches the filters; loosen --sets/--domains/--levels/--tasks")
-    out_dir = out or Path("r3con-evals") / benchmark
-    prompt = prompt_from_file(judge_prompt) if judge_prompt else None
-    judge_settings = None if chosen_judge.base_url is None else dataclasses.replace(  # another endpoint judges:
-        settings, base_url=chosen_judge.base_url, base_urls=(chosen_judge.base_url,), pool_file=None,  # its own URL,
-        api_key=chosen_judge.api_key, model=chosen_judge.model, stage_models={})  # key and model
-    coverage = paper_coverage(task_set)
-    methods = _method_names(method)
-    progress = _Progress(len(task_set.tasks) * len(methods), quiet)
-    method_fn = _methods(methods, option)
     from ._local import with_local_server
 
-    settings = with_local_server(settings, quiet=quiet, required=False)  # some methods need no endpoint
-    if not quiet:
+    warn_unknown_variables()
+    settings, judge_settings = given.settings(flags)
+    task_set = given.task_set()
+    out_dir = given.out or Path("r3con-evals") / given.benchmark
+    options = given.options(_method_names(given.method), judge_settings)
+    coverage = paper_coverage(task_set)
+    methods = list(options.methods)
+    progress = _Progress(len(task_set.tasks) * len(methods), given.quiet)
+    method_fn = _methods(methods, given.option)
+    settings = with_local_server(settings, quiet=given.quiet, required=False)  # some methods need no endpoint
+    if not given.quiet:
         if coverage is not None:
             print(coverage.line(), file=sys.stderr)
         for reason, count in task_set.skipped.items():
-            print(f"skipping {count} {benchmark} tasks: {reason}", file=sys.stderr)
+            print(f"skipping {count} {given.benchmark} tasks: {reason}", file=sys.stderr)
         print(f"{len(task_set.tasks)} tasks x {len(methods)} method(s) -> {out_dir}", file=sys.stderr)
-    result = asyncio.run(run_eval(
-        task_set, settings, out_dir, methods=methods, workers=workers, judge_prompt=prompt,
-        judge_protocol=judge_protocol, judge_settings=judge_settings,
-        score_capped=score_capped, retry_failed=retry_failed, rejudge=rejudge, on_record=progress.record,
-        method_fn=method_fn,
-    ))
-    _report(result, out_dir, coverage, plots=not no_plots, as_json=as_json)
+    result = asyncio.run(run_eval(task_set, settings, out_dir, options,
+                                  method_fn=method_fn, on_record=progress.record))
+    _report(result, out_dir, coverage, plots=not given.no_plots, as_json=given.as_json)
 
 
 def _report(result: Any, out_dir: Path, coverage: Any, *, plots: bool, as_json: bool) -> None:

@@ -81,7 +81,8 @@ class Document:
     by, which may hold bytes that are not UTF-8 (empty when it is `source`, or the document came from no
     file).
 
-    Slots, not an attributes' dict: 300 B a document less for a large corpus's whole run (bench_engine).
+    Slots, not an attributes' dict: a document lives for the whole run, and a dict each is a large corpus's
+    overhead for all of it.
     """
 
     number: int
@@ -118,8 +119,8 @@ class Document:
     @property
     def key(self) -> str:
         """'3' for a whole document, '3.2' for part 2 of document 3: one string a document part, interned, so
-        the many mappings keyed by it (notes, decisions, calls answered) share it (bench_engine heap); not
-        cached on the document (8 B a document more)."""
+        the many mappings keyed by it (notes, decisions, calls answered) share it; not cached on the document
+        (a slot every document would carry for the whole run)."""
         return sys.intern(str(self.number) if self.parts == 1 else f"{self.number}.{self.part}")
 
     @property
@@ -200,81 +201,98 @@ def load_corpus(specs: Sequence[str | Path], *, exclude: Sequence[str] = (), inc
     named then, its files one by one now).
     """
     walk = walk_paths(specs, WalkRules(exclude=tuple(exclude), include_hidden=include_hidden))
-    docs: list[Document] = []  # in the order read; their accounts made from them once numbered
-    said: dict[int, tuple[str | None, str | None]] = {}  # a document's encoding and warning, by its place
-    skipped: list[SkippedInput] = []
-    unreadable: list[UnreadableInput] = list(walk.unreadable)
-    duplicates: list[DuplicateInput] = []
-    first_with: dict[bytes, str] = {}  # sha256 of a text -> the source read with it
-    reader = store.reader(pdf_password) if store is not None else None
-    if reader is not None:
-        reader.preload(specs)
-    roots = _roots(specs)
-    # each file's walk entry let go as it is read: what the file keeps is then made where its entry was, not among
-    # entries held to the end (bench_engine `load`: at 100,000 files the load left 25.9 MB of holes in Python's
-    # small-object memory, 5.3 now; 176 -> 157 MiB anonymous, 1,017 -> 818 B a document)
+    load = _Load(reader=store.reader(pdf_password) if store is not None else None, pdf_password=pdf_password,
+                 unreadable=list(walk.unreadable))
+    if load.reader is not None:
+        load.reader.preload(specs)
+    # each file's walk entry is let go as the file is read, so what the file keeps is made where its entry
+    # was rather than among entries held to the end (docs/scale.md: the load's memory)
     found = list(reversed(walk.found))  # taken from the end: in the walk's order
     excluded = walk.excluded
     del walk
     while found:
-        path, real, plain = found.pop()
+        load.take(*found.pop())
+    del found
+    docs = load.docs
+    computed = _numbered(docs, _roots(specs), numbers)
+    read = ReadInputs(computed, (d.source for d in docs), said=load.said)  # the numbers and sources they hold
+    inputs = Inputs(read=read, skipped=tuple(load.skipped), unreadable=tuple(load.unreadable),
+                    duplicates=tuple(load.duplicates), excluded=excluded)
+    stored = load.reader.finish(specs) if load.reader is not None else None
+    if not docs:
+        raise InputError(_nothing_read(specs, inputs))
+    return Corpus(documents=tuple(docs), inputs=inputs, stored=stored)
+
+
+@dataclass
+class _Load:
+    """One `load_corpus` as it reads: the documents in the order read (numbered once every name is known),
+    and every file not read, with why."""
+
+    reader: FileReader | None
+    pdf_password: str | None
+    unreadable: list[UnreadableInput]
+    docs: list[Document] = field(default_factory=list)
+    said: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)  # encoding, warning by place
+    skipped: list[SkippedInput] = field(default_factory=list)
+    duplicates: list[DuplicateInput] = field(default_factory=list)
+    first_with: dict[bytes, str] = field(default_factory=dict)  # sha256 of a text -> the source read with it
+
+    def take(self, path: Path, real: str | None, plain: bool) -> None:
+        """Read the file at `path` into a document, or account for why it is not one."""
         source = shown(path)
         if not plain and (special := special_kind(path)):  # never opened: a pipe would hang the run, /dev/zero never end
             if special.kind in ("dangling link", "symlink loop"):  # meant as a document, but cannot be read
-                unreadable.append(UnreadableInput(source, special.reason))
+                self.unreadable.append(UnreadableInput(source, special.reason))
             else:
-                skipped.append(SkippedInput(source, special.reason, special.kind))
-            continue
+                self.skipped.append(SkippedInput(source, special.reason, special.kind))
+            return
         suffix = path.suffix.lower()
         if suffix not in SUPPORTED_SUFFIXES:
             kind = f"unsupported {suffix or '(no extension)'}"
-            skipped.append(SkippedInput(source, f"{kind} type: r3con reads {READABLE}", kind))
-            continue
+            self.skipped.append(SkippedInput(source, f"{kind} type: r3con reads {READABLE}", kind))
+            return
         try:
-            if reader is not None:
-                got, hexed = reader.read(path, real)  # the store keys a text by its hash in hex
+            if self.reader is not None:
+                got, hexed = self.reader.read(path, real)  # the store keys a text by its hash in hex
                 sha = bytes.fromhex(hexed)
             else:
-                got = read_document(path, pdf_password=pdf_password)
+                got = read_document(path, pdf_password=self.pdf_password)
                 sha = text_digest(got.text)
         except NotText as exc:
-            skipped.append(SkippedInput(source, exc.reason, exc.kind))
-            continue
+            self.skipped.append(SkippedInput(source, exc.reason, exc.kind))
+            return
         except EncryptedDocument:
             raise  # the user can fix it with a password: refuse the run rather than read around it
         except InputError as exc:
-            unreadable.append(UnreadableInput(source, str(exc)))
-            continue
+            self.unreadable.append(UnreadableInput(source, str(exc)))
+            return
         if not got.text.strip():
-            skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
-            continue
-        if sha in first_with:
-            duplicates.append(DuplicateInput(source, same_as=first_with[sha]))
-            continue
-        doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
-                       path="" if source == str(path) else str(path))
-        docs.append(doc)  # numbered, with its account, once every name is known
-        if got.encoding or got.warning:
-            said[len(docs) - 1] = (got.encoding, got.warning)
-        first_with[sha] = source
-        object.__setattr__(doc, "_sha256", sha)  # what `Document.sha256` would store on first use
-    del found
-    # the names made now, not as each file is read: made then, among what the documents keep, and dropped once
-    # numbered, they left holes (6 MB at 100,000 documents) that nothing of their size filled
+            self.skipped.append(SkippedInput(source, "empty: no text in it", "empty"))
+        elif sha in self.first_with:
+            self.duplicates.append(DuplicateInput(source, same_as=self.first_with[sha]))
+        else:
+            doc = Document(number=0, title=shown(got.title), text=got.text, source=source,
+                           path="" if source == str(path) else str(path))
+            self.docs.append(doc)
+            if got.encoding or got.warning:
+                self.said[len(self.docs) - 1] = (got.encoding, got.warning)
+            self.first_with[sha] = source
+            object.__setattr__(doc, "_sha256", sha)  # what `Document.sha256` would store on first use
+
+
+def _numbered(docs: Sequence[Document], roots: Sequence[str], numbers: Mapping[str, int] | None) -> list[int]:
+    """Number `docs` in place (from their names, or the `numbers` an earlier attempt gave their sources)."""
+    # the names are made here, once every file is read, not as each is: made among what the documents keep
+    # and dropped once numbered, they would leave holes in memory that nothing of their size fills
     names = [_name(d.path or d.source, roots) for d in docs]
-    computed = document_numbers(names, [d.digest for d in docs])  # the digests held, not 100,000 hex strings made
+    computed = document_numbers(names, [d.digest for d in docs])  # the digests already held, not hex made anew
     del names
     if numbers:
         computed = [numbers.get(doc.source, n) for n, doc in zip(computed, docs, strict=True)]
     for number, doc in zip(computed, docs, strict=True):
         object.__setattr__(doc, "number", number)  # not copies: no one else has seen them yet
-    read = ReadInputs(computed, (d.source for d in docs), said=said)  # the numbers and sources the documents hold
-    inputs = Inputs(read=read, skipped=tuple(skipped), unreadable=tuple(unreadable),
-                    duplicates=tuple(duplicates), excluded=excluded)
-    stored = reader.finish(specs) if reader is not None else None
-    if not docs:
-        raise InputError(_nothing_read(specs, inputs))
-    return Corpus(documents=tuple(docs), inputs=inputs, stored=stored)
+    return computed
 
 
 NUMBER_DIGITS = 5  # a document's number has 5 digits, more only when the corpus has taken its 5-digit ones
@@ -355,11 +373,6 @@ def spool(docs: Iterable[Document], into: TextSpool) -> None:
 def load_documents(specs: Sequence[str | Path], *, pdf_password: str | None = None) -> tuple[Document, ...]:
     """Read every supported file under `specs` into numbered documents (see `load_corpus` for what is left out)."""
     return load_corpus(specs, pdf_password=pdf_password).documents
-
-
-def collect_paths(specs: Sequence[str | Path]) -> list[Path]:
-    """The files that `specs` name, as a walk with the default exclusions finds them."""
-    return list(walk_paths(specs).files)
 
 
 def _nothing_read(specs: Sequence[str | Path], inputs: Inputs) -> str:

@@ -57,8 +57,8 @@ class ReadInput:
 class ReadInputs(Sequence[ReadInput]):
     """The files read, in order, as `ReadInput`s made when one is asked for: a number and a source a file, held in
     an array and a tuple (the source is the document's own string), their parts, encoding and warning only where
-    there is one to say. A tuple of `ReadInput`s held 80 B a file for the whole run (72 B an account, tracemalloc
-    at 40,000 files). Equal to any sequence of the same accounts; pickles as a tuple of them."""
+    there is one to say: a tuple of `ReadInput`s would be an object a file held for the whole run, for accounts
+    read once or twice. Equal to any sequence of the same accounts; pickles as a tuple of them."""
 
     __slots__ = ("_docs", "_sources", "_parts", "_said")
 

@@ -2,9 +2,9 @@
 numbers a run keeps per part in arrays beside it (`PerPart`), not in a dict of their own each.
 
 A run keeps a number or two per document part through its stages: where each round's note is on disk, each
-stage's reuse decision, the records each part gave, its evidence counts. As a dict each, 100,000 parts cost
-3.7 MiB a dict and 28-32 B an int value (Python 3.11; bench_engine heap); as an array beside one shared dict
-of places, 8 B a number.
+stage's reuse decision, the records each part gave, its evidence counts. A dict each would repeat the keys'
+table and make an int object a value; an array beside one shared dict of places holds the machine word alone
+(docs/scale.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A run's document texts on disk: written once, read back each time a call needs one.
 
-A large corpus's texts are most of what a run would otherwise hold for its whole length (at 600
-characters a document, 680 B of 5 KB at the run's peak; a report of 20,000 characters, 20 KB), yet each is
+A large corpus's texts are most of what a run would otherwise hold for its whole length, yet each is
 needed only for moments: a call's prompt, its records' evidence. `documents.spool(docs, into)` writes each text to
 one unlinked temporary file (in TMPDIR) and leaves the document a `SpooledText` in its place;
 `Document.text` reads it back (one `pread`) whenever it is asked for, the same text. The file goes when

@@ -131,8 +131,8 @@ class _Worker:
 
 
 class _Distinct:
-    """Ints, counted once each (`count`): appended as they come, 8 B each, and made distinct when they have
-    doubled. A set of a worker's document parts held 120 B a part on the driver (D = 3,000, tracemalloc)."""
+    """Ints, counted once each (`count`): appended as they come to an array, and made distinct when they have
+    doubled; a set would hold an int object and a hash entry for each of a worker's document parts."""
 
     def __init__(self) -> None:
         self._ints = array("q")
@@ -352,8 +352,8 @@ class _RayMessages:
 
 
 def _part_id(doc: int, part: int | None) -> int:
-    """A document part as one int, for counting a worker's parts: its routing key kept for every part held
-    79 B a document on the driver."""
+    """A document part as one int, for counting a worker's parts: its routing key, a string, would be kept for
+    every part on the driver."""
     return doc << 32 | (part or 0)  # a part number fits in 32 bits (4 billion parts of one document)
 
 

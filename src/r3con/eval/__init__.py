@@ -1,7 +1,7 @@
 """The evaluation harness: benchmarks' tasks, LLM judges, scoring, resumable runs and reports.
 
     tasks = load_benchmark("loong", Path("data/loong"), TaskFilter(sets=(2, 3, 4), limit=20))
-    result = await run_eval(tasks, Settings.resolve(), Path("evals/loong"), methods=["r3con"])
+    result = await run_eval(tasks, Settings.resolve(), Path("evals/loong"), EvalOptions(methods=["r3con"]))
     write_report(build_report([Path("evals/loong")]), Path("evals/report"))
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from .benchmarks import Coverage, load_benchmark, paper_coverage
 from .corpusqa import extract_final_answer, load_corpusqa
-from .download import DownloadError, download, download_loong
 from .dracula import load_dracula
 from .judges import (
     JudgeChoice,
@@ -24,10 +23,10 @@ from .judges import (
     official_prompt,
     prompt_from_file,
 )
-from .loong import PAPER_SETS, load_loong
+from .loong import PAPER_SETS, DownloadError, download, download_loong, load_loong
 from .records import TaskRecord
 from .report import Report, ReportRow, build_report, load_reference, render_markdown, write_report
-from .runner import EvalResult, MethodRunner, run_eval
+from .runner import EvalOptions, EvalResult, MethodRunner, run_eval
 from .scoring import (
     Accuracy,
     OfficialCell,
@@ -55,6 +54,7 @@ __all__ = [
     "Accuracy",
     "Coverage",
     "DownloadError",
+    "EvalOptions",
     "EvalResult",
     "EvalTask",
     "JudgeChoice",

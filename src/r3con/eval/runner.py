@@ -189,49 +189,61 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
+@dataclass(frozen=True)
+class EvalOptions:
+    """How `run_eval` runs and judges: which methods, how many tasks at once, who judges and with what
+    prompt, and what it does again.
+
+    A step-capped task counts at the worst score unless `score_capped`; a failed one always does
+    (`retry_failed` runs it again); `rejudge` judges again answers judged with another prompt. The judge
+    follows `judge_protocol` ("official", the default where the benchmark has one, or "r3con"; see
+    `judges`) and calls the endpoint of `judge_settings` (default: the run's settings), stage "judge".
+    """
+
+    methods: Sequence[str] = ("r3con",)
+    workers: int = 4
+    judge_prompt: JudgePrompt | None = None
+    judge_protocol: str | None = None
+    judge_settings: Settings | None = None
+    score_capped: bool = False
+    retry_failed: bool = False
+    rejudge: bool = False
+
+
 async def run_eval(
     task_set: TaskSet,
     settings: Settings,
     out_dir: Path,
+    options: EvalOptions | None = None,
     *,
-    methods: Sequence[str] = ("r3con",),
-    workers: int = 4,
-    judge_prompt: JudgePrompt | None = None,
-    judge_protocol: str | None = None,
-    judge_settings: Settings | None = None,
-    score_capped: bool = False,
-    retry_failed: bool = False,
-    rejudge: bool = False,
     method_fn: MethodRunner | None = None,
     judge_llm: LLM | None = None,
     on_record: RecordCallback | None = None,
 ) -> EvalResult:
-    """Run each method on each task (at most `workers` tasks at once), judge the answers, and score them.
+    """Run each method on each task (`options.workers` tasks at once), judge the answers, and score them.
 
     Records go to `out_dir/METHOD/TASK_ID.json`, the methods' run folders to `out_dir/METHOD/runs/TASK_ID`.
-    Tasks already recorded there are not run again; answered ones are only judged. A step-capped task
-    counts at the worst score unless `score_capped`; a failed one always does (`retry_failed` runs it
-    again). The judge follows `judge_protocol` ("official", the default where the benchmark has one, or
-    "r3con"; see `judges`) and calls the endpoint of `judge_settings` (default `settings`), stage
-    "judge". `method_fn` replaces `r3con.methods.run_method` and `judge_llm` the judge's client (built
-    when needed); both are for tests and library callers.
+    Tasks already recorded there are not run again; answered ones are only judged (see `EvalOptions` for
+    what is run or judged again). `method_fn` replaces `r3con.methods.run_method` and `judge_llm` the
+    judge's client (built when needed); both are for tests and library callers.
     """
+    options = options or EvalOptions()
+    methods, workers = options.methods, options.workers
     if workers < 1:
         raise ConfigError("--workers must be at least 1")
     if not methods:
         raise ConfigError("no method to evaluate; pass --method NAME")
-    spec = judge_spec(task_set.benchmark, judge_prompt, judge_protocol)
-    judge_settings = judge_settings or settings
+    spec = judge_spec(task_set.benchmark, options.judge_prompt, options.judge_protocol)
+    judge_settings = options.judge_settings or settings
     out_dir.mkdir(parents=True, exist_ok=True)
-    _update_manifest(out_dir, task_set, methods, settings, spec, rejudge, judge_settings)
+    _update_manifest(out_dir, task_set, methods, settings, spec, options.rejudge, judge_settings)
     # --max-cost covers this whole call: every method run and the judge spend against one cap
     cap = CostCap(settings.max_cost_usd) if settings.max_cost_usd is not None else None
     evaluation = _Evaluation(
         settings=settings, out_dir=out_dir, spec=spec, cap=cap,
         runner=method_fn if method_fn is not None else _default_runner(methods),
         judge=_LazyJudge(judge_settings, out_dir / "judge-calls.jsonl", judge_llm, cap),
-        semaphore=asyncio.Semaphore(workers), score_capped=score_capped, retry_failed=retry_failed,
-        rejudge=rejudge, on_record=on_record)
+        semaphore=asyncio.Semaphore(workers), options=options, on_record=on_record)
     try:
         async with asyncio.TaskGroup() as group:
             for task in task_set.tasks:
@@ -256,9 +268,7 @@ class _Evaluation:
     runner: MethodRunner
     judge: _LazyJudge
     semaphore: asyncio.Semaphore
-    score_capped: bool
-    retry_failed: bool
-    rejudge: bool
+    options: EvalOptions
     on_record: RecordCallback | None
     counts: dict[str, int] = field(default_factory=lambda: {"ran": 0, "judged": 0})
 
@@ -268,7 +278,7 @@ class _Evaluation:
             path = record_path(self.out_dir, method, task.id)
             record = read_record(path) if path.exists() else None
             action = "kept"
-            if record is None or (self.retry_failed and record.status == FAILED):
+            if record is None or (self.options.retry_failed and record.status == FAILED):
                 record = await self.run_method(method, task)
                 self.counts["ran"] += 1
                 action = "ran"
@@ -322,7 +332,7 @@ class _Evaluation:
         lenient = False if task.gold_lenient is not None else None
         if record.status == FAILED:
             return Verdict(status=FAILED_VERDICT, error=record.error, lenient_correct=lenient), False
-        if record.status == CAPPED and not self.score_capped:
+        if record.status == CAPPED and not self.options.score_capped:
             return Verdict(status=CAPPED_VERDICT, lenient_correct=lenient), False
         verdict = await judge_answer(self.spec, task, record.answer, self.judge)
         return verdict, verdict.status != EMPTY
@@ -331,7 +341,7 @@ class _Evaluation:
         verdict = record.verdict
         if verdict is None or verdict.status == JUDGE_ERROR:
             return True
-        return self.rejudge and verdict.prompt_hash != self.spec.prompt.hash \
+        return self.options.rejudge and verdict.prompt_hash != self.spec.prompt.hash \
             and verdict.status not in (FAILED_VERDICT, CAPPED_VERDICT)
 
     async def heartbeat(self, record: TaskRecord, started: float) -> None:

@@ -30,11 +30,18 @@ DATABASE = "genai-prices"
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens. `cached_input` defaults to the input price when unknown."""
+    """USD per million tokens. `cached_input` (a prompt token read from the provider's cache: below the input
+    price) and `cache_write` (one written to it: above it at Anthropic) default to the input price when unknown."""
 
     input: float
     output: float
     cached_input: float | None = None
+    cache_write: float | None = None
+
+    @property
+    def dearest_input(self) -> float:
+        """The most a prompt token may be billed, however the provider's cache took it."""
+        return max(self.input, self.cached_input or 0.0, self.cache_write or 0.0)
 
 
 @dataclass(frozen=True)
@@ -74,30 +81,33 @@ def _database_price(model: str, provider_api_url: str | None) -> tuple[Price, st
     from genai_prices import Usage as PricesUsage
     from genai_prices import calc_price
 
+    # a million prompt tokens each way the provider bills them (genai-prices counts cache reads and writes in
+    # `input_tokens`, as the prompt tokens of a chat reply do)
     per_million = PricesUsage(input_tokens=1_000_000, output_tokens=1_000_000)
     cached = PricesUsage(input_tokens=1_000_000, cache_read_tokens=1_000_000)
+    written = PricesUsage(input_tokens=1_000_000, cache_write_tokens=1_000_000)
     try:
-        if provider_api_url is not None:
-            found = calc_price(per_million, model, provider_api_url=provider_api_url)
-            read = calc_price(cached, model, provider_api_url=provider_api_url)
-        else:
-            found = calc_price(per_million, model)
-            read = calc_price(cached, model)
+        found, read, wrote = ((calc_price(usage, model) if provider_api_url is None
+                               else calc_price(usage, model, provider_api_url=provider_api_url))
+                              for usage in (per_million, cached, written))
     except LookupError:
         if provider_api_url is None and "/" in model:  # "openai/gpt-4o-mini" through a proxy: the model's own price
             return _database_price(model.rsplit("/", 1)[-1], None)
         return None
     if provider_api_url is None and not _close(model, found.model.id):
         return None  # genai-prices matches loosely without a provider ("deepseek-r1:8b" to deepseek-reasoner)
+    base = Decimal(found.input_price)
     return (Price(float(found.input_price), float(found.output_price),
-                  float(read.input_price) if read.input_price != Decimal(found.input_price) else None),
+                  float(read.input_price) if read.input_price != base else None,
+                  float(wrote.input_price) if wrote.input_price != base else None),
             f"{DATABASE}: {found.provider.name} {found.model.id}")
 
 
 def _close(model: str, matched: str) -> bool:
     """`model` names `matched` itself or a dated snapshot of it (gpt-4o-mini-2024-07-18), not a relative."""
     name, matched = _normalise(model), _normalise(matched)
-    return name == matched or bool(re.fullmatch(re.escape(matched) + r"(-\d{4}-?\d{2}-?\d{2}|-latest|-\d{3,4})?", name))
+    matched = re.sub(r"-(0|latest)$", "", matched)  # the database's alias of a family's snapshots (claude-sonnet-4-0)
+    return name == matched or bool(re.fullmatch(re.escape(matched) + r"(-\d{4}-?\d{2}-?\d{2}|-latest|-0|-\d{3,4})?", name))
 
 
 def _known_provider(base_url: str | None) -> str | None:
@@ -130,7 +140,8 @@ class PriceTable:
 
     @classmethod
     def load(cls, path: Path | None = None, base_url: str | None = None) -> PriceTable:
-        """The database, under the JSON file {"model": {"input": .., "output": .., "cached_input": ..}} if given."""
+        """The database, under the JSON file {"model": {"input": .., "output": .., "cached_input": .., "cache_write": ..}}
+        if given."""
         prices: dict[str, Price] = {}
         if path is not None:
             try:
@@ -139,6 +150,7 @@ class PriceTable:
                     prices[_normalise(name)] = Price(
                         float(entry["input"]), float(entry["output"]),
                         None if entry.get("cached_input") is None else float(entry["cached_input"]),
+                        None if entry.get("cache_write") is None else float(entry["cache_write"]),
                     )
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ConfigError(
@@ -182,10 +194,13 @@ class PriceTable:
             return None
         scale = self.batch_discount if batch else 1.0
         cached = min(usage.cached_tokens, usage.prompt_tokens)
+        written = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
         cached_price = price.input if price.cached_input is None else price.cached_input
+        write_price = price.input if price.cache_write is None else price.cache_write
         return scale * (
-            (usage.prompt_tokens - cached) * price.input
+            (usage.prompt_tokens - cached - written) * price.input
             + cached * cached_price
+            + written * write_price
             + usage.completion_tokens * price.output
         ) / 1_000_000
 

@@ -139,14 +139,15 @@ class ChatRequest:
 
 EVENTS = (
     "retries", "length", "cut_kept", "empty", "reasoning_only", "refusals", "json_repaired", "reasks", "constrained_fallback",
-    "failovers", "usage_estimated", "waits",
+    "failovers", "usage_estimated", "waits", "usage_capped",
 )
 """What `Usage.events` counts: transport retries; replies cut at max_tokens (and of those, kept for what
 they completed), empty, only in reasoning_content,
 refused; structured replies that needed repair, re-asks after a validation error; endpoints without json_schema;
 calls a pool sent to another endpoint after theirs was taken out or stopped answering (`pool.Pooled`); replies whose usage was missing or
 could not be true, counted from r3con's estimate instead (`client.checked_usage`); waits for a server that was down
-or loading (not retries: they spend no retry)."""
+or loading (not retries: they spend no retry); replies whose claimed usage would have passed --max-cost, charged at
+r3con's estimate instead (`budget.BudgetGuard`)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ class Usage:
     events: Mapping[str, int] = field(default_factory=dict)
     unpriced: tuple[str, ...] = ()
     local_calls: int = 0
+    cache_write_tokens: int = 0  # prompt tokens the endpoint wrote to its cache (billed above the input price)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
@@ -216,6 +218,7 @@ class Usage:
             events=events,
             unpriced=tuple(sorted(set(self.unpriced) | set(other.unpriced))),
             local_calls=self.local_calls + other.local_calls,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def with_event(self, name: str, n: int = 1) -> Usage:
@@ -242,6 +245,8 @@ class Usage:
                                     "--prices file")
         if self.local_calls:
             out["local_calls"] = self.local_calls
+        if self.cache_write_tokens:
+            out["cache_write_tokens"] = self.cache_write_tokens
         return out
 
 

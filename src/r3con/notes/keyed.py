@@ -2,8 +2,8 @@
 and a round's notes on disk (`SpooledNotes`).
 
 A stage of a large run makes something for every document that it needs again only once or twice (the
-notes choice a call will be shown, what an answered call was shown), and holding it for the whole stage was
-the largest part of what the driver held a document (bench_engine heap). `KeyedBytes` writes each to one
+notes choice a call will be shown, what an answered call was shown), and holding it for the whole stage
+would make it the largest part of what the driver holds a document. `KeyedBytes` writes each to one
 unnamed temporary file (in TMPDIR, opened with the first) and keeps one int a key: where it is and its size.
 The file goes with the store.
 """
@@ -24,8 +24,8 @@ _SIZE_MASK = (1 << _SIZE_BITS) - 1
 
 class KeyedBytes:
     """`put(key, data)`, then `get` or `pop` it by key (a later `put` for a key replaces its entry). Where each
-    entry is and its size, 8 B a key in an array at the key's place among the run's parts (`places`, when its
-    keys are theirs: `corpus.places`), not an int a key in a dict of its own."""
+    entry is and its size, one machine word a key in an array at the key's place among the run's parts (`places`,
+    when its keys are theirs: `corpus.places`), not an int a key in a dict of its own."""
 
     def __init__(self, places: Mapping[str, int] | None = None) -> None:
         self._file: Any = None
@@ -79,9 +79,9 @@ class KeyedBytes:
 
 
 class SpooledNotes(Mapping[str, str]):
-    """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds 8 bytes a
+    """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds one word a
     note in an array at its part's place among the run's parts (`places`, `corpus.places`): not a dict and an int
-    a note each round (some 85 B a note a round). Held as text, every round's notes stayed for the whole run, the
+    a note each round. Held as text, every round's notes stayed for the whole run, the
     first round's too, which only the reuse record and the run folder read again. A round writes each note as
     its read returns (`add`), and puts the keys in corpus order at its end (`ordered`)."""
 

@@ -4,8 +4,8 @@ A large run frees much of what a stage held when the stage ends: the texts once 
 prompts and replies, the final notes' index after population. CPython hands objects over 512 bytes to the C
 library's allocator, whose heap keeps freed memory in its holes: the driver's resident memory stays at what
 it was, and grows with the corpus through stages that would fit in the holes of another size. `malloc_trim`
-returns the free pages inside the heap, not only its top (bench_engine: 79 MiB of 274 after loading 100,000
-documents). Elsewhere (musl, macOS) there is nothing to call and nothing is done.
+returns the free pages inside the heap, not only its top (docs/scale.md). Elsewhere (musl, macOS) there is
+nothing to call and nothing is done.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from ..llm.layers.calllog import LogSummary
 from ._diff import changed_share, word_diff
 
 TEXTS_UP_TO = 2000  # documents whose texts a report page holds; beyond, only the cited ones (a page stays openable)
-RECORDS_UP_TO = 2000  # records per table a large run's page holds (and the cited documents'): at 20,000, held with
-# the documents they name, the page cost the driver 125 MiB for its last seconds (bench_engine runs, D = 20,000)
+RECORDS_UP_TO = 2000  # records per table a large run's page holds (and the cited documents'): every record, held
+# with the documents it names, would make the page the run's last and largest holder (docs/scale.md)
 LISTED_UP_TO = 2000  # inputs of each kind (skipped, unreadable, ...) a large run's page lists
 _SECRET_KEYS = ("api_key", "password", "pdf_password", "token", "secret")
 

@@ -127,7 +127,7 @@ HIDDEN_FIELDS = ("_span",)  # offsets into the document: for people and the repo
 def shown(row: Mapping[str, Any]) -> Mapping[str, Any]:
     """A record as the answering model sees it: with its id and passage, without its span. Made a record at
     a time, as it is measured or written (the sandbox leaves the same fields out, `Sandbox(hidden=)`): a
-    copy of every record was the answer stage's largest holder at D = 6,000."""
+    copy of every record at once would be the answer stage's largest holder."""
     return {k: v for k, v in row.items() if k not in HIDDEN_FIELDS}
 
 

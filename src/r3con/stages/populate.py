@@ -69,7 +69,8 @@ class PopulateResult:
 @dataclass(frozen=True)
 class RecordLimits:
     """What one reply's records may hold (R3CON_MAX_RECORDS, R3CON_MAX_RECORD_FIELDS, R3CON_MAX_VALUE_CHARS): a
-    reply over them (broken or hostile: one record of 100,000 fields took a run to 4 GiB) degrades its document."""
+    reply over them (broken or hostile: a record of unbounded fields would hold the run's memory with it) degrades
+    its document."""
 
     records: int  # records one document part may yield
     fields: int  # fields one record may have (the schema's and the passage field)
@@ -328,9 +329,6 @@ async def populate(
     outcomes = [(doc, by_key[doc.key]) for doc in docs]  # corpus order
     tables = {name: SpooledRows(spool) for name in names}
     per_doc = PerPart(places)  # records kept per part: an array beside the places, not a dict of its own
-    failures: list[Failure] = []
-    repaired = reasked = shared_first = evidence_reasked = 0
-    kept: set[str] = set()
     dropped: list[dict[str, Any]] = []
 
     def given() -> Iterator[dict[str, Any]]:
@@ -352,21 +350,14 @@ async def populate(
             per_doc[doc.key] = count
 
     evidence = EvidenceStats.of(given(), dropped=0, places=places)  # the one pass: counted, then kept or dropped
-    for doc, result in outcomes:
-        if isinstance(result, Failure):
-            failures.append(result)
-            continue
-        if result.kept:
-            kept.add(doc.key)
-        repaired += int(result.repaired)
-        reasked += result.reasks
-        shared_first += int(result.shared_first)
-        evidence_reasked += int(result.evidence_reasked)
+    done = [(doc, result) for doc, result in outcomes if not isinstance(result, Failure)]
     return PopulateResult(
-        tables=MappingProxyType(dict(tables)),
-        per_doc=MappingProxyType(per_doc), failures=tuple(failures), repaired=repaired, reasked=reasked,
-        shared_first=shared_first, dropped=tuple(dropped), kept=frozenset(kept),
-        evidence=replace(evidence, reasked=evidence_reasked, dropped=len(dropped)),
+        tables=MappingProxyType(dict(tables)), per_doc=MappingProxyType(per_doc),
+        failures=tuple(result for _, result in outcomes if isinstance(result, Failure)),
+        repaired=sum(int(r.repaired) for _, r in done), reasked=sum(r.reasks for _, r in done),
+        shared_first=sum(int(r.shared_first) for _, r in done), dropped=tuple(dropped),
+        kept=frozenset(doc.key for doc, r in done if r.kept),
+        evidence=replace(evidence, reasked=sum(int(r.evidence_reasked) for _, r in done), dropped=len(dropped)),
         shown=log.order(d.key for d in docs),  # corpus order
     )
 

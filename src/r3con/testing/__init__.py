@@ -8,10 +8,9 @@ from typing import Any
 
 from ._drawn import DrawnRelevance
 from ._local import LMStudioServer, OllamaServer
-from ._model import ScriptedModel
-from ._server import FakeLLMServer, FaultPlan, LatencyModel
+from ._server import Behaviour, FakeLLMServer, FaultPlan, LatencyModel, ScriptedModel
 
-__all__ = ["DrawnRelevance", "FakeLLMServer", "FaultPlan", "LMStudioServer", "LatencyModel", "OllamaServer", "ScriptedModel",
+__all__ = ["Behaviour", "DrawnRelevance", "FakeLLMServer", "FaultPlan", "LMStudioServer", "LatencyModel", "OllamaServer", "ScriptedModel",
            "serve"]
 
 

@@ -1,4 +1,5 @@
-"""The scripted OpenAI-compatible HTTP server (standard library only), bound to 127.0.0.1."""
+"""The scripted OpenAI-compatible HTTP server (on the standard library's), bound to 127.0.0.1, and the same
+replies in this process behind the LLM seam (`ScriptedModel`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..llm.transport.client import chat_body, request_headers
+from ..llm.types import ChatRequest, Completion, Usage
 from . import _baseline_responders as baselines
 from . import _embeddings, _tools
 from . import _responders as respond
@@ -35,6 +38,19 @@ class LatencyModel:
         ms = (self.per_call_ms + (prompt_tokens - cached_tokens) * self.per_prompt_token_ms
               + cached_tokens * self.per_cached_token_ms + completion_tokens * self.per_completion_token_ms)
         return ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How the scripted server serves, beyond its model, window and faults: its timing, its prefix cache,
+    what its notes quote, how it draws relevance, and the words of its "too long" reply."""
+
+    latency: LatencyModel | None = None  # each reply waits as a model of this speed would take
+    batch_delay_s: float = 0.2  # a batch completes this long after it is created
+    cache_blocks: int = 200_000  # prefix-cache capacity in 64-character blocks (LRU), like a KV cache's
+    note_sentences: int = 3  # how many of a document's task-related sentences a note quotes
+    relevance: DrawnRelevance | None = None  # relevance drawn independently of the words (else word overlap)
+    overflow_message: str = ""  # a "too long" reply's words, instead of vLLM's numbered ones (Ollama's say none)
 
 
 @dataclass
@@ -296,13 +312,12 @@ class FakeLLMServer:
     _handler: type[_Handler] = _Handler  # a stand-in for another server answers its native routes first
 
     def __init__(self, port: int = 0, *, model: str = "r3con-scripted", max_model_len: int = 32768,
-                 faults: FaultPlan | None = None, log_path: Path | None = None,
-                 latency: LatencyModel | None = None, batch_delay_s: float = 0.2, cache_blocks: int = 200_000,
-                 note_sentences: int = 3, relevance: DrawnRelevance | None = None, overflow_message: str = ""):
-        state = _State(model=model, max_model_len=max_model_len, faults=faults, overflow_message=overflow_message,
-                       log_path=Path(log_path) if log_path else None, latency=latency, cache_blocks=cache_blocks,
-                       note_sentences=note_sentences, relevance=relevance)
-        self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=batch_delay_s)
+                 faults: FaultPlan | None = None, log_path: Path | None = None, behaviour: Behaviour | None = None):
+        b = behaviour or Behaviour()
+        state = _State(model=model, max_model_len=max_model_len, faults=faults, overflow_message=b.overflow_message,
+                       log_path=Path(log_path) if log_path else None, latency=b.latency, cache_blocks=b.cache_blocks,
+                       note_sentences=b.note_sentences, relevance=b.relevance)
+        self.batches = BatchStore(lambda: f"{self.base_url}/chat/completions", delay_s=b.batch_delay_s)
         handler = type("Handler", (self._handler,), {"state": state, "batches": self.batches, "owner": self})
         self._state = state
         self._httpd = _HTTPServer(("127.0.0.1", port), handler)
@@ -346,3 +361,24 @@ def within(text: str, limit: int) -> str:
         low, high = (mid, high) if t.tokens(text[:mid]) <= limit else (low, mid - 1)
     space = text.rfind(" ", 0, low)
     return text[: space if space > low // 2 else low].rstrip()
+
+
+class ScriptedModel:
+    """An in-process model for `r3con.run(..., llm=ScriptedModel())`: the scripted server's replies to each
+    request (notes from the document's text, records from the response schema), its token counts, and
+    a reply kept within `max_tokens` as a model told it would write it. `requests` lists what it was sent."""
+
+    def __init__(self, name: str = "r3con-scripted", note_sentences: int = 3):
+        self.name = name
+        self.note_sentences = note_sentences
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        body = chat_body(request, request.model or self.name)
+        content = scripted_reply(Reading.of(body, request_headers(request)), self.note_sentences)
+        if request.max_tokens and t.tokens(content) > request.max_tokens:
+            content = within(content, request.max_tokens)
+        prompt = "".join(f"{m.role}:{m.content}\n" for m in request.messages)
+        usage = Usage(calls=1, prompt_tokens=t.tokens(prompt), completion_tokens=t.tokens(content))
+        return Completion(content=content, finish_reason="stop", usage=usage, model=request.model or self.name)

@@ -1,12 +1,16 @@
 """`--max-cost`: never let a run folder's spend pass the cap, and use as much of it as is safe.
 
-A call reserves its worst case (the most prompt and reply tokens a reply to it may claim and still be
-believed, `client.usage_bounds`: a token per byte sent, `max_tokens` of output; at the model's price)
-only while it is in flight: the guard sits below the concurrency limit, so at most
-`--concurrency` reservations are open, and each is replaced by the call's actual cost when the reply
-comes. A call that does not fit waits for the calls in flight to settle; only a call that does not
-fit with nothing in flight stops the run (BudgetExceeded), so a run spends all but the last call's
-worst case before it stops. Once tripped the cap stays tripped, so a stage's calls stop together.
+A call reserves what it is expected to cost (`BudgetGuard.expected`: the prompt's estimate and a reply
+as long as the longest of its stage so far, every prompt token at the dearest input price) only while it is in flight: the guard
+sits below the concurrency limit, so at most `--concurrency` reservations are open. When the reply
+comes, its cost as claimed is settled against its reservation and what no other call holds: a claim
+that fits is charged as claimed; one that would lift the spend past the cap (a reply may claim up to a
+token per byte sent, `client.usage_bounds`) is not believed: it is charged at r3con's own estimate of
+its tokens, which its reservation holds, marked with the event `usage_capped`, and the cap trips. So
+however many replies in flight claim the most, the spend never passes the cap, and a run spends all
+but about one call's expected cost before it stops. A call that does not fit waits for the calls in
+flight to settle; only a call that does not fit with nothing in flight stops the run (BudgetExceeded).
+Once tripped the cap stays tripped, so a stage's calls stop together.
 
 The cap covers a run folder: `spent_before` is what earlier attempts of the same folder paid
 (`--resume`), read from its call log; calls answered from the LLM cache cost nothing. One `CostCap`
@@ -22,12 +26,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 
 from ...errors import BudgetExceeded, ConfigError
+from ...tokens import estimate_tokens
 from ..pricing import Price, PriceTable
 from ..transport.client import usage_bounds
-from ..types import LLM, ChatRequest, Completion
+from ..types import LLM, ChatRequest, Completion, Usage
 from .calllog import LogSummary
 
 PRICE_HINT = ('pass --prices FILE (or set R3CON_PRICES_FILE=FILE) with JSON like {{"{model}": {{"input": 0.1, '
@@ -80,16 +86,26 @@ class CostCap:
                 self._waiters.append((loop, waiter))
             await waiter
 
-    def settle(self, worst_usd: float, actual_usd: float) -> None:
-        """Replace a call's reservation by what it cost, and wake the calls waiting for room."""
+    def settle(self, reserved_usd: float, actual_usd: float, fallback_usd: float | None = None) -> bool:
+        """Replace a call's reservation by what it cost, and wake the calls waiting for room. A cost that does not
+        fit in its reservation and what no other call holds is charged at `fallback_usd` (at most the reservation)
+        instead, and trips the cap: False then."""
+        # a reply's cost is never below zero nor unbounded (client.checked_usage); a NaN would disarm the cap
+        actual = actual_usd if math.isfinite(actual_usd) and actual_usd > 0 else 0.0
         with self._lock:
-            self._reserved = max(0.0, self._reserved - worst_usd)
+            self._reserved = max(0.0, self._reserved - reserved_usd)
             self._in_flight = max(0, self._in_flight - 1)
-            # a reply's cost is never below zero nor unbounded (client.checked_usage); a NaN would disarm the cap
-            self.spent_usd += actual_usd if math.isfinite(actual_usd) and actual_usd > 0 else 0.0
+            fits = self.spent_usd + self._reserved + actual <= self.limit_usd or fallback_usd is None
+            self.spent_usd += actual if fits else min(max(0.0, fallback_usd or 0.0), reserved_usd)
+            if not fits and self.tripped is None:
+                self.tripped = (f"stopped at --max-cost ${self.limit_usd:.4f}: a reply claimed ${actual:.4f}, more "
+                                "than was left, and was charged at r3con's estimate of its tokens instead; raise "
+                                "--max-cost and rerun the same command, or add --resume RUN_DIR to continue in "
+                                "this run folder (answered calls are not paid again)")
             waiters, self._waiters = self._waiters, []
         for loop, waiter in waiters:
             loop.call_soon_threadsafe(_wake, waiter)
+        return fits
 
 
 _SHARED: ContextVar[CostCap | None] = ContextVar("r3con_shared_cost_cap", default=None)
@@ -136,7 +152,8 @@ def spent_in(calls_log: Path | None) -> float:
 
 
 class BudgetGuard:
-    """Reserves each call's worst case against `cap` while it is in flight (see the module docstring)."""
+    """Reserves each call's expected cost against `cap` while it is in flight, and settles its reply's (see the
+    module docstring)."""
 
     def __init__(self, inner: LLM, cap: CostCap, prices: PriceTable, batch: bool = False,
                  models_of: Callable[[str], Sequence[str]] = lambda model: (model,)):
@@ -145,26 +162,53 @@ class BudgetGuard:
         self.prices = prices
         self.batch = batch
         self.models_of = models_of  # the models that may answer a request naming one (a pool of several: each)
+        self._longest: dict[str, int] = {}  # the longest reply believed so far, per stage
+
+    def _usd(self, request: ChatRequest, prompt: int, output: int) -> float:
+        """USD of `prompt` and `output` tokens at the dearest of the models that may answer `request`, every
+        prompt token at the dearest input price (a cache write at Anthropic)."""
+        scale = self.prices.batch_discount if self.batch else 1.0
+        most = 0.0
+        for model in self.models_of(request.model or ""):
+            price = priced(self.prices, model)
+            most = max(most, prompt * price.dearest_input + output * price.output)
+        return most * scale / 1_000_000
+
+    def expected(self, request: ChatRequest) -> float:
+        """What the call is expected to cost: r3con's estimate of its prompt (as `client.checked_usage` estimates a
+        reply it does not believe) and a reply as long as the longest of its stage so far (all of `max_tokens`
+        until one came)."""
+        most = usage_bounds(request)[1]
+        return self._usd(request, estimated_prompt(request), min(most, self._longest.get(request.stage or "", most)))
 
     def worst_case(self, request: ChatRequest) -> float:
         """USD of the request if its reply claims the most tokens `client.checked_usage` believes (a prompt token per
-        byte sent, all of `max_tokens`), every prompt token at the dearer of the input prices: no reply can cost
-        more, so none passes the cap (the prompt's own estimate, about a token per 4 bytes, could be passed)."""
-        prompt, output = usage_bounds(request)
-        scale = self.prices.batch_discount if self.batch else 1.0
-        worst = 0.0
-        for model in self.models_of(request.model or ""):
-            price = priced(self.prices, model)
-            worst = max(worst, prompt * max(price.input, price.cached_input or 0.0) + output * price.output)
-        return worst * scale / 1_000_000
+        byte sent, all of `max_tokens`): what a reply may claim, settled against what is left."""
+        return self._usd(request, *usage_bounds(request))
 
     async def complete(self, request: ChatRequest) -> Completion:
-        worst = self.worst_case(request)
-        await self.cap.acquire(worst)
-        actual = 0.0
+        reserved = self.expected(request)
+        await self.cap.acquire(reserved)
+        settled = False
         try:
             completion = await self.inner.complete(request)
-            actual = self.prices.cost(completion.model, completion.usage, batch=bool(completion.raw.get("batch_id"))) or 0.0
+            batch = bool(completion.raw.get("batch_id"))
+            actual = self.prices.cost(completion.model, completion.usage, batch=batch) or 0.0
+            estimate = Usage(calls=1, prompt_tokens=estimated_prompt(request),
+                             completion_tokens=min(estimate_tokens(completion.content + (completion.reasoning or "")),
+                                                   usage_bounds(request)[1]))
+            fallback = self.prices.cost(completion.model, estimate, batch=batch) or 0.0
+            settled = True
+            if not self.cap.settle(reserved, actual, fallback):
+                return replace(completion, usage=estimate.with_event("usage_capped"))
+            stage = request.stage or ""
+            self._longest[stage] = max(self._longest.get(stage, 0), completion.usage.completion_tokens)
             return completion
         finally:
-            self.cap.settle(worst, actual)
+            if not settled:
+                self.cap.settle(reserved, 0.0)
+
+
+def estimated_prompt(request: ChatRequest) -> int:
+    """r3con's own estimate of a request's prompt tokens (`client.checked_usage`'s for a reply it does not believe)."""
+    return sum(estimate_tokens(m.content) + 4 for m in request.messages)

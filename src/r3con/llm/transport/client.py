@@ -222,7 +222,9 @@ def checked_usage(data: dict[str, Any], request: ChatRequest | None, written: st
         completion = None if completion is not None and completion > most_reply else completion
     if prompt is not None and completion is not None:
         cached = min(_cached_tokens(data, usage), prompt)
-        return Usage(calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
+        writes = min(_written_tokens(usage), prompt - cached)
+        return Usage(calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
+                     cache_write_tokens=writes)
     if request is None and not usage:  # a Batch API line without usage: nothing to check it against
         return Usage(calls=1)
     estimated_prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages) if request is not None else 0
@@ -260,6 +262,20 @@ def _count(value: object) -> int | None:
     if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
         return None
     return int(value) if 0 <= value <= 10**12 else None
+
+
+def _written_tokens(usage: dict[str, Any]) -> int:
+    """Prompt tokens the endpoint wrote to its prompt cache (billed above the input price by Anthropic), wherever
+    it reports them."""
+    details = usage.get("prompt_tokens_details")
+    for value in (
+        details.get("cache_write_tokens") if isinstance(details, dict) else None,  # OpenRouter
+        usage.get("cache_creation_input_tokens"),  # Anthropic-style usage passed through (LiteLLM and others)
+    ):
+        count = _count(value)
+        if count:
+            return count
+    return 0
 
 
 def _cached_tokens(data: dict[str, Any], usage: dict[str, Any]) -> int:

@@ -123,7 +123,7 @@ class OpenAIEmbeddings:
         if self._cap is None:
             return 0.0
         price = priced(self._prices, self.model)
-        return most_tokens(texts) * max(price.input, price.cached_input or 0.0) / 1_000_000
+        return most_tokens(texts) * price.dearest_input / 1_000_000
 
     async def _request(self, texts: list[str]) -> dict[str, Any]:
         """One embeddings request; endpoint failures as ProviderError (retried when transient) or ConfigError."""

@@ -1,0 +1,223 @@
+"""`estimate --sample N`: the assumptions measured on a small, real run of the stages over N documents.
+
+The documents are spread over a BM25 ranking of the corpus for the task, and up to N more
+first-round calls refine it where relevance changes or notes are written (`_gaps`), so that the
+share and note sizes do not come in steps of 1/N; later rounds read the notes the whole corpus
+would give. First-round calls are the run's own, so with the LLM cache the run does not pay for
+them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ...config import Settings
+from ...corpus.documents import Document, split_documents_async
+from ...errors import OutputError
+from ...llm.types import LLM, ChatRequest, Completion, Usage
+from ...prompts.render import render
+from ...tokens import EstimateCounter, TokenCounter
+from ..budgets import StageOptions, part_budget, stage_options
+from ._draws import Spread
+from ._figures import Assumptions
+from ._predict import PER_MESSAGE
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the sample's relevance rounds saw."""
+
+    parts: tuple[Document, ...]
+    picks: list[Document]
+    places: list[int]  # the picks' ranks along the BM25 ranking
+    ranked: list[int]  # the parts' indices, best-ranked first
+    probed: dict[int, str]  # first-round notes by rank, the refining calls' included
+    first: dict[str, str]  # the picks' first-round notes
+    last: dict[str, str]  # the picks' last-round notes
+
+
+async def sample(task: str, documents: Sequence[Document], settings: Settings, count: int, *,
+                 counter: TokenCounter | None = None, base: Assumptions | None = None) -> tuple[Assumptions, int]:
+    """Assumptions measured on `count` documents' real relevance rounds and population calls: the share
+    of documents with a note and the notes' size (first and last round), the schema's, the records',
+    the re-asks, and how the endpoint counts tokens against `counter`; and the context window the run
+    would use (the endpoint's, unless set)."""
+    from ...llm import build_llm
+
+    counter = counter or EstimateCounter()
+    base = base or Assumptions()
+    async with build_llm(settings) as stack:
+        window = settings.context_window or stack.endpoint.context_window
+        parts = await split_documents_async(documents, part_budget(settings, window))
+        options = stage_options(settings, window)
+        recorded = _ByRound(stack)
+        read = await _read(recorded, stack, task, tuple(parts), count, options, settings.rounds)
+        k = len(read.picks)
+        scale = await _scale(counter, task, read.picks, recorded.usage.get(1, Usage()), base.token_scale, settings)
+        measured = await _notes_measured(counter, read, scale, base, settings.note_max_tokens)
+        structured = (await _structured(stack, task, read, counter, scale, options, settings, base)
+                      if settings.structuring else {})
+        requests = sum(u.calls for u in recorded.usage.values())
+        populated = structured.pop("populated", Usage())
+        spread = replace(measured.pop("spread"), populated=k if populated.calls else 0,
+                         populate_calls=populated.calls)
+        return replace(
+            base, sampled=k, token_scale=round(scale, 3), probes=len(read.probed), **measured, **structured,
+            note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values()) / max(1, requests)),
+            sample_usage=stack.ledger.total(), spread=spread,
+            relevance_calls=round(recorded.attempts / max(1, requests), 3), relevance_requests=requests,
+        ), window
+
+
+async def _read(recorded: _ByRound, stack: LLM, task: str, parts: tuple[Document, ...], count: int,
+                stages: StageOptions, rounds: int) -> _Read:
+    """The sample's relevance rounds: the picks' first round, refining first-round calls along the ranking,
+    then the later rounds over the notes the whole corpus would give."""
+    from ...notes.retrieval import ranking
+    from ...notes.selection import notes_bm25
+    from ...stages.relevance import extract_relevance, reread
+
+    k = max(1, min(count, len(parts)))
+    ranked = ranking(notes_bm25([p.text for p in parts]).scores(task))
+    places = [(2 * j + 1) * len(parts) // (2 * k) for j in range(k)]
+    picks = [parts[i] for i in sorted(ranked[i] for i in places)]
+    options = replace(stages.relevance, rounds=1)
+    notes = dict((await extract_relevance(recorded, task, picks, options)).rounds[0])
+    probed = {i: notes[parts[ranked[i]].key] for i in places}
+    for _ in range(k):  # refine along the ranking, with first-round calls only
+        targets = _gaps(probed)[: k - (len(probed) - len(places))]
+        if not targets:
+            break
+        extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets], options)
+        probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
+    first = notes
+    nearest = _nearest(sorted(probed), len(parts))
+    corpus_notes = {parts[ranked[i]].key: probed[nearest[i]] for i in range(len(parts))}
+    for round_no in range(2, rounds + 1):  # later rounds see the notes the whole corpus would give
+        notes = dict(await reread(recorded, task, parts, corpus_notes, picks, round_no, options))
+        kept = sorted(i for i in places if notes.get(parts[ranked[i]].key))
+        by_pick = _nearest(kept, len(parts)) if kept else {}
+        corpus_notes = {parts[ranked[i]].key: notes[parts[ranked[by_pick[i]]].key]
+                        if by_pick and corpus_notes[parts[ranked[i]].key] else "" for i in range(len(parts))}
+    return _Read(parts, picks, places, ranked, probed, first, notes)
+
+
+async def _scale(counter: TokenCounter, task: str, picks: Sequence[Document], read: Usage, assumed: float,
+                 settings: Settings) -> float:
+    """The endpoint's prompt tokens per token `counter` counts, from the first round's calls on the picks."""
+    system = render("reader_system").text
+    instr = render("relevance", task=task, others="", max_words=max(50, settings.note_max_tokens // 2)).text
+    counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
+    sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
+    return read.prompt_tokens / sent if read.calls == len(picks) and sent else assumed
+
+
+async def _notes_measured(counter: TokenCounter, read: _Read, scale: float, base: Assumptions,
+                          note_cap: int) -> dict[str, Any]:
+    """The `Assumptions` fields the notes set: share, sizes, growth, tags; and the spread a range is drawn from."""
+    from ...notes.selection import format_notes, note_refs
+
+    n, k = len(read.parts), len(read.picks)
+    first = [x for x in read.first.values() if x]
+    last = [x for x in read.last.values() if x]
+    share, first_size = await _along_ranking(read.probed, n, counter, scale)
+    sizes = [await _mean_tokens(counter, notes, scale) for notes in (first, last)]
+    growth = sizes[1] - sizes[0] if sizes[0] and sizes[1] else 0  # what the last round adds to a note
+    retained = len(last) / len(first) if first else 1.0
+    refs = note_refs(read.picks, read.last)
+    wrapped = await counter.count([format_notes([r]) for r in refs])
+    tags = round((sum(wrapped) - 3 * len(refs)) / len(refs) * scale) - sizes[1] if refs else base.note_tags_tokens
+    noted = [read.probed[r] for r in sorted(read.probed) if read.probed[r]]
+    both = [key for key, note in read.first.items() if note and read.last.get(key)]
+    paired = await counter.count([read.first[key] for key in both] + [read.last[key] for key in both])
+    bounds = [j * n // k for j in range(k + 1)]  # stretch j of the ranking holds places[j]
+    strata = tuple((high - low, sum(1 for r in read.probed if low <= r < high),
+                    sum(1 for r, note in read.probed.items() if low <= r < high and note))
+                   for low, high in zip(bounds, bounds[1:], strict=False))
+    spread = Spread(
+        strata=strata, note_tokens=tuple(round(c * scale) for c in await counter.count(noted)) if noted else (),
+        growth=tuple(round((b - a) * scale) for a, b in zip(paired[:len(both)], paired[len(both):], strict=True)),
+        first_noted=len(first), last_noted=len(both), note_cap=note_cap, populated=0, populate_calls=0)
+    return {"relevant_share": share, "note_tokens": first_size or base.note_tokens,
+            "final_relevant_share": min(1.0, share * retained),
+            "final_note_tokens": max(1, first_size + growth) if first_size else base.note_tokens,
+            "note_tags_tokens": max(0, tags), "spread": spread}
+
+
+async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter, scale: float, stages: StageOptions,
+                      settings: Settings, base: Assumptions) -> dict[str, Any]:
+    """The `Assumptions` fields the schema and the picks' population set, and the population's usage
+    (`populated`). A schema that fails leaves the run without records, as it would."""
+    from ...notes.selection import format_notes, note_refs
+    from ...stages.populate import populate, sent_schema
+    from ...stages.schema import propose_schema, schema_text
+
+    text = format_notes(note_refs(read.picks, read.last))
+    try:
+        proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
+                                        temperature=settings.temperature)
+    except OutputError:  # the run goes on without a schema (the answer from the notes), and so does the sample
+        return {"schema_failed": True}
+    schema_tokens = round((await counter.count([schema_text(sent_schema(proposed.schema))]))[0] * scale)
+    await populate(stack, task, proposed.schema, read.picks, text, stages.populate)
+    filled = stack.ledger.by_stage().get("populate", Usage())
+    out: dict[str, Any] = {"schema_tokens": schema_tokens, "populated": filled, "schema_failed": False}
+    if filled.calls:
+        out.update(records_tokens=round(filled.completion_tokens / filled.calls),
+                   populate_calls=round(filled.calls / len(read.picks), 3))
+    else:
+        out.update(records_tokens=base.records_tokens)
+    return out
+
+
+def _gaps(probed: dict[int, str]) -> list[int]:
+    """Ranks halfway between neighbouring probes of the ranking where one of them got a note: first where
+    relevance changes, which finds where the relevant documents end (by bisection), then where both got
+    one, which measures more notes; the widest gaps first. Between two probes without a note nothing is
+    learnt."""
+    ranks = sorted(probed)
+    gaps = [(bool(probed[a]) == bool(probed[b]), a - b, (a + b) // 2) for a, b in zip(ranks, ranks[1:], strict=False)
+            if b - a > 1 and (probed[a] or probed[b])]
+    return [middle for *_, middle in sorted(gaps)]
+
+
+def _nearest(ranks: Sequence[int], n: int) -> dict[int, int]:
+    """For each of `n` ranks, the nearest of `ranks` (the higher-ranked on a tie)."""
+    return {i: min(ranks, key=lambda r: (abs(r - i), r)) for i in range(n)}
+
+
+async def _along_ranking(probed: dict[int, str], n: int, counter: TokenCounter, scale: float) -> tuple[float, int]:
+    """The share of `n` ranked documents that get a note and the notes' mean tokens, each document taken
+    to be like the probe nearest it in the ranking (so a probe stands for the documents around it)."""
+    ranks = sorted(probed)
+    counts = dict(zip(ranks, await counter.count([probed[r] or "" for r in ranks]), strict=True))
+    weight = dict.fromkeys(ranks, 0)
+    for r in _nearest(ranks, n).values():
+        weight[r] += 1
+    relevant = sum(w for r, w in weight.items() if probed[r])
+    tokens = sum(w * counts[r] for r, w in weight.items() if probed[r])
+    return relevant / n, round(tokens / relevant * scale) if relevant else 0
+
+
+async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float) -> int:
+    """The mean tokens of `texts` as the endpoint counts them; 0 for none."""
+    counts = await counter.count(list(texts)) if texts else []
+    return round(sum(counts) / len(counts) * scale) if counts else 0
+
+
+class _ByRound:
+    """Passes calls on and adds up their usage per relevance round."""
+
+    def __init__(self, inner: LLM):
+        self.inner = inner
+        self.usage: dict[int, Usage] = {}
+        self.attempts = 0
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        round_no = request.round or 0
+        self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
+        self.attempts += completion.usage.calls or 1  # re-asks of an empty or invalid reply included
+        return completion
