@@ -42,9 +42,9 @@ command that reproduces it, and the comment keeps the reason."""
 
 NOT_MEASUREMENTS = {
     ("config.py", "1 MiB + 64 bytes per max_tokens"): "a default's rule, documented in docs/resilience.md",
-    ("llm/client.py", "at most 6 bytes a character"): "what JSON's \\uXXXX escape takes, not a measurement",
-    ("llm/client.py", "else 1 MiB plus 64 bytes"): "the same default's rule",
-    ("llm/batch.py", "input files up to 200 MB"): "the provider's documented limit",
+    ("llm/transport/client.py", "at most 6 bytes a character"): "what JSON's \\uXXXX escape takes, not a measurement",
+    ("llm/transport/client.py", "else 1 MiB plus 64 bytes"): "the same default's rule",
+    ("llm/transport/batch.py", "input files up to 200 MB"): "the provider's documented limit",
     ("sandbox/_process.py", "64 MB of address space per thread arena"): "glibc's documented reservation",
 }
 """Lines the pattern matches that state a rule or someone else's documented limit (path from src/r3con, phrase)."""

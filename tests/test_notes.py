@@ -8,8 +8,8 @@ import pytest
 import r3con
 from r3con.corpus.documents import Document, documents_from_texts
 from r3con.llm import build_llm
+from r3con.notes.final import FinalNotes
 from r3con.notes.selection import (
-    FinalNotes,
     NoteRef,
     NotesSelector,
     PackedChoice,
@@ -276,7 +276,7 @@ async def test_a_large_set_of_notes_is_chosen_as_a_full_ranking_would_choose_it(
     line of their own, with and without an excluded note."""
     import random
 
-    from r3con.notes import selection as notes_module
+    from r3con.notes import ranking as notes_module
 
     rng = random.Random(11)
     words = "revenue growth year company profit harbour ship storm letter report increase percent market".split()
@@ -286,7 +286,7 @@ async def test_a_large_set_of_notes_is_chosen_as_a_full_ranking_would_choose_it(
     for budget in (300, 4000, 20_000):
         partial = NotesSelector(refs, budget)
         chosen = [await partial.select(q, exclude=ex) for q, ex in queries]
-        monkeypatch.setattr(notes_module, "_BLOCK", 10**9)  # every choice from the whole order, sorted
+        monkeypatch.setattr(notes_module, "BLOCK", 10**9)  # every choice from the whole order, sorted
         whole = NotesSelector(refs, budget)
         expected = [await whole.select(q, exclude=ex) for q, ex in queries]
         monkeypatch.undo()
@@ -355,13 +355,13 @@ async def test_choices_made_here_are_handed_over_one_at_a_time_in_order_when_ask
 
 
 def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes():
-    """`_Ranked.pick` ranks only as far as it must; a plain scan of every position in `ranking` order must
+    """`Ranked.pick` ranks only as far as it must; a plain scan of every position in `ranking` order must
     agree, over many ties, small budgets (most positions passed over), costs below zero and a skipped
     position."""
     import random
 
+    from r3con.notes.ranking import Ranked
     from r3con.notes.retrieval import ranking
-    from r3con.notes.selection import _Ranked
 
     def scan(scores, costs, budget, skip, taken=()):
         chosen, left = [], budget
@@ -379,7 +379,7 @@ def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes()
         costs = np.array([rng.randint(low, 60) for _ in range(n)], dtype=np.int64)
         skip = rng.choice([None, rng.randrange(n)])
         budget = rng.choice([0, 5, 70, 900, 10**6])
-        ranked = _Ranked(scores, skip)
+        ranked = Ranked(scores, skip)
         first = ranked.pick(costs, budget)
         assert first == scan(scores, costs, budget, skip)
         second = ranked.pick(costs, budget // 3 + 7, taken=first[0])
@@ -387,11 +387,11 @@ def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes()
 
 
 def test_the_best_positions_are_those_a_partition_of_every_position_gives():
-    """`_best` narrows large sets from a sample of their scores; over many ties, all-equal scores, an ascending
+    """`best_positions` narrows large sets from a sample of their scores; over many ties, all-equal scores, an ascending
     run, a kind that repeats, and a subset of positions, it returns what one partition of every position returns."""
     import random
 
-    from r3con.notes.selection import _best
+    from r3con.notes.ranking import best_positions
 
     def partitioned(scores, among, size):
         among = np.arange(len(scores)) if among is None else among
@@ -410,7 +410,7 @@ def test_the_best_positions_are_those_a_partition_of_every_position_gives():
                   np.where(np.arange(n) % 200 == 1, 2.0, 1.0)][trial % 5]
         size = rng.choice([1, 256, 1000])
         among = None if trial % 2 else np.array(sorted(rng.sample(range(n), max(1, n // 2))))
-        assert np.array_equal(_best(scores, among, size), partitioned(scores, among, size)), (trial, n, size)
+        assert np.array_equal(best_positions(scores, among, size), partitioned(scores, among, size)), (trial, n, size)
 
 
 
@@ -418,7 +418,7 @@ def test_the_sample_finds_the_best_of_a_kind_that_repeats_with_an_even_period():
     """Notes made in turn from templates (the best every 200th, at odd positions): every 48th score alone
     would hold none of them, its floor would clear every note, and the partition would run over all of
     them (a read 10 times slower)."""
-    from r3con.notes.selection import _floor
+    from r3con.notes.ranking import _floor
 
     scores = np.where(np.arange(100_000) % 200 == 1, 2.0, 1.0)
     assert int((scores >= _floor(scores, 256)).sum()) == 500
@@ -431,7 +431,8 @@ INDEX_TEMPLATE = '<notes_index>\nNotes on these other documents are not shown in
 def test_notes_and_their_index_are_formatted_as_the_templates_did():
     import random
 
-    from r3con.notes.selection import NoteRef, _IndexLine, format_index, format_notes
+    from r3con.notes.fragments import IndexLine, format_index, format_notes
+    from r3con.notes.refs import NoteRef
     from r3con.prompts.render import render_source
 
     rng = random.Random(8)
@@ -440,7 +441,7 @@ def test_notes_and_their_index_are_formatted_as_the_templates_did():
         refs = [NoteRef(label=str(rng.randrange(1, 99)), title="".join(rng.choices(pieces, k=3)),
                         text="".join(rng.choices(pieces, k=rng.randrange(1, 9)))) for _ in range(rng.randrange(1, 6))]
         assert format_notes(refs) == render_source(NOTES_TEMPLATE, notes=refs)
-        lines = [_IndexLine(label=r.label, title=r.title, start=r.text[:20]) for r in refs]
+        lines = [IndexLine(label=r.label, title=r.title, start=r.text[:20]) for r in refs]
         for chosen in (lines, []):
             for omitted in (0, 3):
                 assert format_index(chosen, omitted) == render_source(INDEX_TEMPLATE, lines=chosen, omitted=omitted)
@@ -731,3 +732,29 @@ async def test_a_selector_over_a_note_for_every_part_finds_a_notes_place_in_the_
     some = NotesSelector(NoteRefs(parts, {"5": "a note", "3": "another"}), 200)  # a part without one: its own map
     await some.select("Who?", exclude="3")
     assert some._at == {"5": 0, "3": 1}
+
+
+async def test_a_choice_is_joined_from_pieces_kept_within_their_bound_and_reads_as_formatted():
+    """Each note's text in full and as an index line is made once and kept up to a bound; a selector whose
+    pieces are let go after nearly every note makes the same texts as one that keeps them all."""
+    import random
+
+    from r3con.notes.fragments import Fragments, format_index, index_line
+
+    rng = random.Random(5)
+    words = 'Ann Bob ship "storm" harbour a&b 12.5% \u6536\u5165 Whitby letter'.split()
+    refs = [NoteRef(str(i), f'T{i} "q" & <x>\nline', " ".join(rng.choices(words, k=rng.randrange(1, 30))))
+            for i in range(1, 400)]
+    pieces = Fragments(refs)
+    pieces.KEPT_CHARS = 500  # a few pieces at a time
+    for _ in range(30):
+        chosen = rng.sample(range(len(refs)), rng.randrange(1, 40))
+        assert pieces.notes(chosen) == format_notes([refs[i] for i in chosen])
+        assert pieces.index(chosen, 2) == format_index([index_line(refs[i]) for i in chosen], 2)
+    assert all(sum(map(len, kept.pieces.values())) <= 500 for kept in pieces._kept)
+    kept, small = NotesSelector(refs, 900), NotesSelector(refs, 900)
+    small._fragments.KEPT_CHARS = 300
+    for query, exclude in [("Ann storm", "3"), ("harbour letter", None), ("Whitby", "399"), ("Ann storm", "3")]:
+        want = await kept.select(query, exclude=exclude)
+        assert want.selected and await small.select(query, exclude=exclude) == want
+        assert kept.filled(await kept.select(query, exclude=exclude, compact=True)) == want

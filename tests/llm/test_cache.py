@@ -267,16 +267,16 @@ def test_a_new_cache_file_and_its_journal_are_private(tmp_path):
 def test_a_learned_window_is_kept_per_endpoint_model_and_stated_window_and_a_damaged_one_is_forgotten(tmp_path):
     import sqlite3
 
-    from r3con.llm.layers.overflow import LearnedWindow
+    from r3con.llm.window import Window
 
-    learned = LearnedWindow(8192)
+    learned = Window.of(8192)
     learned.learn(2048, 2225, 2000)
     cache = CallCache(tmp_path / "llm.sqlite")
     cache.put_window("http://h/v1", "m", 8192, learned.to_dict())
     assert cache.window("http://h/v1", "m", 8192) == learned.to_dict()
     assert cache.window("http://h/v1", "m", 16384) is None and cache.window("http://h/v1", "other", 8192) is None
     cache.close()
-    again = LearnedWindow(8192)
+    again = Window.of(8192)
     reopened = CallCache(tmp_path / "llm.sqlite")  # another run, the same file
     again.restore(reopened.window("http://h/v1", "m", 8192), restored=True)
     assert again.planning == learned.planning and again.to_dict()["from_earlier_runs"] == 1

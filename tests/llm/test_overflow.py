@@ -3,9 +3,10 @@
 import pytest
 
 from r3con.errors import ContextTooLong
-from r3con.llm.layers.overflow import FLOOR_WINDOW, LearnedWindow, Overflows, is_overflow, stated_limit
+from r3con.llm.layers.overflow import Overflows, is_overflow, stated_limit
 from r3con.llm.layers.shaped import Shaped
 from r3con.llm.types import ChatRequest, Message
+from r3con.llm.window import FLOOR_WINDOW, Window
 
 from ..fakes import ScriptedLLM
 
@@ -59,7 +60,7 @@ def test_the_window_a_too_long_reply_states_is_read(text, stated):
 
 
 def test_a_learned_window_only_shrinks_and_scales_with_the_servers_count():
-    window = LearnedWindow(8192)
+    window = Window.of(8192)
     assert window.learn(2048, 2676, 2500) and window.stated == 2048
     assert window.planning == int(2048 / (2676 / 2500)), "planned in r3con's estimate, which undercounts here"
     assert not window.learn(4096, None, 100), "a larger stated window teaches nothing"
@@ -70,7 +71,7 @@ async def test_max_tokens_is_kept_inside_the_window_and_a_refusal_teaches_it():
     inner = ScriptedLLM(default="a note.", replies=[ContextTooLong("x: the request is longer than the model's context window (request "
                                                 "(3000 tokens) exceeds the available context size (2048 tokens))",
                                                 status=400)])
-    window = LearnedWindow(8192)
+    window = Window.of(8192)
     layer = Shaped(Overflows(inner, window), lambda stage: None, "m", window=window)
     big = ChatRequest(messages=(Message("user", "word " * 2000),), stage="relevance", max_tokens=4096)
     with pytest.raises(ContextTooLong):
@@ -82,13 +83,13 @@ async def test_max_tokens_is_kept_inside_the_window_and_a_refusal_teaches_it():
 
 
 async def test_the_estimate_is_made_only_when_the_reply_might_not_fit_and_then_caps_as_before(monkeypatch):
-    import r3con.llm.layers.overflow as overflow
+    import r3con.llm.window as overflow
 
     made = []
     real = overflow.prompt_estimate
     monkeypatch.setattr(overflow, "prompt_estimate", lambda request: made.append(1) or real(request))
     inner = ScriptedLLM(default="a note.")
-    window = LearnedWindow(8192)
+    window = Window.of(8192)
     layer = Shaped(Overflows(inner, window), lambda stage: None, "m", window=window)
     await layer.complete(ChatRequest(messages=(Message("user", "word " * 200),), stage="relevance", max_tokens=4096))
     assert made == [] and inner.history[-1].max_tokens == 4096  # 1,000 characters: room whatever they are
@@ -98,11 +99,11 @@ async def test_the_estimate_is_made_only_when_the_reply_might_not_fit_and_then_c
 
 
 def test_a_window_no_reply_states_is_halved_down_to_the_floor_and_never_grows():
-    window = LearnedWindow(32_768)
+    window = Window.of(32_768)
     assert window.halve(20_000) and window.planning == 10_000
     assert window.halve(10_000) and window.planning == 5_000
     assert window.halve(5_000) and window.planning == 2_500
     assert window.halve(2_500) and window.planning == FLOOR_WINDOW
     assert not window.halve(2_000) and window.planning == FLOOR_WINDOW, "the floor holds"
-    small = LearnedWindow(1_500)  # a window stated below the floor is not raised to it
+    small = Window.of(1_500)  # a window stated below the floor is not raised to it
     assert not small.halve(1_400) and small.planning == 1_500

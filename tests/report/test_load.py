@@ -27,6 +27,7 @@ def test_word_diff_marks_added_and_removed_words_and_rebuilds_both_texts():
     assert ["+", " Dracula in his castle"] in pieces
     assert 0 < changed_share(pieces) < 1
     assert word_diff("same words", "same words") == [["=", "same words"]]
+    assert word_diff("", "") == [] and word_diff(new, new) == [["=", new]]
     assert changed_share(word_diff("same", "same")) == 0.0
 
 

@@ -171,3 +171,19 @@ def test_ask_blocks_and_works_inside_a_running_loop(fake_server, tmp_path, clean
 
     inside = asyncio.run(in_a_notebook())
     assert plain.answer == inside.answer and plain.answer.strip()
+
+
+async def test_a_layer_of_the_users_sees_every_request_the_run_sends(fake_server, tmp_path, clean_env):
+    from r3con.llm import Wrapper
+
+    seen: list[str] = []
+
+    class Counted(Wrapper):
+        async def complete(self, request):
+            seen.append(request.stage)
+            return await self.inner.complete(request)
+
+    run = await r3con.start(TASK, [_folder(tmp_path)], _settings(fake_server, tmp_path), layers=[Counted])
+    calls = [e async for e in run.events() if e.kind == "call"]
+    await run.result()
+    assert seen == [e.stage for e in calls] and len(seen) > 6

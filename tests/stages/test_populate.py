@@ -2,7 +2,7 @@ import json
 
 from r3con.corpus.documents import Document, documents_from_texts
 from r3con.errors import ContextTooLong
-from r3con.notes.selection import FinalNotes
+from r3con.notes.final import FinalNotes
 from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, RecordLimits, populate
 from r3con.stages.schema import validate_schema

@@ -129,7 +129,7 @@ def _print_projection(prepared: Prepared, run: Run, result: RunResult) -> None:
 
 
 def print_result(summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # a piece at a time: json.dumps's text, never one string (a large run's summary is tens of MB)
+    if as_json:  # a piece at a time: json.dumps's text, never one string (a large run's summary grows with the corpus)
         sys.stdout.writelines(json_text(summary))
         sys.stdout.write("\n")
         return

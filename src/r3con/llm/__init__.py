@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settings
 from ..errors import ConfigError
@@ -15,28 +14,27 @@ from .cache import CallCache
 from .discovery.routers import through_router
 from .discovery.served import EndpointInfo
 from .discovery.slots import concurrency_for
-from .layers.accounting import Accounted, Ledger
+from .identity import model_identity
+from .layers.accounting import Ledger
 from .layers.answered import Answered
-from .layers.budget import BudgetGuard, CostCap, check_prices, shared_cap
-from .layers.calllog import CallLog, LogSummary, Recorded
-from .layers.limits import ConcurrencyLimited, RateLimited
-from .layers.nearwindow import NearWindow, window_was_asked
-from .layers.output import OutputChecked
-from .layers.overflow import LearnedWindow, Overflows
+from .layers.budget import CostCap, check_prices, shared_cap
+from .layers.calllog import CallLog, LogSummary
+from .layers.nearwindow import NearWindow
 from .layers.replay import LoggedReplies
-from .layers.retry import Retrier, RetryBudget, Retrying, RetryPolicy
-from .layers.shaped import Shaped
+from .layers.retry import Retrier, RetryBudget, RetryPolicy
 from .pricing import Price, PriceTable
+from .stack import Layer, Parts, Wrap, Wrapper, assemble, layers
 from .transport.batch import Batched
 from .transport.client import OpenAIChat, request_headers
 from .transport.embeddings import Embedder, open_embedder
 from .transport.liveness import Liveness, Watched
 from .transport.pool import EndpointStats, Pooled, open_pool, pool_entries
 from .types import LLM, ChatRequest, Completion, Message, Usage
+from .window import Window
 
 __all__ = [
     "LLM", "ChatRequest", "Completion", "CostCap", "EndpointInfo", "EndpointStats", "EndpointView", "LLMStack", "Ledger",
-    "Message", "Price", "PriceTable", "Remote", "Usage", "build_llm", "request_headers",
+    "Layer", "Message", "Price", "PriceTable", "Remote", "Usage", "Wrapper", "build_llm", "request_headers",
 ]
 
 
@@ -66,10 +64,11 @@ class LLMStack:
     answered: Answered | None = None  # the one owner of replies given before: earlier runs', the cache's, a folder's
     pool: Pooled | None = None  # the endpoints of a pool (`--base-url` repeated or `--pool`), else None
     near_window: NearWindow | None = None  # counts prompts close to a window the server did not report
-    window: LearnedWindow | None = None  # the window, as "too long" replies stated it (`overflow`)
+    window: Window | None = None  # the window's one owner: as reported, learned from "too long" replies, kept
     concurrency: tuple[int, str] | None = None  # requests in flight, and where the number came from (`slots`)
     _closing: ExitStack = field(default_factory=ExitStack, repr=False)  # what the stack opened, closed with it
     engine: Remote | None = None  # the workers the calls go to (`--engine ray`), else None: this process sends them
+    layers: tuple[str, ...] = ()  # the layers' names, top to bottom (`stack.layers`)
 
     @property
     def planning_window(self) -> int:
@@ -141,7 +140,7 @@ class EndpointView:
         return out
 
     def learned_window(self) -> dict[str, object] | None:
-        """What "too long" replies taught of the window (`LearnedWindow.to_dict`), or None."""
+        """What "too long" replies taught of the window (`Window.to_dict`), or None."""
         window = self._stack.window
         return window.to_dict() if window is not None and window.learned else None
 
@@ -180,30 +179,27 @@ class EndpointView:
             self._stack.pool.subscribe(on_wait)
 
 
-def _keep_window(cache: CallCache, endpoint: EndpointInfo, window: LearnedWindow) -> None:
-    """What the run learned of the window, in the cache for the next run (a full disk loses only that)."""
-    if window.learned:
-        with suppress(sqlite3.Error, OSError):
-            cache.put_window(endpoint.base_url, endpoint.model, endpoint.context_window, window.to_dict())
-
-
 @asynccontextmanager
 async def build_llm(settings: Settings, calls_log: Path | None = None, *,
                     cap: CostCap | None = None, model: LLM | None = None,
-                    remote: Remote | None = None) -> AsyncIterator[LLMStack]:
-    """Open the endpoint, learn its model and window, and stack the layers.
+                    remote: Remote | None = None, layers: Sequence[Wrap] = ()) -> AsyncIterator[LLMStack]:
+    """Open the endpoint, learn its model and window, and stack the layers (`stack.layers`).
 
     Top to bottom: `Shaped` (the stage's model, the reply cap, the window: the request as it will be
-    sent), the call log, accounting, `Answered` (the one owner of replies given before: an earlier run's,
-    the cache's, a resumed folder's; the fingerprint is taken here), output checks, retries, what "too
-    long" replies teach of the window (`overflow`), rate and concurrency limits, the spending cap (only
-    calls in flight reserve against it), the HTTP client (watched for a wedge: `liveness`).
+    sent), the user's `layers`, the call log, accounting, `Answered` (the one owner of replies given
+    before: an earlier run's, the cache's, a resumed folder's; the fingerprint is taken here), output
+    checks, retries, what "too long" replies teach of the window (`overflow`), rate and concurrency
+    limits, the spending cap (only calls in flight reserve against it), the HTTP client (watched for a
+    wedge: `liveness`).
+    `layers`: a user's layers (`Wrapper` subclasses, or any callable that takes the layer below and returns
+    a layer), stacked just below `Shaped` in the order given, the first outermost.
     `cap`: a `CostCap` shared with other stacks (an evaluation's; or the one of an enclosing
     `budget.sharing(cap)`); without one, `--max-cost` makes one that counts what earlier attempts
     logged in `calls_log` (a resumed run folder).
     `model`: any object with the `LLM` protocol (`complete(request) -> completion`) in place of the HTTP
     endpoint, wrapped in the same layers; its name and window come from `settings.model` and
-    `settings.context_window` (defaults: "custom" and 32,768 tokens).
+    `settings.context_window` (defaults: "custom" and 32,768 tokens); the cache keeps its replies under the
+    `version` it declares, else a digest of its code, else not at all (`identity`).
     `remote`: workers that each hold a stack of their own built from the same settings (`engine`): the
     calls go to them below the rate and concurrency limits, and the layers the workers apply (output
     checks, retries, the cache) are not stacked here again; the endpoint is still opened here, to learn
@@ -212,7 +208,7 @@ async def build_llm(settings: Settings, calls_log: Path | None = None, *,
     closing = ExitStack()
     opened = await _open(settings, model)
     try:
-        yield _stack(settings, opened, calls_log, cap, closing, remote)
+        yield _stack(settings, opened, calls_log, cap, closing, remote, layers)
     finally:
         closing.close()
         if opened.close is not None:
@@ -229,6 +225,10 @@ class _Opened:
     pool: Pooled | None = None
     chat: OpenAIChat | None = None  # one HTTP endpoint (the Batch API needs it)
     close: Callable[[], Awaitable[None]] | None = None
+    # what the LLM cache knows the answerer by: the endpoint's URL, or a user's model's declared version or code
+    # (`identity`); None: a user's model with neither, whose replies are not cached
+    identity: str | None = None
+    users_model: bool = False
 
 
 async def _open(settings: Settings, model: LLM | None) -> _Opened:
@@ -237,12 +237,13 @@ async def _open(settings: Settings, model: LLM | None) -> _Opened:
         window = settings.context_window or DEFAULT_CONTEXT_WINDOW
         info = EndpointInfo("", settings.model or "custom", window,
                             "config" if settings.context_window else "default")
-        return _Opened(model, info, (settings.concurrency or DEFAULT_CONCURRENCY, "the model given"))
+        return _Opened(model, info, (settings.concurrency or DEFAULT_CONCURRENCY, "the model given"),
+                       identity=model_identity(model), users_model=True)
     entries = pool_entries(settings)
     if entries:
         pool = await open_pool(settings, entries)  # each endpoint's window discovered as for one
         return _Opened(pool, pool.info(), (sum(s.concurrency for s in pool.stats()), "pool: each endpoint's own"),
-                       pool=pool, close=pool.aclose)
+                       pool=pool, close=pool.aclose, identity=pool.info().base_url)
     chat = OpenAIChat(settings)
     try:
         endpoint = await through_router(chat.endpoint, settings, await chat.describe(settings))
@@ -252,13 +253,31 @@ async def _open(settings: Settings, model: LLM | None) -> _Opened:
         raise
     # a call held without a word by a server that answers no probe is cancelled and waited out as an outage
     liveness = Liveness(chat.probe, first_byte_s=settings.first_byte_s, probe_timeout_s=settings.probe_timeout_s)
-    return _Opened(Watched(chat, liveness, chat.base_url), endpoint, concurrency, chat=chat, close=chat.aclose)
+    return _Opened(Watched(chat, liveness, chat.base_url), endpoint, concurrency, chat=chat, close=chat.aclose,
+                   identity=endpoint.base_url)
 
 
 def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: CostCap | None,
-           closing: ExitStack, remote: Remote | None = None) -> LLMStack:
-    """The layers over `opened.base` (or the `remote` workers), top to bottom as `build_llm` lists them."""
-    endpoint, concurrency = opened.endpoint, opened.concurrency
+           closing: ExitStack, remote: Remote | None = None, user: Sequence[Wrap] = ()) -> LLMStack:
+    """The layers over `opened.base` (or the `remote` workers), top to bottom as `stack.layers` lists them."""
+    parts = _parts(settings, opened, calls_log, cap, closing, remote)
+    bottom: LLM = opened.base if remote is None else remote
+    if parts.batch and opened.chat is not None:  # --batch: calls gather into Batch API jobs
+        bottom = Batched(opened.chat, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
+                         concurrency=parts.concurrency)
+    listed = layers(parts, user)
+    top, built = assemble(bottom, listed)
+    answered, near = cast(Answered, built["answered"]), cast("NearWindow | None", built.get("near window"))
+    return LLMStack(top=top, ledger=parts.ledger, endpoint=opened.endpoint, log=parts.log, retrier=parts.retrier,
+                    cost_cap=parts.cap, cache=parts.cache_file, answered=answered, pool=opened.pool,
+                    near_window=near, window=parts.window, concurrency=opened.concurrency, engine=remote,
+                    layers=tuple(layer.name for layer in listed), _closing=closing)
+
+
+def _parts(settings: Settings, opened: _Opened, calls_log: Path | None, cap: CostCap | None,
+           closing: ExitStack, remote: Remote | None) -> Parts:
+    """What the layers share, opened once (what needs closing closes with `closing`)."""
+    endpoint = opened.endpoint
     prices = PriceTable.load(settings.prices_file, base_url=endpoint.base_url)
     log = CallLog(calls_log, detail=settings.log_calls)  # a resumed folder's earlier calls read once, here
     closing.callback(log.close)
@@ -274,47 +293,22 @@ def _stack(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     models_of = pool.models_of if pool is not None else (lambda model: (model,))
     if cap is not None:
         check_prices(prices, [m for s in STAGES for m in models_of(settings.model_for(s) or default)])
-    stack: LLM = opened.base if remote is None else remote
-    if settings.batch and opened.chat is not None and remote is None:
-        # --batch: calls gather into Batch API jobs, so no concurrency limit may hold them back; all of
-        # a job's calls are in flight together, so all of them reserve
-        stack = Batched(opened.chat, settings.out_dir / "batches.json", poll_s=settings.batch_poll_s,
-                        concurrency=concurrency[0])
-        if cap is not None:
-            stack = BudgetGuard(stack, cap, prices, batch=True, models_of=models_of)
-    else:
-        if cap is not None:  # below the limit: only the calls actually in flight hold a reservation
-            stack = BudgetGuard(stack, cap, prices, models_of=models_of)
-        # a pool limits each endpoint on its own (`Pooled`); all of them together here
-        stack = ConcurrencyLimited(stack, concurrency[0])
-    stack = RateLimited(stack, rpm=settings.rpm, tpm=settings.tpm)
-    window = LearnedWindow(endpoint.context_window)
-    stack = Overflows(stack, window)
+    window = Window(endpoint)
     budget = RetryBudget(settings.retry_budget)
-    retrying = Retrying(stack, RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s,
-                                           settings.max_call_s, settings.outage_s), budget, endpoint.base_url)
-    # --engine ray: each worker's own stack checks the output and retries (`engine`)
-    stack = OutputChecked(retrying, budget) if remote is None else stack
+    policy = RetryPolicy(settings.retries, settings.retry_base_s, settings.retry_max_s, settings.max_call_s,
+                         settings.outage_s)
     replies = LoggedReplies(calls_log)  # a resumed folder's answered calls: never paid twice, cache or not
     closing.callback(replies.close)
     cache: CallCache | None = None
     if settings.cache and settings.cache_path is not None:
         cache = CallCache(settings.cache_path)
         closing.callback(cache.close)
-        # what an earlier run against this endpoint and model learned of its window, so that this one plans in it
-        # from the start: its too-long requests were not paid, but a request of the first plan that fitted was
-        # answered and paid where the earlier run's had not been (a repeat of a run paid for calls)
-        window.restore(cache.window(endpoint.base_url, endpoint.model, endpoint.context_window), restored=True)
-        closing.callback(_keep_window, cache, endpoint, window)  # before the cache closes (callbacks run last first)
-    stack = answered = Answered(stack, cache=cache, endpoint=endpoint.base_url,
-                                folder=replies.get if len(replies) else None)
-    ledger = Ledger()
-    near: NearWindow | None = None
-    if not window_was_asked(endpoint.context_window_source):
-        stack = near = NearWindow(stack, ledger, endpoint)
-    stack = Accounted(stack, ledger, prices)
-    stack = Recorded(stack, log)
-    stack = Shaped(stack, settings.model_for, default, max_tokens_cap=settings.max_tokens_cap, window=window)
-    return LLMStack(top=stack, ledger=ledger, endpoint=endpoint, log=log, retrier=retrying.retrier, cost_cap=cap,
-                    cache=cache, answered=answered, pool=opened.pool, near_window=near, window=window,
-                    concurrency=concurrency, engine=remote, _closing=closing)
+        window.recall(cache)  # what an earlier run against this endpoint and model learned of its window
+        closing.callback(window.keep, cache)  # before the cache closes (callbacks run last first)
+    return Parts(settings=settings, default_model=default, concurrency=opened.concurrency[0], prices=prices, log=log,
+                 ledger=Ledger(), window=window, retry_budget=budget,
+                 retrier=Retrier(policy, budget, endpoint.base_url), cap=cap, models_of=models_of,
+                 cache=cache if opened.identity is not None else None, cache_file=cache,
+                 answerer=opened.identity or "", users_model=opened.users_model,
+                 folder=replies.get if len(replies) else None, remote=remote is not None,
+                 batch=settings.batch and opened.chat is not None and remote is None)

@@ -105,7 +105,7 @@ class CallCache:
 
     def window(self, endpoint: str, model: str, window: int) -> dict[str, Any] | None:
         """What "too long" replies taught an earlier run of the window of `model` at `endpoint`, which said it
-        was `window` (`LearnedWindow.to_dict`), or None."""
+        was `window` (`Window.to_dict`), or None."""
         with self._lock:
             row = self._db.execute("SELECT learned FROM windows WHERE endpoint = ? AND model = ? AND window = ?",
                                    (endpoint, model, window)).fetchone()

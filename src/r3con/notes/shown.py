@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 
+from .choices import Shown
 from .keyed import KeyedBytes
-from .selection import Shown
 
 
 class ShownLog:

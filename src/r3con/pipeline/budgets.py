@@ -1,5 +1,7 @@
 """What a call may spend of the window, decided once from the settings and the window: one frozen plan that
-the stages, `estimate` and the re-plan after a learned window all read; and the stages' options made from it."""
+the stages, `estimate` and the re-plan after a learned window all read; and the stages' options made from it. The
+window is asked of its one owner (`r3con.llm.window.Window.planning`, through `EndpointView.planning_window`), never
+kept here."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from ..corpus.spool import TextSpool
 from ..engine import open_engine
 from ..errors import ConfigError, InputError, OutputError
 from ..evidence.citations import EvidenceStats
-from ..llm import CostCap, EndpointInfo, LLMStack, build_llm
+from ..llm import CostCap, EndpointInfo, LLMStack, Wrap, build_llm
 from ..llm.discovery.local import local_ports, use_local_server
 from ..llm.layers.answered import Answered
 from ..llm.layers.overflow import is_overflow
@@ -54,7 +54,7 @@ async def run(
     task: str, documents: Sequence[Document], settings: Settings, *,
     llm: LLM | LLMStack | None = None, events: Emit | None = None, run_folder: Path | None = None,
     inputs: Inputs | None = None, cap: CostCap | None = None, on_end: Callable[[RunEnd], object] | None = None,
-    store: StoreUse | None = None,
+    store: StoreUse | None = None, layers: Sequence[Wrap] = (),
 ) -> RunResult:
     """Answer `task` over `documents` with R3CON; writes a run folder under `settings.out_dir`.
 
@@ -75,6 +75,8 @@ async def run(
     and report); the error itself is raised as it was (see errors.py).
     `store`: the corpus store the documents were loaded through and what it reused of them; parts, token
     counts and embeddings come from it where it holds them, and the manifest says so.
+    `layers`: layers of your own in the LLM stack (`r3con.llm.Wrapper` subclasses), just below the request's
+    shaping, so they see each request as it is sent and every reply.
     The folder is created only once the endpoint answered; a start that fails before any LLM call
     leaves no folder behind.
     """
@@ -97,7 +99,7 @@ async def run(
         job = replace(job, settings=use_local_server(settings, local_ports(), required=False)[0])
     # --engine ray: the per-document calls go to Ray workers (`engine`); the stages are the same code
     async with open_engine(job.settings, log=run_dir.ray_log_path) as remote, build_llm(
-            job.settings, calls_log=run_dir.calls_path, cap=cap, model=llm, remote=remote) as stack:
+            job.settings, calls_log=run_dir.calls_path, cap=cap, model=llm, remote=remote, layers=layers) as stack:
         if resumed and stack.window is not None:  # the window the attempts before learned, not learned again
             stack.window.restore(run_dir.manifest().get("endpoint", {}).get("learned_window"))
         if notes_ranking(job.settings) != "embeddings":

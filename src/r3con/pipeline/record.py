@@ -66,8 +66,8 @@ class RunRecord:
         self._parts = _split(parts)  # parts per document split in several, for the manifest's entries
         manifest = _manifest(job.task, settings, llm, budgets.part_tokens)
         manifest["documents"] = Later(lambda: _documents(docs, self._parts))
-        # an entry a document, each made as it is written: the whole account at once was 33 MiB for a second or two
-        # at D = 100,000, the end of the run's peak (bench_engine)
+        # an entry a document, each made as it is written: the whole account made at once was the end of a large
+        # run's peak memory (docs/scale.md)
         manifest["inputs"] = Later(lambda: self.degraded().to_dict(lazy=True))
         manifest["attempts"] = _attempts(run_dir, resumed, manifest["started"])
         manifest["layout"] = {"layout": settings.layout, "cache_breakpoints": breakpoints}

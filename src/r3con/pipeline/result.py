@@ -74,8 +74,8 @@ class RunResult:
 
     def summary(self, *, lazy: bool = False) -> dict[str, Any]:
         """The JSON object `r3con run --json` prints. `lazy`: its parts per document (the inputs read, the evidence
-        counts) made as they are written (`artifacts.folder.json_text`, `RunDir.write_json`), never all at once:
-        at D = 100,000 they were tens of MB of dicts at the run's end."""
+        counts) made as they are written (`artifacts.folder.json_text`, `RunDir.write_json`), never all at once: for
+        a large corpus, made whole they would be the run's peak memory at its end."""
         usage = self.usage.to_dict()
         usage["by_stage"] = {stage: u.to_dict() for stage, u in self.by_stage.items()}
         return {

@@ -10,6 +10,8 @@ _TOKENS = re.compile(r"\s+|\w+|[^\w\s]")  # words, white space and punctuation a
 
 def word_diff(old: str, new: str) -> list[list[str]]:
     """`new` against `old` as [op, text] pieces, op "=" kept, "-" removed, "+" added (adjacent ops merged)."""
+    if old == new:  # what the matcher gives a note kept as it was, without matching it word by word
+        return [["=", new]] if new else []
     a, b = _TOKENS.findall(old), _TOKENS.findall(new)
     pieces: list[list[str]] = []
 

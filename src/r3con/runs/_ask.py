@@ -13,6 +13,7 @@ from typing import Any
 
 from ..config import Settings
 from ..corpus.documents import Document
+from ..llm import Wrap
 from ..llm.types import LLM
 from ..pipeline.method import RunResult
 from ._run import start
@@ -21,7 +22,7 @@ __all__ = ["ask"]
 
 
 def ask(question: str, paths: Sequence[str | Path | Document] | str | Path, *, llm: LLM | None = None,
-        settings: Settings | None = None, **fields: Any) -> RunResult:
+        layers: Sequence[Wrap] = (), settings: Settings | None = None, **fields: Any) -> RunResult:
     """Answer `question` over `paths` (files, folders, globs, or `Document`s) and return the `RunResult`.
 
     `fields` are settings (`Settings.resolve`'s names: `base_url`, `model`, `rounds`, `reuse`, `max_cost_usd`,
@@ -33,7 +34,7 @@ def ask(question: str, paths: Sequence[str | Path | Document] | str | Path, *, l
     inputs = [paths] if isinstance(paths, str | Path) else list(paths)
 
     async def main() -> RunResult:
-        run = await start(question, inputs, resolved, llm=llm)
+        run = await start(question, inputs, resolved, llm=llm, layers=layers)
         return await run.until_done()
 
     try:

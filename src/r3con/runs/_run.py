@@ -16,6 +16,7 @@ from ..artifacts.folder import is_disk_full
 from ..config import Settings
 from ..corpus.documents import Document
 from ..errors import R3conError, RunCancelled
+from ..llm import Wrap
 from ..llm.types import LLM
 from ..pipeline.events import Cancelled, Emit, Event, EventLog, Failed, Finished, Started
 from ..pipeline.method import RunResult, StoreUse
@@ -106,14 +107,14 @@ class Run:
         if self._task is not None:
             await asyncio.wait([self._task])
 
-    async def _main(self, llm: LLM | None) -> RunResult:
+    async def _main(self, llm: LLM | None, layers: Sequence[Wrap]) -> RunResult:
         prepared = self.prepared
         corpus = prepared.corpus
         try:
             result = await run_method(
                 prepared.question, corpus.documents, prepared.settings, llm=llm, events=self._emit,
                 run_folder=prepared.run_folder, inputs=corpus.inputs, on_end=self._ended,
-                store=StoreUse(prepared.store, corpus.stored))
+                store=StoreUse(prepared.store, corpus.stored), layers=layers)
         except asyncio.CancelledError:
             self._emit(Cancelled(stage=self._stage(), run_dir=_str(self.run_dir)))
             raise
@@ -160,12 +161,14 @@ def message(exc: BaseException) -> str:
     return f"internal error (a bug in r3con: please report it): {exc}"
 
 
-async def begin(prepared: Prepared, *, llm: LLM | None = None) -> Run:
+async def begin(prepared: Prepared, *, llm: LLM | None = None, layers: Sequence[Wrap] = ()) -> Run:
     """Start the run `prepared` describes in a task of this event loop; returns once it has its folder and
-    plan (before any call), or raises what ended it before that (an endpoint that does not answer, ...)."""
+    plan (before any call), or raises what ended it before that (an endpoint that does not answer, ...).
+    `llm`: a model of your own in place of the endpoint; `layers`: layers of your own in the LLM stack
+    (`r3con.llm.Wrapper` subclasses)."""
     run = Run(prepared)
     run._loop = asyncio.get_running_loop()
-    run._task = asyncio.ensure_future(run._main(llm))
+    run._task = asyncio.ensure_future(run._main(llm, layers))
     started = asyncio.ensure_future(run._started.wait())
     try:
         await asyncio.wait([run._task, started], return_when=asyncio.FIRST_COMPLETED)
@@ -182,19 +185,21 @@ async def begin(prepared: Prepared, *, llm: LLM | None = None) -> Run:
 
 
 async def start(question: str, inputs: Sequence[str | Path | Document], settings: Settings | None = None, *,
-                llm: LLM | None = None, read: ReadOptions | None = None, sample: str | None = None) -> Run:
+                llm: LLM | None = None, layers: Sequence[Wrap] = (), read: ReadOptions | None = None,
+                sample: str | None = None) -> Run:
     """Start answering `question` over `inputs` (paths: files, folders, globs; or `Document`s) with `settings`
     (`Settings.resolve()` when None: the environment and defaults). `llm`: a model of your own (any object
-    with `complete(request) -> completion`), in place of the endpoint. Returns the `Run` once it has its plan
-    and folder, before any call: follow `run.events()`, `run.cancel()` it, `await run.result()`."""
+    with `complete(request) -> completion`), in place of the endpoint; `layers`: layers of your own in the LLM
+    stack (`r3con.llm.Wrapper`). Returns the `Run` once it has its plan and folder, before any call: follow
+    `run.events()`, `run.cancel()` it, `await run.result()`."""
     prepared = await asyncio.to_thread(prepare, question, inputs, settings, read=read, sample=sample)
-    return await begin(prepared, llm=llm)
+    return await begin(prepared, llm=llm, layers=layers)
 
 
 async def resume(run_dir: str | Path, flags: Mapping[str, Any] | None = None, *, llm: LLM | None = None,
-                 read: ReadOptions | None = None) -> Run:
+                 layers: Sequence[Wrap] = (), read: ReadOptions | None = None) -> Run:
     """Continue the run in `run_dir` (cancelled, interrupted or failed): its question, documents and settings,
     with `flags` (settings that change how, not what, it computes: the endpoint, the cap, ...) over them.
     What its attempts were answered comes from its folder and the LLM cache: nothing is paid twice."""
     prepared = await asyncio.to_thread(prepare_resume, Path(run_dir), flags=flags, read=read)
-    return await begin(prepared, llm=llm)
+    return await begin(prepared, llm=llm, layers=layers)

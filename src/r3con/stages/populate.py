@@ -32,7 +32,8 @@ from ..evidence.grounding import Source
 from ..llm.json_reply import NoJSON, extract_json
 from ..llm.replies import reply_text
 from ..llm.types import LLM, ChatRequest, Message
-from ..notes.selection import FinalNotes, NotesChoice, PlannedChoices, Selects, Shown, fitting
+from ..notes.final import FinalNotes
+from ..notes.selection import NotesChoice, PlannedChoices, Selects, Shown, fitting
 from ..notes.shown import ShownLog
 from ..prompts.render import render
 from ..results import Failure

@@ -2,7 +2,7 @@
 
 With no `--base-url` (nor a pool file) the CLI and `Settings.resolve()` look here, through the same
 `use_local_server`, on the ports `local_ports` gives. A port that nothing listens on refuses the
-connection at once, so looking costs milliseconds when no server runs. A server is told apart by
+connection at once, so looking is quick when no server runs. A server is told apart by
 `/v1/models` (`owned_by`: llamacpp, vllm, sglang; llama.cpp's `meta`), Ollama's `/api/version` and
 LM Studio's `/api/v1/models` or `/api/v0/models`; Ollama's and LM Studio's models and windows come
 from their own APIs (`native.py`), the others' from `window.window_of`.

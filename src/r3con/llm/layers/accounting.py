@@ -74,8 +74,8 @@ class Progressed:
         self.inner = inner
         self._advance = advance
         # the document parts done in each stage's latest round: a whole document by its number (the request's own
-        # int, nothing made), a part as `doc << 32 | part`. A tuple each was 120 B a document and stage on the
-        # driver at D = 100,000, and every round's set held to the end 64 B a document and round more
+        # int, nothing made), a part as `doc << 32 | part`: one int each rather than a tuple, as a large run holds
+        # one a document and stage; and only the latest round's set, as earlier rounds' are never asked again
         self._done: dict[str, tuple[int | None, set[int]]] = {}
 
     async def complete(self, request: ChatRequest) -> Completion:

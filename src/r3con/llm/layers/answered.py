@@ -52,21 +52,24 @@ class Answered:
 
     A new reply is committed on the event loop, before this coroutine yields: the concurrency slot below
     was freed when it arrived, so committing in a thread would let the loop send the next request first,
-    and a killed run could then lose more than one reply per slot (a local SQLite commit takes tens of
-    microseconds)."""
+    and a killed run could then lose more than one reply per slot (a local SQLite commit is short beside the
+    call it keeps)."""
 
     def __init__(self, inner: LLM, *, cache: CallCache | None = None, endpoint: str = "",
-                 folder: Callable[[str], Completion | None] | None = None):
+                 folder: Callable[[str], Completion | None] | None = None, own_replies_only: bool = False):
         self.inner = inner
         self.cache = cache
-        self.endpoint = endpoint
+        self.endpoint = endpoint  # what the cache keys name as the answerer: a URL, or a user's model's identity
+        # an earlier run's reply only when kept under this answerer's key: a user's model is known by its code,
+        # which may have changed since; an HTTP endpoint's URL is operational (its model's name says what answers)
+        self.own_replies_only = own_replies_only
         self.folder = folder
         self.earlier: Callable[[str], tuple[Completion, str] | None] | None = None
         self.record: Callable[[str, str, str], None] | None = None
         self.served: Counter[str] = Counter()  # calls answered per source
         self.replayed: Counter[Where] = Counter()  # calls answered from an earlier run of the question
         # calls not answered from an earlier run (the cache's included), counted only while there is one to
-        # answer from (`earlier`): without, nothing is replayed and no one asks (a key a call at D = 100,000)
+        # answer from (`earlier`): without, nothing is replayed and no one asks (it would hold a key a call)
         self.sent: Counter[Where] = Counter()
         self.replayed_usage = Usage()
         self._full: str | None = None  # the disk filled up while a reply was stored
@@ -77,7 +80,7 @@ class Answered:
         digest = request.fingerprint()
         if self.earlier is not None:
             found = self.earlier(digest)
-            if found is not None:
+            if found is not None and (not self.own_replies_only or found[1] == cache_key(self.endpoint, request)):
                 return found[0], SOURCES[0], found[1]
         if self.cache is not None:
             key = cache_key(self.endpoint, request)

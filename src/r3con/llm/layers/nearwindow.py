@@ -6,24 +6,19 @@ then r3con plans within an assumed one. A prompt within 10% of it may have been 
 
 from __future__ import annotations
 
-from ..discovery.served import EndpointInfo
 from ..types import LLM, ChatRequest, Completion, Usage
+from ..window import Window
 from .accounting import Ledger
 
 NEAR = 0.9  # a prompt this share of the window or more counts as close to it
 
 
-def window_was_asked(source: str) -> bool:
-    """Whether the window came from configuration or from the server's own report of what it serves."""
-    guessed = ("default" in source or "n_ctx_train" in source or "max_context_length" in source)
-    return source == "config" or (source.startswith("server") and not guessed)
-
-
 class NearWindow:
-    """Counts calls whose prompt came within 10% of an unasked window (`near_window`); `warning()` says so."""
+    """Counts calls whose prompt came within 10% of an unasked window (`near_window`, `Window.asked`);
+    `warning()` says so."""
 
-    def __init__(self, inner: LLM, ledger: Ledger, endpoint: EndpointInfo):
-        self.inner, self.ledger, self.endpoint = inner, ledger, endpoint
+    def __init__(self, inner: LLM, ledger: Ledger, window: Window):
+        self.inner, self.ledger, self.window = inner, ledger, window
         self.near = 0
         self.largest = 0
 
@@ -31,7 +26,7 @@ class NearWindow:
         completion = await self.inner.complete(request)
         prompt = completion.usage.prompt_tokens
         self.largest = max(self.largest, prompt)
-        if prompt >= NEAR * self.endpoint.context_window:
+        if prompt >= NEAR * self.window.reported:
             self.near += 1
             self.ledger.add(request.stage, Usage(events={"near_window": 1}))
         return completion
@@ -40,8 +35,8 @@ class NearWindow:
         """One line when prompts came close to the window, else None."""
         if not self.near:
             return None
-        e = self.endpoint
-        return (f"{self.near} prompt(s) reached 90% or more of the {e.context_window:,}-token window of {e.model} "
-                f"(up to {self.largest:,} tokens), a window the server did not report ({e.context_window_source}); "
+        w = self.window
+        return (f"{self.near} prompt(s) reached 90% or more of the {w.reported:,}-token window of {w.endpoint.model} "
+                f"(up to {self.largest:,} tokens), a window the server did not report ({w.source}); "
                 "if it cuts long prompts silently, answers may miss text: pass --context-window with the "
                 "window it really serves, or raise it")

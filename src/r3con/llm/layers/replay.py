@@ -21,8 +21,8 @@ _HASH = re.compile(rb'"request_hash": ?"([0-9a-f]+)"')  # a key: inside a JSON s
 
 class LoggedReplies:
     """Where a run folder's calls.jsonl holds each request's records (their byte offsets, by request_hash):
-    a reply is read and parsed only when its request comes again, so resuming a run of 100,000
-    documents does not hold its 150,000 answered replies in memory. `get(request_hash)` is the last
+    a reply is read and parsed only when its request comes again, so resuming a large run does not hold
+    every reply it already got in memory. `get(request_hash)` is the last
     reply logged for it that was answered, not failed (None when there is none)."""
 
     def __init__(self, calls_log: Path | None):

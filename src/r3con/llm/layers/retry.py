@@ -194,6 +194,13 @@ class Retrying:
         self.inner = inner
         self.retrier = Retrier(policy, budget, endpoint, sleep=sleep, seed=seed)
 
+    @classmethod
+    def with_retrier(cls, inner: LLM, retrier: Retrier) -> Retrying:
+        """The layer over `inner` retrying through `retrier` (one the run's other clients share)."""
+        layer = cls(inner, retrier.policy, retrier.budget, retrier.endpoint)
+        layer.retrier = retrier
+        return layer
+
     async def complete(self, request: ChatRequest) -> Completion:
         completion, retries, waits = await self.retrier.run(lambda: self.inner.complete(request))
         if retries or waits:

@@ -6,18 +6,18 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..types import LLM, ChatRequest, Completion
-from .overflow import LearnedWindow
+from ..window import Window
 
 
 class Shaped:
     """Makes each request what will be sent, before anything takes its fingerprint: the stage's model (a small
     one for relevance, a large one to reason...), a reply budget no larger than `max_tokens_cap` (a request
     that names none gets the cap), and no larger than what the window (as "too long" replies taught it,
-    `overflow.LearnedWindow`) leaves after the prompt. Every layer below sends the request as it leaves here,
+    `window.Window`) leaves after the prompt. Every layer below sends the request as it leaves here,
     so the cache, the reuse record and resume key on what the endpoint is asked."""
 
     def __init__(self, inner: LLM, model_for: Callable[[str], str | None], default: str, *,
-                 max_tokens_cap: int | None = None, window: LearnedWindow | None = None):
+                 max_tokens_cap: int | None = None, window: Window | None = None):
         self.inner = inner
         self._model_for = model_for
         self._default = default

@@ -131,8 +131,8 @@ UNASKED_MAX_TOKENS = 32_768  # the reply bound assumed for a request that sets n
 
 
 def reply_limit(max_tokens: int | None, configured: int | None = None) -> int:
-    """The most bytes a chat reply is read to: `configured` (R3CON_MAX_REPLY_BYTES), else 1 MiB plus 64 bytes
-    per token the request lets the model write."""
+    """The most bytes a chat reply is read to: `configured` (R3CON_MAX_REPLY_BYTES), else REPLY_BYTES_BASE plus
+    REPLY_BYTES_PER_TOKEN for each token the request lets the model write."""
     if configured:
         return configured
     return REPLY_BYTES_BASE + REPLY_BYTES_PER_TOKEN * (max_tokens or UNASKED_MAX_TOKENS)
