@@ -50,8 +50,9 @@ async def test_only_a_request_with_the_printed_token_and_its_own_host_reaches_th
         foreign = await http.post(url, json=body, headers={**accept, "Authorization": f"Bearer {token}",
                                                            "Origin": "http://attacker.example"})
         assert foreign.status_code in (400, 403), foreign.status_code
-    async with Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {token}"}))) as client:
+    # a client the caller passes in is the caller's to close
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         runs = await client.call_tool("runs", {})
     assert names == {"ask", "estimate", "runs", "records", "passage"}
