@@ -1,24 +1,19 @@
-"""How close `r3con estimate --sample N` comes to the run it predicts: calls and prompt tokens, per corpus.
+"""Does the estimate hold? Actual calls, prompt and completion tokens and cost against the unsampled range and the
+sampled point, over configurations of server, documents, window and rounds.
 
-    R3CON_DATA=../shared/data .venv/bin/python bench/bench_estimate.py [--sizes 46,200] [--sample 4] [--json]
+    R3CON_DATA=../shared/data .venv/bin/python bench/bench_estimate.py [--llama ../shared/llama.cpp] \
+        [--only 1,4] [--sample 4] [--json]
 
-For each corpus (D = 46: Dracula's documents, whole; D = 200: Dracula's and Loong's, cut to 16,000
-characters, as bench_scale.py builds them) the scripted server runs in another process; the
-estimate samples N documents (`estimate.sample`: real relevance, schema and population calls), then
-predicts the run, which then runs on the same server. Printed: estimated/actual calls and prompt
-tokens, in total and per stage, with the estimate without sampling (150-token notes assumed) beside,
-and whether the run falls inside the estimate's 90% range.
-The targets: with --sample 4, calls within 10% and prompt tokens within 15% of the run.
-
-    bench/bench_estimate.py --llama /work/shared/llama.cpp --dracula /work/shared/data/dracula/docs \
-        [--docs 12,46] [--slots 8192,32768] [--json]
-
-`--llama` measures the commands a user types instead, beside a real llama.cpp server on port 8080
-(its tiny random-weight model): for each window (`-c` so that 2 or 4 slots get that many tokens) and
-each corpus (the first N Dracula documents), `r3con estimate` with no --base-url (it must find the
-server and its window as `run` does), `r3con estimate --sample 4`, then `r3con run --no-cache`; printed:
-the calls each predicted against the run's, per stage, and whether the run's calls are in the range.
-The target: calls within 15% of the run and inside the stated range.
+Each configuration starts its own server: the scripted server (another process; its model priced with
+a prices file at gpt-4o-mini's price, cached input at half) or, with --llama, the real llama.cpp server
+with the tiny random-weight model (`tiny-random-qwen2-short.gguf`, the same prices), with the window a
+configuration names (the scripted server's through --context-window, llama.cpp's as `-c` over its slots,
+found by the estimate as `run` finds it). Then, as `r3con estimate` does: the endpoint is planned
+(`plan_endpoint`), tokens are counted with its /tokenize, and `estimate_run` gives the unsampled point
+and range; `run` makes the real run (no LLM cache); `sample` (N documents' real calls) and
+`estimate_range` give the sampled point. Printed per configuration: each figure's actual value, whether
+it falls inside the unsampled range, and the sampled point's error; then how many configurations have
+all four figures inside the range and all four within 20% of the sampled point.
 """
 
 from __future__ import annotations
@@ -26,162 +21,196 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import TASK, corpus, start_server  # noqa: E402
+from bench_scale import DATA, TASK, corpus, start_server  # noqa: E402
+
+FIGURES = ("calls", "prompt_tokens", "completion_tokens", "cost_usd")
+PRICES = {"r3con-scripted": {"input": 0.15, "output": 0.60, "cached_input": 0.075},
+          "tiny-random": {"input": 0.15, "output": 0.60, "cached_input": 0.075}}
 
 
-def one(size: int, sample: int, chars: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Config:
+    server: str  # "scripted" or "llama"
+    docs: int
+    size: str  # "small" (cut to 1,500 characters) or "large" (Dracula's whole, Loong's cut to 16,000)
+    window: int
+    rounds: int
+
+    def label(self) -> str:
+        return f"{self.server} D={self.docs} {self.size} window {self.window:,} rounds {self.rounds}"
+
+
+CONFIGS = (
+    Config("scripted", 6, "small", 2048, 1),
+    Config("scripted", 6, "large", 32768, 2),
+    Config("scripted", 46, "large", 8192, 2),
+    Config("scripted", 46, "small", 4096, 1),
+    Config("scripted", 100, "small", 16384, 2),
+    Config("scripted", 200, "large", 32768, 2),
+    Config("scripted", 200, "small", 2048, 1),
+    Config("llama", 6, "large", 8192, 2),
+    Config("llama", 12, "small", 2048, 1),
+    Config("llama", 12, "large", 32768, 2),
+    Config("llama", 24, "small", 4096, 2),
+)
+
+
+def texts(config: Config) -> list[tuple[str, str]]:
+    if config.size == "small":
+        return [(title, text[:1500]) for title, text in corpus(max(config.docs, 47), 1500)[:config.docs]]
+    return corpus(config.docs, 16_000)
+
+
+class Server:
+    """The configuration's server, started and stopped."""
+
+    def __init__(self, config: Config, llama: Path | None):
+        self.config, self.llama = config, llama
+        self.proc: subprocess.Popen[Any] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> Server:
+        if self.config.server == "scripted":
+            self.proc, self.base_url = start_server()
+            return self
+        if self.llama is None:
+            raise SystemExit("llama configurations need --llama DIR")
+        slots, port = 2, _free_port()
+        self.proc = subprocess.Popen(
+            [str(self.llama / "llama-server"), "-m", str(self.llama / "tiny-random-qwen2-short.gguf"), "--host",
+             "127.0.0.1", "--port", str(port), "-c", str(self.config.window * slots), "-np", str(slots),
+             "-t", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        try:
+            _wait_ready(self.base_url)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(base_url: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    for _ in range(120):
+        try:
+            with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    raise SystemExit("llama-server did not start")
+
+
+async def measure(config: Config, base_url: str, prices: Path, sample_n: int) -> dict[str, Any]:
     import r3con
-    from r3con.pipeline.estimate import estimate_range, estimate_run
-    from r3con.pipeline.estimate import sample as sample_calls
+    from r3con.llm.transport.tokenize import make_counter
+    from r3con.pipeline.estimate import estimate_range, estimate_run, plan_endpoint, sample
     from r3con.pipeline.method import run
 
-    docs = r3con.documents_from_texts(corpus(size, chars))
-    server, base_url = start_server()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            settings = r3con.Settings.resolve(env={}, base_url=base_url, api_key="bench", out_dir=Path(tmp), cache=False,
-                                              concurrency=16, context_window=32_768, max_steps=4, sandbox_timeout_s=120)
-            assumed = asyncio.run(estimate_run(TASK, docs, settings))
-            calibrated, _ = asyncio.run(sample_calls(TASK, docs, settings, sample))
-            predicted = asyncio.run(estimate_range(TASK, docs, settings, calibrated))
-            result = asyncio.run(run(TASK, docs, settings))
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-    actual = result.usage
-    stages = {}
-    for s in predicted.stages:
-        u = result.by_stage.get(s.stage)
-        if u is not None:
-            stages[s.stage] = {"calls": [s.calls, u.calls], "prompt_tokens": [s.input_tokens, u.prompt_tokens]}
-    return {
-        "D": size, "parts": len(result.parts), "sample": sample,
-        "calls": [predicted.total.calls, actual.calls], "prompt_tokens": [predicted.total.input_tokens, actual.prompt_tokens],
-        "calls_ratio": round(predicted.total.calls / max(1, actual.calls), 3),
-        "prompt_ratio": round(predicted.total.input_tokens / max(1, actual.prompt_tokens), 3),
-        "unsampled_prompt_ratio": round(assumed.total.input_tokens / max(1, actual.prompt_tokens), 3),
-        "unsampled_calls_ratio": round(assumed.total.calls / max(1, actual.calls), 3),
-        "assumptions": list(predicted.assumptions), "stages": stages,
-        "range": None if predicted.range is None else predicted.range.to_dict(),
-    }
-
-
-LLAMA_PORT = 8080
-QUESTION = "Who travels to Transylvania, and why?"
-
-
-def r3con(*args: str, env: dict[str, str]) -> dict[str, Any]:
-    """`r3con ARGS --json` as a user runs it, in a fresh process: its JSON, and its stderr as `stderr`."""
-    import os
-    import subprocess
-
-    proc = subprocess.run([sys.executable, "-m", "r3con", *args, "--json"], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=3600)
-    if proc.returncode != 0:
-        raise SystemExit(f"r3con {' '.join(args)} failed: {proc.stderr[-2000:]}")
-    return {**json.loads(proc.stdout), "stderr": proc.stderr}
-
-
-def local(llama: Path, dracula: Path, docs: int, slot: int, slots: int = 4) -> dict[str, Any]:
-    """estimate (no --base-url), estimate --sample 4, and run, beside llama-server with `slots` slots of `slot` tokens."""
-    import subprocess
-    import time
-
-    env = {"R3CON_LOCAL_PORTS": str(LLAMA_PORT), "XDG_CACHE_HOME": tempfile.mkdtemp()}
+    docs = r3con.documents_from_texts(texts(config))
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "docs"
-        folder.mkdir()
-        for path in sorted(dracula.iterdir())[:docs]:
-            (folder / path.name).symlink_to(path)
-        server = subprocess.Popen([str(llama / "llama-server"), "-m", str(llama / "tiny-random-qwen2-short.gguf"),
-                                   "--host", "127.0.0.1", "--port", str(LLAMA_PORT), "-c", str(slot * slots),
-                                   "-np", str(slots), "-t", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        settings = r3con.Settings.resolve(
+            env={}, base_url=base_url, api_key="bench", out_dir=Path(tmp), cache=False, rounds=config.rounds,
+            context_window=config.window if config.server == "scripted" else None, max_steps=4,
+            sandbox_timeout_s=120, prices_file=prices)
+        planned = await plan_endpoint(settings)
+        settings = replace(settings, model=planned.model,
+                           context_window=settings.context_window or planned.context_window)
+        counter = make_counter(base_url=planned.base_url, model=planned.model)
         try:
-            time.sleep(3)
-            plain = r3con("estimate", QUESTION, str(folder), env=env)
-            sampled = r3con("estimate", QUESTION, str(folder), "--sample", "4", env=env)
-            ran = r3con("run", QUESTION, str(folder), "--no-cache", "--out", tmp, "--quiet", env=env)
+            unsampled = await estimate_run(TASK, docs, settings, counter=counter)
+            result = await run(TASK, docs, settings)
+            assumptions, window = await sample(TASK, docs, settings, sample_n, counter=counter)
+            sampled = await estimate_range(TASK, docs, replace(settings, context_window=window), assumptions,
+                                           counter=counter)
         finally:
-            server.terminate()
-            server.wait(timeout=10)
-    actual = ran["usage"]
-    return {
-        "docs": docs, "slot": slot, "slots": slots, "endpoint": plain["endpoint"], "parts": plain["parts"],
-        "run_parts": sum(1 for _ in ran.get("parts", [])) or None,
-        "calls": {"estimate": plain["total"]["calls"], "sampled": sampled["total"]["calls"], "run": actual["calls"]},
-        "range": (sampled["range"] or {}).get("calls"),
-        "stages": {stage: {"estimate": _calls(plain, stage), "sampled": _calls(sampled, stage),
-                           "run": (actual["by_stage"].get(stage) or {}).get("calls", 0)}
-                   for stage in dict.fromkeys([s["stage"] for s in plain["stages"] + sampled["stages"]])},
-    }
+            await counter.aclose()  # type: ignore[attr-defined]
+    actual = result.usage
+    span = unsampled.range.to_dict() if unsampled.range is not None else {}
+    point = sampled.total
+    rows = {}
+    for figure, got, guess in (("calls", actual.calls, point.calls),
+                               ("prompt_tokens", actual.prompt_tokens, point.input_tokens),
+                               ("completion_tokens", actual.completion_tokens, point.output_tokens),
+                               ("cost_usd", actual.cost_usd, point.cost_usd or 0.0)):
+        bounds = span.get(figure) or {}
+        rows[figure] = {"actual": got, "low": bounds.get("low"), "high": bounds.get("high"),
+                        "inside": bounds.get("low") is not None and bounds["low"] <= round(got, 6) <= bounds["high"],
+                        "sampled": guess, "error": guess / got - 1 if got else 0.0}
+    return {"config": config.label(), "parts": unsampled.parts, "window": settings.context_window,
+            "counter": counter.source, "figures": rows,
+            "inside": all(r["inside"] for r in rows.values()),
+            "within_20": all(abs(r["error"]) <= 0.2 for r in rows.values()),
+            "stages": {s.stage: _stage(s, result.by_stage.get(s.stage) or r3con.Usage()) for s in sampled.stages},
+            "shares": {"run": [round(sum(1 for n in notes.values() if n) / max(1, len(notes)), 3)
+                               for notes in (result.notes[0], result.notes[-1])] if result.notes else [],
+                       "sampled": [round(assumptions.relevant_share, 3), round(assumptions.final_share, 3)]},
+            "assumptions": list(sampled.assumptions)}
 
 
-def _calls(estimate: dict[str, Any], stage: str) -> int:
-    """A stage's planned calls (0 where the estimate plans none: no population after a failed schema)."""
-    return next((s["calls"] for s in estimate["stages"] if s["stage"] == stage), 0)
+def _stage(predicted: Any, actual: Any) -> dict[str, list[int]]:
+    """A stage's sampled point beside the run: calls, prompt and completion tokens."""
+    return {"calls": [predicted.calls, actual.calls], "prompt": [predicted.input_tokens, actual.prompt_tokens],
+            "completion": [predicted.output_tokens, actual.completion_tokens]}
+
+
+def line(row: dict[str, Any]) -> str:
+    cells = []
+    for figure in FIGURES:
+        r = row["figures"][figure]
+        money = figure == "cost_usd"
+        fmt = (lambda x: f"${x:.4f}") if money else (lambda x: f"{x:,.0f}")
+        cells.append(f"{figure} {fmt(r['actual'])} in {fmt(r['low'])}-{fmt(r['high'])} "
+                     f"{'yes' if r['inside'] else 'NO'}, sampled {r['error']:+.0%}")
+    return (f"{row['config']} ({row['parts']} parts, window {row['window']:,}): " + "; ".join(cells)
+            + f" | inside {'yes' if row['inside'] else 'NO'}, within 20% {'yes' if row['within_20'] else 'NO'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama", type=Path, help="a folder with llama-server and tiny-random-qwen2-short.gguf")
-    parser.add_argument("--dracula", type=Path, default=Path("../shared/data/dracula/docs"))
-    parser.add_argument("--docs", default="12,46")
-    parser.add_argument("--slots", default="8192,32768", help="tokens a slot, one measurement each")
-    parser.add_argument("--configs", help="DOCS:SLOT pairs to measure instead (12:8192,46:32768)")
-    parser.add_argument("--sizes", default="46,200")
+    parser.add_argument("--only", help="configuration numbers to run (1-based, comma-separated)")
     parser.add_argument("--sample", type=int, default=4)
-    parser.add_argument("--chars", type=int, default=16_000, help="characters kept of each document beyond Dracula")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.llama is not None:
-        pairs = ([tuple(map(int, pair.split(":"))) for pair in args.configs.split(",")] if args.configs else
-                 [(docs, slot) for slot in map(int, args.slots.split(",")) for docs in map(int, args.docs.split(","))])
-        for docs, slot in pairs:
-            row = local(args.llama, args.dracula, docs, slot)
-            print(json.dumps(row) if args.json else _local_line(row), flush=True)
-        return
-    rows = [one(int(size), args.sample, args.chars) for size in args.sizes.split(",")]
-    if args.json:
-        print(json.dumps(rows))
-        return
-    for row in rows:
-        calls_ok = abs(row["calls_ratio"] - 1) <= 0.10
-        prompt_ok = abs(row["prompt_ratio"] - 1) <= 0.15
-        print(f"D={row['D']} ({row['parts']} parts), --sample {row['sample']}: calls {row['calls'][0]} estimated / "
-              f"{row['calls'][1]} run = {row['calls_ratio']} ({'PASS' if calls_ok else 'FAIL'} within 10%); prompt tokens "
-              f"{row['prompt_tokens'][0]:,} / {row['prompt_tokens'][1]:,} = {row['prompt_ratio']} "
-              f"({'PASS' if prompt_ok else 'FAIL'} within 15%); without sampling {row['unsampled_calls_ratio']} and "
-              f"{row['unsampled_prompt_ratio']}")
-        if row["range"]:
-            span = row["range"]
-            inside = [span[k]["low"] <= actual <= span[k]["high"]
-                      for k, actual in (("calls", row["calls"][1]), ("prompt_tokens", row["prompt_tokens"][1]))]
-            print(f"    {span['confidence']:.0%} range: calls {span['calls']['low']}-{span['calls']['high']} "
-                  f"({'inside' if inside[0] else 'OUTSIDE'}), prompt tokens {span['prompt_tokens']['low']:,}-"
-                  f"{span['prompt_tokens']['high']:,} ({'inside' if inside[1] else 'OUTSIDE'})")
-        for stage, figures in row["stages"].items():
-            print(f"    {stage}: calls {figures['calls'][0]}/{figures['calls'][1]}, "
-                  f"prompt tokens {figures['prompt_tokens'][0]:,}/{figures['prompt_tokens'][1]:,}")
-        for line in row["assumptions"]:
-            print(f"    - {line}")
-
-
-def _local_line(row: dict[str, Any]) -> str:
-    calls, span = row["calls"], row["range"] or {}
-    off = calls["estimate"] / max(1, calls["run"]) - 1
-    inside = span and span["low"] <= calls["run"] <= span["high"]
-    stages = "; ".join(f"{k} {v['estimate']}/{v['sampled']}/{v['run']}" for k, v in row["stages"].items())
-    return (f"D={row['docs']}, {row['slots']} slots of {row['slot']:,} (found: window "
-            f"{row['endpoint']['context_window']:,}, {row['endpoint']['concurrency']} in flight), {row['parts']} parts: "
-            f"calls estimate {calls['estimate']} ({off:+.0%}), --sample 4 {calls['sampled']} "
-            f"(range {span.get('low')}-{span.get('high')}: {'inside' if inside else 'OUTSIDE'}), run {calls['run']}; "
-            f"per stage estimate/sampled/run: {stages}")
+    chosen = [CONFIGS[int(i) - 1] for i in args.only.split(",")] if args.only else list(CONFIGS)
+    chosen = [c for c in chosen if c.server == "scripted" or args.llama is not None]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        prices = Path(tmp) / "prices.json"
+        prices.write_text(json.dumps(PRICES))
+        for config in chosen:
+            with Server(config, args.llama) as server:
+                row = asyncio.run(measure(config, server.base_url, prices, args.sample))
+            rows.append(row)
+            print(json.dumps(row) if args.json else line(row), flush=True)
+    print(f"inside the unsampled range: {sum(r['inside'] for r in rows)}/{len(rows)}; sampled point within 20%: "
+          f"{sum(r['within_20'] for r in rows)}/{len(rows)} (data: {DATA})")
 
 
 if __name__ == "__main__":

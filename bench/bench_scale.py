@@ -113,8 +113,13 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
     that the documents' prefixes were not kept (`stages.plan`).
     """
     import r3con
-    from r3con.pipeline.method import run
     from r3con.tokens import estimate_tokens
+
+    async def held(task: str, docs: Any, settings: Any) -> Any:
+        """The run as `r3con run` makes it: held (`r3con.start`), its plan made, its events followed."""
+        run = await r3con.start(task, docs, settings)
+        run.listen(lambda event: None)  # a follower, as the CLI's progress display is
+        return await run.result()
 
     docs = r3con.documents_from_texts(corpus(size, chars))
     server, base_url = start_server(sentences, cache_tokens)
@@ -129,7 +134,7 @@ def one(size: int, layout: str, notes: str, rounds: int, budget: int, chars: int
             )
             transport = "aiohttp"
             cpu, wall = time.process_time(), time.perf_counter()
-            result = asyncio.run(run(TASK, docs, settings))
+            result = asyncio.run(held(TASK, docs, settings))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before this script's analysis
             manifest = json.loads((result.run_dir / "manifest.json").read_text())

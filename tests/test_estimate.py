@@ -184,3 +184,38 @@ async def test_a_sample_that_sees_empty_replies_counts_their_reasks_and_its_rang
     planned = {s.stage: s.calls for s in predicted.stages}["relevance"]
     assert abs(planned - run_calls) <= 0.15 * run_calls
     assert predicted.range is not None and predicted.range.calls.low <= result.usage.calls <= predicted.range.calls.high
+
+
+async def test_an_unsampled_estimate_states_a_range_from_its_priors_and_the_run_falls_inside(fake_server, tmp_path):
+    docs = r3con.documents_from_texts(texts(8))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"r3con-scripted": {"input": 0.15, "output": 0.6, "cached_input": 0.075}}))
+    settings = r3con.Settings.resolve(env={}, base_url=fake_server.base_url, api_key="x", out_dir=tmp_path,
+                                      cache=False, prices_file=prices, model="r3con-scripted", max_steps=3)
+    predicted = await estimate_run(TASK, docs, settings)
+    span = predicted.range
+    assert span is not None and span.basis == "priors"
+    assert any(line.startswith("priors (the range, with no sample)") for line in predicted.assumptions)
+    result = await run(TASK, docs, settings)
+    actual = result.usage
+    for interval, got, expected in ((span.calls, actual.calls, predicted.total.calls),
+                                    (span.prompt_tokens, actual.prompt_tokens, predicted.total.input_tokens),
+                                    (span.completion_tokens, actual.completion_tokens, predicted.total.output_tokens),
+                                    (span.cost_usd, actual.cost_usd, predicted.total.cost_usd)):
+        assert interval is not None and interval.low <= expected <= interval.high
+        assert interval.low <= got <= interval.high, (interval, got)
+        assert interval.low < interval.high
+    point = await estimate_run(TASK, docs, settings, ranged=False)
+    assert point.range is None and point.total == predicted.total, "the range adds to the point, never moves it"
+
+
+def test_the_estimate_counts_with_the_endpoints_tokenizer_unless_told_not_to(fake_server, tmp_path):
+    for title, text in texts(3):
+        (tmp_path / f"{title}.txt").write_text(text)
+    common = ("estimate", TASK, str(tmp_path), "--base-url", fake_server.base_url, "--json")
+    counted = json.loads(cli_in_process(*common, timeout=60).stdout)
+    assert any(line == f"token counts: {fake_server.base_url.removesuffix('/v1')}/tokenize"
+               for line in counted["assumptions"]), counted["assumptions"]
+    assert counted["range"]["basis"] == "priors" and counted["range"]["completion_tokens"]["high"] > 0
+    local = json.loads(cli_in_process(*common, "--no-tokenize", timeout=60).stdout)
+    assert any(line.startswith("token counts: estimate") for line in local["assumptions"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -35,11 +36,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill_when(disk: Path, runs: Path, calls: int, stop: threading.Event) -> threading.Thread:
-    """A thread that fills `disk` once `calls` lines are in the run's calls.jsonl."""
+    """A thread that fills `disk` once `calls` lines are in the run's calls.jsonl (0: once the run folder has
+    its manifest, before any call is logged)."""
     def fill() -> None:
         while not stop.is_set():
             logs = list(runs.glob("*/calls.jsonl"))
-            if logs and logs[0].read_text(errors="replace").count("\n") >= calls:
+            if (logs and logs[0].read_text(errors="replace").count("\n") >= calls) or \
+                    (calls == 0 and list(runs.glob("*/manifest.json"))):
                 with open(disk / "filler", "wb") as out:
                     try:
                         while True:
@@ -47,19 +50,20 @@ def fill_when(disk: Path, runs: Path, calls: int, stop: threading.Event) -> thre
                             out.flush()
                     except OSError:
                         return
-            time.sleep(0.01)
+            time.sleep(0.002)
 
     thread = threading.Thread(target=fill, daemon=True)
     thread.start()
     return thread
 
 
-def test_a_run_stopped_by_a_full_disk_resumes_paying_nothing_twice(capsys, monkeypatch, corpus, small_disk):
+@pytest.mark.parametrize("logged", [4, 0], ids=["after 4 calls", "before the first call"])
+def test_a_run_stopped_by_a_full_disk_resumes_paying_nothing_twice(capsys, monkeypatch, corpus, small_disk, logged):
     runs = small_disk / "runs"
     monkeypatch.setenv("XDG_CACHE_HOME", str(small_disk / "cache"))
     stop = threading.Event()
     with FakeLLMServer(faults=None) as server:
-        filler = fill_when(small_disk, runs, 4, stop)
+        filler = fill_when(small_disk, runs, logged, stop)
         try:
             code, _, err = r3con(capsys, monkeypatch, *run_args(corpus, server.base_url, runs, "--concurrency", "2"))
         finally:
@@ -77,3 +81,28 @@ def test_a_run_stopped_by_a_full_disk_resumes_paying_nothing_twice(capsys, monke
     assert paid_twice == set(), f"{len(paid_twice)} answered calls were sent again after the disk filled up"
     assert second and json.loads((folder / "result.json").read_text())["answer"]
     assert os.path.getsize(folder / "calls.jsonl") > 0
+
+
+async def test_no_call_is_sent_before_its_reply_has_room_on_a_disk_already_full(small_disk):
+    # the disk fills before the run's first call: its reply could not be logged, and a resume would pay again
+    from r3con.llm.layers.calllog import CallLog, Recorded
+    from r3con.llm.types import ChatRequest, Message
+
+    from ..fakes import ScriptedLLM
+
+    with open(small_disk / "filler", "wb") as out, pytest.raises(OSError):
+        while True:
+            out.write(b"\0" * (1 << 16))
+            out.flush()
+    model = ScriptedLLM(default="a note.")
+    log = CallLog(small_disk / "run" / "calls.jsonl")
+    request = ChatRequest(messages=(Message("user", "text"),), stage="relevance", doc=1)
+    with pytest.raises(OSError) as raised:
+        await Recorded(model, log).complete(request)
+    assert raised.value.errno == errno.ENOSPC and model.history == [], "nothing was sent, so nothing is paid"
+    log.close()
+    (small_disk / "filler").unlink()  # space freed: the call goes out and its reply is kept
+    log = CallLog(small_disk / "run" / "calls.jsonl")
+    assert (await Recorded(model, log).complete(request)).content == "a note."
+    log.close()
+    assert len(model.history) == 1 and json.loads((small_disk / "run" / "calls.jsonl").read_text())["stage"] == "relevance"

@@ -131,8 +131,9 @@ class EndpointView:
         """The manifest's `endpoint`: URL, model, window and where it came from, requests in flight and where
         that number came from (--concurrency, the server's slots, the default), a pool's endpoints."""
         stack, info = self._stack, self._stack.endpoint
-        out: dict[str, Any] = {"base_url": info.base_url, "model": info.model, "context_window": info.context_window,
-                               "context_window_source": info.context_window_source}
+        window = stack.window or Window(info)  # the window's one owner says what it was configured or reported as
+        out: dict[str, Any] = {"base_url": info.base_url, "model": info.model, "context_window": window.reported,
+                               "context_window_source": window.source}
         if stack.concurrency:
             out.update(concurrency=stack.concurrency[0], concurrency_source=stack.concurrency[1])
         if stack.pool is not None:

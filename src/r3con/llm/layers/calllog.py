@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import functools
 import json
 import math
@@ -110,14 +111,20 @@ def reserve(fd: int, reserved_at: int | None = None, size: int | None = None) ->
     """Keep RESERVE_BYTES allocated beyond the end of the file `fd` (fallocate KEEP_SIZE: the size does not
     change), renewed once half is used; the size it was renewed at. So the replies that arrive once the disk
     is full are still written to calls.jsonl, and a resume pays for none of them again. Where the system has
-    no such call, or the disk is full already, nothing is reserved."""
+    no such call nothing is reserved; a disk too full for the first reservation raises OSError (ENOSPC)."""
     size = os.fstat(fd).st_size if size is None else size
     if reserved_at is not None and size - reserved_at < RESERVE_BYTES // 2:
         return reserved_at
     fallocate = _fallocate()
     if fallocate is None or fallocate(fd, 1, size, RESERVE_BYTES) != 0:  # 1: FALLOC_FL_KEEP_SIZE
+        if reserved_at is None and fallocate is not None and ctypes.get_errno() in _FULL:
+            # none reserved yet, and no room for it: the replies of the calls about to go out could not be kept
+            raise OSError(ctypes.get_errno(), "No space left on device: no room kept for the calls' replies")
         return reserved_at
     return size
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 @functools.cache
@@ -171,21 +178,37 @@ class CallLog:
         for listener in self.listeners:
             listener(record)
 
+    def ready(self) -> None:
+        """Open the file with its space reserved before a call is sent (`Recorded`), so that the reply is kept
+        however full the disk gets meanwhile; on a disk too full to reserve any, OSError (ENOSPC), and the call
+        is not sent: a reply nothing could keep would be paid for again on resume."""
+        if self.path is not None and self._fh is None:
+            with self._lock:
+                self._open(self.path)
+
+    def _open(self, path: Path) -> IO[str]:
+        if self._fh is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
+            try:
+                self._reserved_at = reserve(fd)
+            except OSError:
+                os.close(fd)
+                raise
+            self._fh = os.fdopen(fd, "a", encoding="utf-8")
+        return self._fh
+
     def _append(self, path: Path, record: dict[str, Any]) -> None:
         with self._lock:
             line = json.dumps(self._kept(record), ensure_ascii=False, default=str) + "\n"
             summary = self._summary = self._summary or LogSummary.of(path)
-            if self._fh is None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds the documents
-                self._fh = os.fdopen(fd, "a", encoding="utf-8")
-                self._reserved_at = reserve(fd)
-            self._fh.write(line)
-            self._fh.flush()
-            size = os.fstat(self._fh.fileno()).st_size
+            fh = self._open(path)
+            fh.write(line)
+            fh.flush()
+            size = os.fstat(fh.fileno()).st_size
             summary.add(record)
             summary.bytes = size
-            self._reserved_at = reserve(self._fh.fileno(), self._reserved_at, size)
+            self._reserved_at = reserve(fh.fileno(), self._reserved_at, size)
 
     def summary(self) -> LogSummary:
         """The calls in the log, this attempt's and a resumed folder's earlier ones: cost, count, timing."""
@@ -228,6 +251,7 @@ class Recorded:
             "request_hash": request.fingerprint(),
             "request": request.canonical(),
         }
+        self.log.ready()  # before the call goes out: its reply must have somewhere to go
         try:
             completion = await self.inner.complete(request)
         except R3conError as exc:

@@ -33,6 +33,24 @@ class Assumptions:
     schema_failed: bool = False  # the sample's schema proposal failed: the run goes on without records, as it would
     relevance_calls: float = 1.0  # calls per relevance request, re-asks of empty or invalid replies included
     relevance_requests: int = 0  # the relevance requests `relevance_calls` was measured on (0: assumed)
+    agent_sampled: bool = False  # the agent's steps and replies were measured on the sample's records
+    none_reply_tokens: int | None = None  # a relevance reply that gives no note (None: every reply as a note)
+    note_reply_extra: int = 0  # what a reply with a note has beyond the note (tags, reasoning left in)
+    unnoted_records_tokens: int | None = None  # the records of a document with no final note (None: records_tokens)
+    records_density: tuple[float, float] | None = None  # records per token of a part, with and without a note
+
+    def reply_tokens(self, noted: bool, note: int) -> int:
+        """A relevance call's reply: its note and what comes with it, or a reply with no note."""
+        if self.none_reply_tokens is None:
+            return note if self.note_reply_tokens is None else self.note_reply_tokens
+        return note + self.note_reply_extra if noted else self.none_reply_tokens
+
+    def records_of(self, noted: bool, tokens: int) -> int:
+        """A part's records (a population reply), by whether it has a final note and its tokens: a longer part
+        holds more (`records_density`, measured), else the assumed size."""
+        if self.records_density is not None:
+            return round(self.records_density[0 if noted else 1] * tokens)
+        return self.records_tokens if noted or self.unnoted_records_tokens is None else self.unnoted_records_tokens
 
     @property
     def final_share(self) -> float:
@@ -51,10 +69,16 @@ class Assumptions:
                      f"tokens in the first relevance round, {self.final_share:.0%} one of {self.final_note_tokens} "
                      "tokens in the last")
         lines = [notes,
-                 f"schema and records ({source}): the schema is {self.schema_tokens} tokens; each document's records "
-                 f"are {self.records_tokens} tokens; {self.populate_calls:.2f} population calls a document",
+                 f"schema and records ({source}): the schema is {self.schema_tokens} tokens; a document's records "
+                 f"are {self.records_tokens} tokens"
+                 + ("" if self.unnoted_records_tokens is None else
+                    f" with a note, {self.unnoted_records_tokens} without")
+                 + ("" if self.records_density is None else
+                    f" (on average: {self.records_density[0]:.3f} and {self.records_density[1]:.3f} a token of the part)")
+                 + f"; {self.populate_calls:.2f} population calls a document",
                  f"the coding agent takes {self.agent_steps} steps of {self.step_tokens} tokens of reply and "
-                 f"{self.step_tokens} of REPL output each"]
+                 f"{self.step_tokens} of REPL output each ("
+                 + ("measured on the sample's records)" if self.agent_sampled else "assumed)")]
         if self.relevance_calls != 1.0:
             lines.append(f"relevance calls ({source}): {self.relevance_calls:.2f} a request, re-asks of empty or "
                          "invalid replies included")

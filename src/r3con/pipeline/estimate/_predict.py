@@ -159,7 +159,6 @@ def _relevance(c: _Counted) -> Tally:
     """The relevance rounds' calls as `plan_round` places them, and the re-asks the assumptions expect."""
     a, n = c.a, len(c.parts)
     tally = Tally("relevance")
-    reply = a.note_tokens if a.note_reply_tokens is None else a.note_reply_tokens
     placement = c.options.relevance.placement
     for r in range(1, c.settings.rounds + 1):
         wrapped, relevant = c.notes(final=r > 2)
@@ -172,6 +171,8 @@ def _relevance(c: _Counted) -> Tally:
             plan = plan_round(placement, r, c.parts, [
                 Shared(size + c.task + SHARED_OVERHEAD, common=not selected or not own)
                 for (size, selected), own in zip(sizes, relevant, strict=True)])
+        note, answered = c.notes(final=r == c.settings.rounds and r > 1)  # the notes this round writes
+        note -= a.note_tags_tokens
         seen = 0  # calls of this round that put the notes first
         for i, call in enumerate(plan.calls):
             d = c.doc[call.doc.key]
@@ -185,7 +186,7 @@ def _relevance(c: _Counted) -> Tally:
                 cached = c.system + d if r > 1 else (c.system if i > 0 else 0)
             else:  # instructions first: they repeat from call to call, and in later rounds the notes
                 cached = c.system + c.relevance + others // 2 if i > 0 else 0  # up to this document's own note
-            tally.call(prompt, cached, reply)
+            tally.call(prompt, cached, a.reply_tokens(answered[c.position[call.doc.key]], note))
     extra = round(tally.calls * (a.relevance_calls - 1))  # re-asks: a request's prompt again
     if extra > 0 and tally.calls:
         tally.call(tally.input // tally.calls, tally.cached // tally.calls, tally.output // tally.calls, times=extra)
@@ -220,11 +221,11 @@ def _structuring(c: _Counted, all_notes: int, relevant: list[bool]) -> list[Tall
             cached = c.system + d if settings.rounds else (c.system if i > 0 else 0)
         else:
             cached = c.system + shared if i > 0 else 0
-        populate.call(prompt, cached, a.records_tokens)
+        populate.call(prompt, cached, a.records_of(relevant[c.position[call.doc.key]], d))
     extra = round(n * (a.populate_calls - 1))  # re-asks: the conversation so far, and the records again
     if extra > 0:
-        populate.call(populate.input // max(1, n) + a.records_tokens, populate.input // max(1, n),
-                      a.records_tokens, times=extra)
+        records = populate.output // max(1, n)
+        populate.call(populate.input // max(1, n) + records, populate.input // max(1, n), records, times=extra)
     return [schema, populate]
 
 
@@ -232,7 +233,9 @@ def _reason(c: _Counted, all_notes: int) -> Tally:
     """The answer: one call from the notes (direct, or after a failed schema), or the coding agent's steps."""
     a = c.a
     reason = Tally("reason")
-    data = min(c.settings.data_view_chars // 4, len(c.parts) * a.records_tokens)
+    _, relevant = c.notes(final=True)
+    data = min(c.settings.data_view_chars // 4, sum(a.records_of(noted, c.doc[p.key])
+                                                     for noted, p in zip(relevant, c.parts, strict=True)))
     first = ANSWER_PROMPT + c.task + all_notes + a.schema_tokens + data
     if c.settings.reasoning == "direct" or a.schema_failed:
         reason.call(first, 0, a.step_tokens)

@@ -120,8 +120,8 @@ async def estimate_range(
         steps = settings.max_steps if settings.reasoning == "code" else 0
         a = assumptions
         growth = (a.final_note_tokens or a.note_tokens) - a.note_tokens
-        runs = [(await predictor.estimate(replace(a, **draw(spread, a.note_tokens, growth, steps, rng),
-                                                  relevance_calls=_reasked(a, rng)))).total
+        runs = [(await predictor.estimate(replace(a, **{**draw(spread, a.note_tokens, growth, steps, rng),
+                                                        **_steps(a, steps, rng)}, relevance_calls=_reasked(a, rng)))).total
                 for _ in range(draws)]
         return _span(runs, expected.total, confidence)
 
@@ -150,6 +150,14 @@ async def _predictor(task: str, documents: Sequence[Document], settings: Setting
     return Predictor(task, len(documents), await Parts.of(documents, settings), settings,
                      _Remembered(counter or EstimateCounter()),
                      prices or PriceTable.load(settings.prices_file, base_url=settings.base_url), model)
+
+
+def _steps(a: Assumptions, max_steps: int, rng: random.Random) -> dict[str, int]:
+    """The agent's steps when the sample ran it: one step either side of what it took (the run's records are
+    more than the sample's); else `draw`'s, any number up to the last plain answer."""
+    if not a.agent_sampled:
+        return {}
+    return {"agent_steps": min(max_steps + 1, max(1, a.agent_steps + rng.choice((-1, 0, 1))))}
 
 
 def _reasked(a: Assumptions, rng: random.Random) -> float:

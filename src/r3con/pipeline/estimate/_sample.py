@@ -9,13 +9,13 @@ them again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ...config import Settings
 from ...corpus.documents import Document, split_documents_async
-from ...errors import OutputError
+from ...errors import OutputError, R3conError
 from ...llm.types import LLM, ChatRequest, Completion, Usage
 from ...prompts.render import render
 from ...tokens import EstimateCounter, TokenCounter
@@ -36,6 +36,16 @@ class _Read:
     probed: dict[int, str]  # first-round notes by rank, the refining calls' included
     first: dict[str, str]  # the picks' first-round notes
     last: dict[str, str]  # the picks' last-round notes
+    corpus: dict[str, str]  # the last-round notes the whole corpus would give, each part's its nearest probe's
+
+    def populated(self) -> list[Document]:
+        """The parts the sample fills: the picks, and as many more probes that got a note (a part's records come
+        mostly from what made it relevant, so those are what the records' size is measured on)."""
+        picked = {p.key for p in self.picks}
+        noted = [self.parts[self.ranked[r]] for r in sorted(self.probed) if self.probed[r]]
+        more = [p for p in noted if p.key not in picked][:len(self.picks)]
+        order = {p.key: i for i, p in enumerate(self.parts)}
+        return sorted([*self.picks, *more], key=lambda p: order[p.key])
 
 
 async def sample(task: str, documents: Sequence[Document], settings: Settings, count: int, *,
@@ -59,6 +69,7 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         measured = await _notes_measured(counter, read, scale, base, settings.note_max_tokens)
         structured = (await _structured(stack, task, read, counter, scale, options, settings, base)
                       if settings.structuring else {})
+        measured.update(await _replies(recorded, read, counter, scale, settings.rounds))
         requests = sum(u.calls for u in recorded.usage.values())
         populated = structured.pop("populated", Usage())
         spread = replace(measured.pop("spread"), populated=k if populated.calls else 0,
@@ -101,7 +112,9 @@ async def _read(recorded: _ByRound, stack: LLM, task: str, parts: tuple[Document
         by_pick = _nearest(kept, len(parts)) if kept else {}
         corpus_notes = {parts[ranked[i]].key: notes[parts[ranked[by_pick[i]]].key]
                         if by_pick and corpus_notes[parts[ranked[i]].key] else "" for i in range(len(parts))}
-    return _Read(parts, picks, places, ranked, probed, first, notes)
+    for pick in picks:  # the picks' own notes where they were read
+        corpus_notes[pick.key] = notes.get(pick.key, "")
+    return _Read(parts, picks, places, ranked, probed, first, notes, corpus_notes)
 
 
 async def _scale(counter: TokenCounter, task: str, picks: Sequence[Document], read: Usage, assumed: float,
@@ -112,6 +125,22 @@ async def _scale(counter: TokenCounter, task: str, picks: Sequence[Document], re
     counted = await counter.count([system, instr, *(render("document", doc=p).text for p in picks)])
     sent = sum(counted[0] + counted[1] + c + 3 * PER_MESSAGE for c in counted[2:])
     return read.prompt_tokens / sent if read.calls == len(picks) and sent else assumed
+
+
+NONE_REPLY = 3  # tokens of a relevance reply with no note, until a sampled call shows one
+
+
+async def _replies(recorded: _ByRound, read: _Read, counter: TokenCounter, scale: float, rounds: int
+                   ) -> dict[str, Any]:
+    """What a relevance reply takes beyond its note, and a reply that gives none (the `Assumptions` fields)."""
+    def noted(round_no: int, key: str) -> bool:
+        return bool((read.first if round_no <= 1 else read.last).get(key))
+
+    with_note, without = _split_replies(recorded, read, rounds, noted)
+    notes = [n for n in (*read.first.values(), *(read.last.values() if rounds > 1 else ())) if n]
+    mean_note = await _mean_tokens(counter, notes, scale)
+    extra = round(with_note - mean_note) if with_note is not None and notes else 0
+    return {"none_reply_tokens": NONE_REPLY if without is None else round(without), "note_reply_extra": extra}
 
 
 async def _notes_measured(counter: TokenCounter, read: _Read, scale: float, base: Assumptions,
@@ -150,26 +179,53 @@ async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter,
                       settings: Settings, base: Assumptions) -> dict[str, Any]:
     """The `Assumptions` fields the schema and the picks' population set, and the population's usage
     (`populated`). A schema that fails leaves the run without records, as it would."""
-    from ...notes.selection import format_notes, note_refs
+    from ...notes.selection import FinalNotes
     from ...stages.populate import populate, sent_schema
     from ...stages.schema import propose_schema, schema_text
 
-    text = format_notes(note_refs(read.picks, read.last))
+    # the notes as the run shows them: the whole corpus's (as the sample would have them), selected as the run selects
+    final = await FinalNotes.of(task, read.parts, read.corpus, stages.relevance.notes_budget)
     try:
-        proposed = await propose_schema(stack, task, text, max_attempts=settings.schema_attempts,
-                                        temperature=settings.temperature)
+        proposed = await final.fit(lambda notes: propose_schema(
+            stack, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
     except OutputError:  # the run goes on without a schema (the answer from the notes), and so does the sample
         return {"schema_failed": True}
     schema_tokens = round((await counter.count([schema_text(sent_schema(proposed.schema))]))[0] * scale)
-    await populate(stack, task, proposed.schema, read.picks, text, stages.populate)
+    recorded = _ByRound(stack)
+    docs = read.populated()
+    records = await populate(recorded, task, proposed.schema, docs, final, stages.populate)
+    text = final.choice.text
     filled = stack.ledger.by_stage().get("populate", Usage())
     out: dict[str, Any] = {"schema_tokens": schema_tokens, "populated": filled, "schema_failed": False}
     if filled.calls:
-        out.update(records_tokens=round(filled.completion_tokens / filled.calls),
-                   populate_calls=round(filled.calls / len(read.picks), 3))
+        noted, other = _split_replies(recorded, read, 0, lambda _, key: bool(read.corpus.get(key)))
+        mean = filled.completion_tokens / filled.calls
+        out.update(records_tokens=round(mean if noted is None else noted),
+                   unnoted_records_tokens=None if other is None or noted is None else round(other),
+                   records_density=await _density(recorded, read, docs, counter, scale),
+                   populate_calls=round(filled.calls / len(docs), 3))
     else:
         out.update(records_tokens=base.records_tokens)
+    if settings.reasoning == "code":
+        out.update(await _agent(stack, task, read, text, schema_text(proposed.schema), records.tables, stages, base))
     return out
+
+
+async def _agent(stack: Any, task: str, read: _Read, notes: str, schema: str, tables: Any, stages: StageOptions,
+                 base: Assumptions) -> dict[str, Any]:
+    """The coding agent's steps and its replies' tokens, on the sample's records (the `Assumptions` fields). An
+    agent that breaks leaves them as assumed: the run would answer directly then, in one call."""
+    from ...stages.answer import answer_with_code
+
+    try:
+        await answer_with_code(stack, task, dict(read.corpus), notes, schema, tables, stages.answer)
+    except R3conError:
+        return {}
+    spent = stack.ledger.by_stage().get("reason", Usage())
+    if not spent.calls:
+        return {}
+    return {"agent_steps": spent.calls, "step_tokens": max(1, round(spent.completion_tokens / spent.calls)),
+            "agent_sampled": True}
 
 
 def _gaps(probed: dict[int, str]) -> list[int]:
@@ -208,16 +264,57 @@ async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float
 
 
 class _ByRound:
-    """Passes calls on and adds up their usage per relevance round."""
+    """Passes calls on and adds up their usage per relevance round; keeps each call's reply tokens by its round
+    and document part."""
 
     def __init__(self, inner: LLM):
         self.inner = inner
         self.usage: dict[int, Usage] = {}
         self.attempts = 0
+        self.replies: list[tuple[int, tuple[int | None, int], int]] = []  # round, (document, part), reply tokens
 
     async def complete(self, request: ChatRequest) -> Completion:
         completion = await self.inner.complete(request)
         round_no = request.round or 0
         self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
         self.attempts += completion.usage.calls or 1  # re-asks of an empty or invalid reply included
+        self.replies.append((round_no, (request.doc, request.part or 1), completion.usage.completion_tokens))
         return completion
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _split_replies(recorded: _ByRound, read: _Read, rounds: int, noted: Callable[[int, str], bool]
+                   ) -> tuple[float | None, float | None]:
+    """The mean reply tokens of the recorded calls whose document part gets a note in their round, and of the
+    others (None: none seen)."""
+    split: tuple[list[float], list[float]] = ([], [])
+    for round_no, key, tokens in _replies_by_key(recorded, read):
+        if round_no in (0, 1, rounds):
+            split[0 if noted(round_no, key) else 1].append(tokens)
+    return _mean(split[0]), _mean(split[1])
+
+
+def _replies_by_key(recorded: _ByRound, read: _Read) -> list[tuple[int, str, int]]:
+    """The recorded calls' rounds, parts' keys and reply tokens."""
+    keys = {(p.number, p.part): p.key for p in read.parts}
+    return [(round_no, keys[(where[0] or 0, where[1])], tokens) for round_no, where, tokens in recorded.replies
+            if (where[0] or 0, where[1]) in keys]
+
+
+async def _density(recorded: _ByRound, read: _Read, docs: Sequence[Document], counter: TokenCounter,
+                   scale: float) -> tuple[float, float] | None:
+    """Population reply tokens per token of the part, for the parts with a final note and those without (a
+    ratio over each group: a longer part holds more records); None when a group was not seen."""
+    sizes = dict(zip((p.key for p in docs), await counter.count([render("document", doc=p).text for p in docs]),
+                     strict=True))
+    sums = [[0, 0], [0, 0]]  # per group: reply tokens, part tokens
+    for _, key, tokens in _replies_by_key(recorded, read):
+        group = sums[0 if read.corpus.get(key) else 1]
+        group[0] += tokens
+        group[1] += round(sizes.get(key, 0) * scale)
+    if not sums[0][1] or not sums[1][1]:
+        return None
+    return sums[0][0] / sums[0][1], sums[1][0] / sums[1][1]
