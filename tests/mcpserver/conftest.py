@@ -16,12 +16,14 @@ QUESTION = (DEMO.parent / "question.txt").read_text().strip()
 
 
 @asynccontextmanager
-async def r3con_mcp(*args: str, cwd: Path) -> AsyncIterator:
-    """An MCP client of the SDK's that starts `r3con mcp ARGS` over stdio, as Claude Desktop would; connected."""
+async def r3con_mcp(*args: str, cwd: Path, env: dict[str, str] | None = None) -> AsyncIterator:
+    """An MCP client of the SDK's that starts `r3con mcp ARGS` over stdio, as Claude Desktop would (with `env`
+    over this environment less its R3CON_, OPENAI_ and OTEL_ variables); connected."""
     from mcp import Client, StdioServerParameters
 
+    given = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("R3CON_", "OPENAI_", "OTEL_"))}
-    env["R3CON_LOCAL_PORTS"] = ""
+    env.update({"R3CON_LOCAL_PORTS": "", **given})
     params = StdioServerParameters(command=sys.executable, args=["-m", "r3con", "mcp", *args], env=env, cwd=cwd)
     async with Client(params) as client:
         yield client
