@@ -127,3 +127,18 @@ def test_a_library_run_with_two_local_servers_asks_which_one(monkeypatch, tmp_pa
         docs = r3con.documents_from_texts([("a", "Ann Lee is 34.")])
         with pytest.raises(ConfigError, match="2 local servers answer"):
             asyncio.run(r3con.run("How old is Ann Lee?", docs, Settings.resolve(out_dir=tmp_path)))
+
+
+def test_the_openai_sdks_names_for_organization_and_project_are_read_and_other_tools_names_are_warned_of():
+    from r3con.config import unknown_variables
+
+    settings = Settings.resolve(env={"OPENAI_ORG_ID": "org-7", "OPENAI_PROJECT_ID": "proj-9"}, base_url="http://h/v1")
+    assert (settings.organization, settings.project) == ("org-7", "proj-9")
+    # OPENAI_ORGANIZATION / OPENAI_PROJECT (as other tools name them) are not read: a warning names the real ones
+    lookalikes = {"OPENAI_ORGANIZATION": "org-1", "OPENAI_PROJECT": "proj-1"}
+    settings = Settings.resolve(env=lookalikes, base_url="http://h/v1")
+    assert (settings.organization, settings.project) == (None, None)
+    warned = unknown_variables(lookalikes)
+    assert any("OPENAI_ORGANIZATION" in w and "set OPENAI_ORG_ID" in w for w in warned), warned
+    assert any("OPENAI_PROJECT " in w and "set OPENAI_PROJECT_ID" in w for w in warned), warned
+    assert unknown_variables({**lookalikes, "OPENAI_ORG_ID": "o", "OPENAI_PROJECT_ID": "p"}) == []

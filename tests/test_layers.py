@@ -18,6 +18,7 @@ LAYERS = [
     {"stages"},
     {"pipeline", "baselines"},
     {"methods", "eval", "demo", "runs", "app"},  # app: the browser app, a consumer of runs/
+    {"otel", "mcpserver"},  # followers of a run (its events): traces, the MCP server
     {"cli", "__main__", ""},
 ]
 

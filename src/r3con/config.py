@@ -323,12 +323,18 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
             close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md for the names"
             out.append(f"{name} is not a setting r3con reads ({hint}); it is ignored")
+    for name, read in _OPENAI_LOOKALIKES.items():  # names other tools document: r3con reads the openai SDK's
+        if env.get(name) and not env.get(read):
+            out.append(f"{name} is not read (the openai SDK's name is {read}); set {read}, or it is ignored")
     return out
+
+
+_OPENAI_LOOKALIKES = {"OPENAI_ORGANIZATION": "OPENAI_ORG_ID", "OPENAI_PROJECT": "OPENAI_PROJECT_ID"}
 
 
 _OTHER_VARIABLES = frozenset({"R3CON_PDF_PASSWORD", "R3CON_DEBUG", "R3CON_DATA", "R3CON_VENV", "R3CON_LLAMA_CPP",
                               "R3CON_LOCAL_PORTS", "R3CON_SCREENSHOTS", "R3CON_CHROMIUM", "R3CON_CHROMEDRIVER",
-                              "R3CON_ROUTER_BIN"})
+                              "R3CON_ROUTER_BIN", "R3CON_OTEL_CONTENT"})
 
 
 def shown_url(url: str) -> str:

@@ -222,6 +222,38 @@ def test_the_driver_killed_then_resumed_on_the_cluster_repeats_no_answered_call(
     assert json.loads((run_dir / "manifest.json").read_text())["engine"]["workers"] == 2
 
 
+def test_a_worker_killed_under_json_leaves_stdout_the_json_alone_and_rays_messages_in_the_runs_log(
+        ray_cluster, tmp_path):
+    if not Path("/proc/self/cmdline").exists():
+        pytest.skip("finds the workers' processes through /proc (Linux)")
+    corpus = _corpus(tmp_path)
+    before = _worker_pids()
+    with FakeLLMServer(faults=FaultPlan(delay_s=0.1)) as server:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "r3con", "run", TASK, str(corpus), "--base-url", server.base_url, "--json",
+             "--quiet", "--no-cache", "--concurrency", "2", "--out", str(tmp_path / "runs"), "--engine", "ray",
+             "--ray-address", ray_cluster], env=_driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while len(_worker_pids() - before) < 2 or sum(1 for c in server.calls() if c["status"] == 200) < 3:
+                assert driver.poll() is None and time.monotonic() < deadline, "the run made no progress"
+                time.sleep(0.01)
+            os.kill(min(_worker_pids() - before), signal.SIGKILL)  # Ray restarts it and sends its calls again
+            out, err = driver.communicate(timeout=120)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.communicate()
+    assert driver.returncode == 0, err
+    result = json.loads(out)  # stdout holds the JSON object and nothing else: no "(raylet) ..." line before it
+    assert result["degraded"] == [] and "(raylet)" not in err and "Token authentication" not in err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert "worker died" in (run_dir / "ray.log").read_text().lower()
+    said = " ".join(err.split())  # the warning as one line, however the terminal's width wrapped it
+    assert said.count("a Ray worker died during the run and was restarted") == 1, err
+    assert f"Ray's messages are in {run_dir / 'ray.log'}" in said, err
+
+
 def test_sigterm_stops_a_ray_run_cleanly_and_says_how_to_resume(ray_cluster, tmp_path):
     corpus = _corpus(tmp_path)
     env = _driver_env()

@@ -142,6 +142,11 @@ class RunDir:
         return self.path / "calls.jsonl"
 
     @property
+    def ray_log_path(self) -> Path:
+        """`--engine ray`: Ray's own messages to the driver (a worker that died, a task retried)."""
+        return self.path / "ray.log"
+
+    @property
     def scratch_root(self) -> Path:
         return self.path / "sandbox"
 

@@ -281,9 +281,10 @@ def load_records(run_dir: Path) -> dict[str, pd.DataFrame]:
     return frames({str(k): v for k, v in tables.items() if isinstance(v, list)})
 
 
-def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def query(folder: Path, sql: str, limit: int | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run `sql` over a run folder's records (records.duckdb, else its Parquet files or records.json) or
-    an evaluation's results (every .parquet file under `folder`, each a table by its file name)."""
+    an evaluation's results (every .parquet file under `folder`, each a table by its file name); with `limit`,
+    at most that many rows are fetched (one more says there were more)."""
     duckdb = require_duckdb("r3con sql")
     folder = Path(folder)
     if not folder.is_dir():
@@ -310,7 +311,7 @@ def query(folder: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         try:
             cursor = con.execute(sql)
             columns = [d[0] for d in cursor.description or []]
-            return columns, cursor.fetchall()
+            return columns, cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1)
         except duckdb.Error as exc:
             tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
             raise InputError(f"the query failed: {str(exc).splitlines()[0]} (tables: {', '.join(tables)})") from None

@@ -168,3 +168,6 @@ app.add_typer(eval_app, name="eval")
 from ._app_cmd import app_command  # noqa: E402 - `r3con app`, the browser app, in its own module
 
 app.command("app")(app_command)
+from ._mcp_cmd import mcp  # noqa: E402 - `r3con mcp` (cli/_mcp_cmd.py), mounted after the commands above
+
+app.command()(mcp)

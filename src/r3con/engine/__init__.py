@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from ..config import Settings
 from ..errors import ConfigError
@@ -30,8 +31,9 @@ __all__ = ["Remote", "open_engine"]
 
 
 @asynccontextmanager
-async def open_engine(settings: Settings) -> AsyncIterator[Remote | None]:
-    """The workers of `settings.engine`: None for `local` (this process sends the calls), else Ray's."""
+async def open_engine(settings: Settings, log: Path | None = None) -> AsyncIterator[Remote | None]:
+    """The workers of `settings.engine`: None for `local` (this process sends the calls), else Ray's, whose own
+    messages (a worker that died, a task retried) go to `log`."""
     if settings.engine == "local":
         yield None
         return
@@ -40,5 +42,5 @@ async def open_engine(settings: Settings) -> AsyncIterator[Remote | None]:
     except ImportError as exc:
         raise ConfigError(f"--engine ray needs Ray ({exc.name} is not installed): "
                           "pip install 'r3con[ray]', or drop --engine ray") from exc
-    async with _ray.workers(settings) as remote:
+    async with _ray.workers(settings, log) as remote:
         yield remote

@@ -11,9 +11,10 @@ import time
 import uuid
 import zlib
 from array import array
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -179,10 +180,16 @@ class RayWorkers:
     """The bottom of the driver's stack with `--engine ray`: each request goes to its document part's worker
     (the same one across rounds and stages), or to the next live one when that worker is gone for good."""
 
-    def __init__(self, actors: list[Any], places: list[tuple[str, int]], address: str, nodes: int, cpus: float):
+    def __init__(self, actors: list[Any], places: list[tuple[str, int]], address: str, nodes: int, cpus: float,
+                 messages: _RayMessages | None = None):
         self._actors = actors
         self._tallies = [_Tally(node, pid) for node, pid in places]
         self._address, self._nodes, self._cpus = address, nodes, cpus
+        self._messages = messages
+
+    def warnings(self) -> tuple[str, ...]:
+        """A line when Ray reported a worker's death during the run (it was restarted, its calls sent again)."""
+        return self._messages.warnings() if self._messages is not None else ()
 
     @property
     def actors(self) -> list[Any]:
@@ -284,6 +291,66 @@ class RayWorkers:
         return list(merged.values())
 
 
+class _RayMessages:
+    """Ray's own messages to the driver ("(raylet) A worker died or was killed ...", "Task ... failed. There are 2
+    retries remaining ..."), which Ray prints on the driver's stdout even with `log_to_driver=False`: written to
+    the run's log (`path`) instead, so that stdout carries only what r3con prints (`--json` stays parseable).
+
+    Ray's listener thread calls `print_to_stdstream` by its module's name on each message; while the workers
+    are up that name is this object (`routed`), and Ray's own function again after."""
+
+    KEEP = 1000  # lines held while the run's folder does not exist yet, the oldest dropped past it
+
+    def __init__(self, path: Path | None):
+        self._path = path
+        self._held: list[str] = []
+        self._lock = threading.Lock()
+        self.deaths = 0  # messages that say a worker died (Ray restarts it, up to `RESTARTS` times)
+        self.count = 0
+
+    def __call__(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        lines = [str(line) for line in data.get("lines", ())]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        with self._lock:
+            self.count += len(lines)
+            self.deaths += sum(1 for line in lines if "worker died" in line.lower())
+            self._held.extend(f"{stamp} ({data.get('pid', 'ray')}) {line}\n" for line in lines)
+            del self._held[:-self.KEEP]
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._path is None or not self._path.parent.is_dir():
+            return
+        try:
+            with self._path.open("a", encoding="utf-8") as fh:
+                fh.writelines(self._held)
+            self._held.clear()
+        except OSError:  # a full disk or a removed folder: Ray's messages are not worth failing the run for
+            pass
+
+    def warnings(self) -> tuple[str, ...]:
+        with self._lock:
+            self._flush()
+            if not self.count:
+                return ()
+            where = f"; Ray's messages are in {self._path}" if self._path is not None else ""
+            if self.deaths:
+                return (f"a Ray worker died during the run and was restarted (its calls were sent again; the "
+                        f"answer is unaffected){where}",)
+            return (f"Ray reported {self.count} message(s) about its workers during the run{where}",)
+
+    @contextmanager
+    def routed(self) -> Iterator[None]:
+        from ray._private import worker as ray_worker  # where Ray's listener finds its printer
+
+        printer = ray_worker.print_to_stdstream
+        ray_worker.print_to_stdstream = self
+        try:
+            yield
+        finally:
+            ray_worker.print_to_stdstream = printer
+
+
 def _part_id(doc: int, part: int | None) -> int:
     """A document part as one int, for counting a worker's parts: its routing key, a string, would be kept for
     every part on the driver."""
@@ -302,8 +369,9 @@ def _connect(settings: Settings) -> bool:
     main = threading.current_thread() is threading.main_thread()
     sigterm = signal.getsignal(signal.SIGTERM) if main else None
     try:
-        ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR, configure_logging=False)
+        with _quiet(_NOTICES):
+            ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = settings.ray_address or os.environ.get("RAY_ADDRESS")
         left = None if where else _left_by_ray_start()
@@ -319,6 +387,25 @@ def _connect(settings: Settings) -> bool:
     return True
 
 
+# Ray's loggers whose warnings are notices about Ray itself, not about the run ("Token authentication is enabled
+# for this Ray cluster ..." on every start): printed, they were lines in r3con's stderr a user could do nothing with
+_NOTICES = ("ray._private.authentication.authentication_token_setup",)
+
+
+@contextmanager
+def _quiet(names: Sequence[str]) -> Iterator[None]:
+    """Ray's loggers `names` at ERROR for the block (their warnings dropped), as they were after."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def _left_by_ray_start() -> str | None:
     """The address of the cluster `ray start` last started on this machine (what `ray.init()` joins when
     given none), or None."""
@@ -331,8 +418,10 @@ def _left_by_ray_start() -> str | None:
 
 
 @asynccontextmanager
-async def workers(settings: Settings) -> AsyncIterator[RayWorkers]:
-    """Ray workers for `settings`, one per CPU of the cluster (at most 64), closed and released at the end."""
+async def workers(settings: Settings, log: Path | None = None) -> AsyncIterator[RayWorkers]:
+    """Ray workers for `settings`, one per CPU of the cluster (at most 64), closed and released at the end;
+    Ray's own messages to the driver go to `log` (the run's), not to stdout."""
+    messages = _RayMessages(log)
     started = _connect(settings)
     try:
         cpus = float(ray.cluster_resources().get("CPU", 1))
@@ -351,7 +440,8 @@ async def workers(settings: Settings) -> AsyncIterator[RayWorkers]:
         places = list(await asyncio.gather(*(a.where.remote() for a in actors)))
         address = ray.get_runtime_context().gcs_address
         try:
-            yield RayWorkers(actors, places, address, nodes, cpus)
+            with messages.routed():
+                yield RayWorkers(actors, places, address, nodes, cpus, messages)
         finally:
             for a in actors:
                 try:

@@ -47,6 +47,8 @@ class Remote(Protocol):
 
     def endpoints(self) -> list[dict[str, Any]]: ...
 
+    def warnings(self) -> tuple[str, ...]: ...
+
 
 @dataclass
 class LLMStack:
@@ -96,9 +98,9 @@ class LLMStack:
         return EndpointView(self)
 
     def warnings(self) -> tuple[str, ...]:
-        """What the run should warn about once it ends (prompts close to an unreported window)."""
+        """What the run should warn about once it ends (prompts close to an unreported window, a worker restarted)."""
         line = self.near_window.warning() if self.near_window is not None else None
-        return (line,) if line else ()
+        return ((line,) if line else ()) + (self.engine.warnings() if self.engine is not None else ())
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await self.top.complete(request)

@@ -98,8 +98,8 @@ async def run(
     if llm is None:  # no endpoint named: the local server that answers on a usual port, as `r3con run` finds it
         job = replace(job, settings=use_local_server(settings, local_ports(), required=False)[0])
     # --engine ray: the per-document calls go to Ray workers (`engine`); the stages are the same code
-    async with open_engine(job.settings) as remote, build_llm(job.settings, calls_log=run_dir.calls_path, cap=cap,
-                                                              model=llm, remote=remote, layers=layers) as stack:
+    async with open_engine(job.settings, log=run_dir.ray_log_path) as remote, build_llm(
+            job.settings, calls_log=run_dir.calls_path, cap=cap, model=llm, remote=remote, layers=layers) as stack:
         if resumed and stack.window is not None:  # the window the attempts before learned, not learned again
             stack.window.restore(run_dir.manifest().get("endpoint", {}).get("learned_window"))
         if notes_ranking(job.settings) != "embeddings":
