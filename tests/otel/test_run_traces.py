@@ -38,3 +38,23 @@ async def test_a_run_sends_one_span_per_call_whose_tokens_sum_to_usage_json_and_
     lines = {line.strip() for doc in DEMO.iterdir() for line in doc.read_text().splitlines() if len(line.strip()) > 25}
     assert lines and not [line for line in lines if line.encode() in sent]
     assert QUESTION.encode() not in sent and result.answer.encode() not in sent
+
+
+async def test_r3con_run_traces_itself_when_the_environment_names_a_collector(receiver, fake_server, tmp_path):
+    import asyncio
+    import os
+    import sys
+
+    env = {**os.environ, "R3CON_CACHE_PATH": str(tmp_path / "cache.sqlite")}  # OTEL_EXPORTER_OTLP_ENDPOINT: the receiver
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "r3con", "run", QUESTION, str(DEMO), "--base-url", fake_server.base_url,
+        "--out", str(tmp_path / "runs"), "--json", "--quiet", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 300)
+    assert proc.returncode == 0, err.decode()
+    result = json.loads(out)
+    logged = (Path(result["run_dir"]) / "calls.jsonl").read_text().splitlines()
+    calls = [s for s in receiver.spans() if attributes(s).get("gen_ai.operation.name") == "chat"]
+    assert len(calls) == len(logged) > 0
+    (root,) = [s for s in receiver.spans() if s.name == "invoke_agent r3con"]
+    assert attributes(root)["r3con.status"] == "finished"

@@ -152,15 +152,18 @@ SHOWN_OPTIONS: dict[str, tuple[Any, Any]] = {
     "as_json": (Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the answer")], False),
     "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")], False),
     "strict": (Annotated[bool, typer.Option("--strict", help="Exit 1 (after writing everything) when an input was skipped, unreadable or degraded")], False),
+    "otel": (Annotated[bool, typer.Option("--otel", help="Send the run's spans to an OpenTelemetry collector as the OTEL_* variables say (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; needs r3con\\[otel]; docs/tracing.md)")], False),
 }
-"""What `run` prints (`Shown`)."""
+"""What `run` reports, and where (`Shown`)."""
 
 
 @dataclass(frozen=True)
 class Shown:
-    """What a command prints: one JSON object or the answer; progress or not; exit 1 for a degraded input."""
+    """What a command reports, and where: one JSON object or the answer; progress or not; exit 1 for a degraded
+    input; spans to an OpenTelemetry collector."""
 
     as_json: bool = False
     quiet: bool = False
     strict: bool = False
+    otel: bool = False
 

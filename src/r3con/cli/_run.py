@@ -7,6 +7,7 @@ import glob
 import os
 import signal
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -80,13 +81,14 @@ def run(
 
 
 def _run_prepared(prepared: Prepared, shown: Shown) -> None:
-    """Begin the run, show its progress, and print its answer (or how it ended)."""
+    """Begin the run, show its progress (and trace it), and print its answer (or how it ended)."""
+    traced = _tracing(shown)
     progress = make_progress(shown.quiet)
     held: list[Run] = []
     stopped: BaseException | None = None
     try:
         with terminate_as_interrupt() as signals:
-            result = run_stoppable(_drive(prepared, progress, held), signals)
+            result = run_stoppable(_drive(prepared, progress, held, traced), signals)
     except (KeyboardInterrupt, Exception) as exc:
         stopped = exc  # said once the progress display is closed
     finally:
@@ -105,12 +107,46 @@ def _run_prepared(prepared: Prepared, shown: Shown) -> None:
             _print_projection(prepared, held[0], result)
 
 
-async def _drive(prepared: Prepared, progress: Followed | None, held: list[Run]) -> RunResult:
+async def _drive(prepared: Prepared, progress: Followed | None, held: list[Run], traced: bool) -> RunResult:
     run = await begin(prepared)
     held.append(run)
     if progress is not None:
         run.listen(progress)
-    return await run.until_done()
+    tracing = _trace(run) if traced else None
+    try:
+        return await run.until_done()
+    finally:
+        if tracing is not None:  # its spans flushed, however the run ended; a tracer that fails costs the run nothing
+            with suppress(Exception):
+                await tracing
+
+
+def _tracing(shown: Shown) -> bool:
+    """Whether the run is traced (`--otel`, or an OTLP endpoint in the environment). Asked with `--otel` and
+    OpenTelemetry missing, the command stops before any work; set only in the environment (for other tools,
+    perhaps), a warning says the run goes on untraced."""
+    from .. import otel
+
+    if not otel.wanted(flag=shown.otel):
+        return False
+    try:
+        otel.require()
+    except ConfigError as exc:
+        if shown.otel:
+            raise
+        print(wrapped(f"r3con: warning: {exc}; this run is not traced"), file=sys.stderr)
+        return False
+    return True
+
+
+def _trace(run: Run) -> asyncio.Task[None] | None:
+    from .. import otel
+
+    try:
+        return otel.trace(run)
+    except ConfigError as exc:  # the exporter could not be made from the OTEL_* settings: the run goes on
+        print(wrapped(f"r3con: warning: {exc}; this run is not traced"), file=sys.stderr)
+        return None
 
 
 def _print_projection(prepared: Prepared, run: Run, result: RunResult) -> None:
