@@ -3,7 +3,7 @@ and a round's notes on disk (`SpooledNotes`).
 
 A stage of a large run makes something for every document that it needs again only once or twice (the
 notes choice a call will be shown, what an answered call was shown), and holding it for the whole stage was
-the largest part of what the driver held a document (bench_engine heap). `KeyedBytes` writes each to one
+the largest part of what the driver held a document. `KeyedBytes` writes each to one
 unnamed temporary file (in TMPDIR, opened with the first) and keeps one int a key: where it is and its size.
 The file goes with the store.
 """
@@ -81,7 +81,7 @@ class KeyedBytes:
 class SpooledNotes(Mapping[str, str]):
     """A round's notes (document key -> note) on disk: each read back when asked for. The driver holds 8 bytes a
     note in an array at its part's place among the run's parts (`places`, `corpus.places`): not a dict and an int
-    a note each round (some 85 B a note a round). Held as text, every round's notes stayed for the whole run, the
+    a note each round. Held as text, every round's notes stayed for the whole run, the
     first round's too, which only the reuse record and the run folder read again. A round writes each note as
     its read returns (`add`), and puts the keys in corpus order at its end (`ordered`)."""
 

@@ -1,8 +1,8 @@
 """What each call of a round or stage was shown of the notes (`Shown`), kept on disk as the calls are answered.
 
 A later relevance round's read, or a population call with notes chosen per document, is shown a few hundred
-notes in full or as index lines; at D = 100,000 the keys of those notes were the largest part of what the
-driver held a document (bench_engine heap). So each `Shown` goes to an unnamed temporary file as its call is
+notes in full or as index lines; in a large run the keys of those notes would be the largest part of what
+the driver holds a document. So each `Shown` goes to an unnamed temporary file as its call is
 answered, and the run folder's record (notes/shown-N.jsonl) and the reuse record read them back, one at a
 time, in corpus order (`order`) or by document (`get`). The file goes with the log.
 """

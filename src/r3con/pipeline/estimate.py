@@ -22,7 +22,7 @@ from ..corpus.documents import Document, split_documents_async
 from ..errors import ConfigError, OutputError
 from ..llm.pricing import PriceTable
 from ..llm.types import LLM, ChatRequest, Completion, Usage
-from ..notes.selection import HEAD_SHARE
+from ..notes.final import HEAD_SHARE
 from ..prompts.render import render
 from ..stages.messages import SHARED_OVERHEAD
 from ..stages.plan import CacheSeen, Shared, plan_populate, plan_round

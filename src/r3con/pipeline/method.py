@@ -25,7 +25,8 @@ from ..llm.answered import Answered
 from ..llm.local import local_ports, use_local_server
 from ..llm.overflow import is_overflow
 from ..llm.types import LLM, Usage
-from ..notes.selection import Embed, FinalNotes, Selects
+from ..notes.final import FinalNotes
+from ..notes.selection import Embed, Selects
 from ..report import try_write_report
 from ..results import Failure, RunEnd
 from ..sandbox import SandboxLimits

@@ -16,7 +16,8 @@ from ..llm import LLMStack
 from ..llm.answered import Answered
 from ..llm.layers import Progressed
 from ..llm.types import LLM
-from ..notes.selection import Embed, FinalNotes
+from ..notes.final import FinalNotes
+from ..notes.selection import Embed
 from ..results import Failure
 from ..stages.answer import AnswerResult
 from ..stages.fanout import check_failed_share
