@@ -68,13 +68,11 @@ class Shown:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Shown:
-        """A `Shown` as `to_dict` wrote it; its keys interned (what is kept of it, such as the `top` reuse.json
-        names, shares one string per document)."""
-        def keys(name: str) -> tuple[str, ...]:
-            return tuple(map(sys.intern, data.get(name, ())))
-
-        return cls(sys.intern(data["doc"]), data["round"], data["why"], keys("full"), keys("listed"), data["omitted"],
-                   data["tokens"], data["digest"], keys("top"))
+        """A `Shown` as `to_dict` wrote it; the keys that are kept of it (its document's, and the `top` reuse.json
+        names) interned, to share one string per document; those it showed, read and let go, as they are."""
+        return cls(sys.intern(data["doc"]), data["round"], data["why"], tuple(data.get("full", ())),
+                   tuple(data.get("listed", ())), data["omitted"], data["tokens"], data["digest"],
+                   tuple(map(sys.intern, data.get("top", ()))))
 
     def to_dict(self) -> dict[str, Any]:
         out = {"doc": self.doc, "round": self.round, "why": self.why, "full": list(self.full),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from array import array
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -57,11 +57,8 @@ from .ranking import Ranked, best_positions, notes_bm25, prefix_order, terms
 from .refs import NoteRef, NoteRefs, has_note, labels_of, note_refs, round_entries
 from .retrieval import BM25, unit_rows
 
-if TYPE_CHECKING:
-    from .final import HEAD_SHARE, FinalNotes
-
-__all__ = [  # what other packages import from here (`final`'s two lazily: it builds on this module)
-    "HEAD_SHARE", "BM25", "Embed", "FinalNotes", "IndexLine", "NoteRef", "NoteRefs", "NotesChoice", "NotesQuery",
+__all__ = [  # what other packages import from here (the final notes from `final`, which builds on this module)
+    "BM25", "Embed", "IndexLine", "NoteRef", "NoteRefs", "NotesChoice", "NotesQuery",
     "NotesSelector", "PackedChoice", "Picks", "PlannedChoices", "Queries", "Selections", "Selects", "Shown",
     "fitting", "format_index", "format_notes", "has_note", "made_here", "note_refs", "notes_bm25", "prefix_order",
     "round_entries", "shrink", "terms", "text_digest",
@@ -71,14 +68,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("FinalNotes", "HEAD_SHARE"):
-        from . import final
-
-        return getattr(final, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class NotesSelector:

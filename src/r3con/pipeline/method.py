@@ -23,7 +23,8 @@ from ..llm.discovery.local import local_ports, use_local_server
 from ..llm.layers.answered import Answered
 from ..llm.layers.overflow import is_overflow
 from ..llm.types import LLM
-from ..notes.selection import Embed, FinalNotes, Selects
+from ..notes.final import FinalNotes
+from ..notes.selection import Embed, Selects
 from ..report import try_write_report
 from ..results import Failure, RunEnd
 from ..stages.answer import AnswerResult, answer_direct, answer_with_code

@@ -27,7 +27,8 @@ from ..corpus.names import name_bytes
 from ..corpus.names import shown as shown_name
 from ..errors import R3conError
 from ..llm import EndpointInfo, EndpointView
-from ..notes.selection import FinalNotes, Selections, round_entries
+from ..notes.final import FinalNotes
+from ..notes.selection import Selections, round_entries
 from ..results import Failure
 from ..stages.answer import AnswerResult
 from ..stages.fanout import cause_of

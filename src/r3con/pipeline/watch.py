@@ -15,7 +15,8 @@ from ..llm import EndpointView, LLMStack
 from ..llm.layers.accounting import Progressed
 from ..llm.layers.answered import Answered
 from ..llm.types import LLM
-from ..notes.selection import Embed, FinalNotes
+from ..notes.final import FinalNotes
+from ..notes.selection import Embed
 from ..results import Failure
 from ..stages.answer import AnswerResult
 from ..stages.fanout import check_failed_share

@@ -18,7 +18,7 @@ from ...config import DEFAULT_CONTEXT_WINDOW, Settings
 from ...corpus.documents import Document, split_documents_async
 from ...llm.pricing import PriceTable
 from ...llm.types import Usage
-from ...notes.selection import HEAD_SHARE
+from ...notes.final import HEAD_SHARE
 from ...prompts.render import render
 from ...stages.messages import SHARED_OVERHEAD
 from ...stages.plan import CacheSeen, Shared, plan_populate, plan_round

@@ -179,7 +179,7 @@ async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter,
                       settings: Settings, base: Assumptions) -> dict[str, Any]:
     """The `Assumptions` fields the schema and the picks' population set, and the population's usage
     (`populated`). A schema that fails leaves the run without records, as it would."""
-    from ...notes.selection import FinalNotes
+    from ...notes.final import FinalNotes
     from ...stages.populate import populate, sent_schema
     from ...stages.schema import propose_schema, schema_text
 
