@@ -160,13 +160,16 @@ async def test_a_sample_whose_schema_fails_goes_on_as_the_run_does(tmp_path):
         result = await run(TASK, docs, settings)
     assert [f["stage"] for f in result.fallbacks] == ["schema"] and "populate" not in result.by_stage
     assert calibrated.sampled == 2 and calibrated.relevant_share > 0, "the sample measured the notes all the same"
-    assert calibrated.schema_tokens == Assumptions().schema_tokens, "the schema's size stays as assumed"
+    assert calibrated.schema_tokens < Assumptions().schema_tokens, "the failed attempts' replies were measured"
     predicted = await estimate_run(TASK, docs, settings, assumptions=calibrated)
     assert calibrated.schema_failed, "the sample saw the schema fail"
     stages = {s.stage: s.calls for s in predicted.stages}
     assert "populate" not in stages, "no population, as the run goes on without records"
     assert stages["schema"] == result.by_stage["schema"].calls and stages["reason"] == result.by_stage["reason"].calls
     assert stages["relevance"] == result.by_stage["relevance"].calls
+    schema = next(s for s in predicted.stages if s.stage == "schema")
+    assert schema.output_tokens <= result.by_stage["schema"].completion_tokens + schema.calls, \
+        "empty attempts predicted as empty, not as a 600-token schema each"
 
 
 async def test_a_sample_that_sees_empty_replies_counts_their_reasks_and_its_range_holds_the_run(tmp_path):

@@ -236,7 +236,8 @@ def _reason(c: _Counted, all_notes: int) -> Tally:
     _, relevant = c.notes(final=True)
     data = min(c.settings.data_view_chars // 4, sum(a.records_of(noted, c.doc[p.key])
                                                      for noted, p in zip(relevant, c.parts, strict=True)))
-    first = ANSWER_PROMPT + c.task + all_notes + a.schema_tokens + data
+    structured = c.settings.structuring and not a.schema_failed  # else no schema and no records to show
+    first = ANSWER_PROMPT + c.task + all_notes + (a.schema_tokens + data if structured else 0)
     if c.settings.reasoning == "direct" or a.schema_failed:
         reason.call(first, 0, a.step_tokens)
         return reason

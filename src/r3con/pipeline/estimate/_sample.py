@@ -189,7 +189,7 @@ async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter,
         proposed = await final.fit(lambda notes: propose_schema(
             stack, task, notes, max_attempts=settings.schema_attempts, temperature=settings.temperature))
     except OutputError:  # the run goes on without a schema (the answer from the notes), and so does the sample
-        return {"schema_failed": True}
+        return {"schema_failed": True, **await _failed_schema(stack, task, final.choice.text, stages)}
     schema_tokens = round((await counter.count([schema_text(sent_schema(proposed.schema))]))[0] * scale)
     recorded = _ByRound(stack)
     docs = read.populated()
@@ -208,6 +208,22 @@ async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter,
         out.update(records_tokens=base.records_tokens)
     if settings.reasoning == "code":
         out.update(await _agent(stack, task, read, text, schema_text(proposed.schema), records.tables, stages, base))
+    return out
+
+
+async def _failed_schema(stack: Any, task: str, notes: str, stages: StageOptions) -> dict[str, Any]:
+    """After a schema that failed: its attempts' reply tokens, and the direct answer's the run then makes."""
+    from ...stages.answer import answer_direct
+
+    tried = stack.ledger.by_stage().get("schema", Usage())
+    out: dict[str, Any] = {"schema_tokens": round(tried.completion_tokens / tried.calls)} if tried.calls else {}
+    try:
+        await answer_direct(stack, task, notes, "(no schema: structuring was skipped)", {}, stages.answer)
+    except R3conError:
+        return out
+    answered = stack.ledger.by_stage().get("reason", Usage())
+    if answered.calls:
+        out["step_tokens"] = max(1, round(answered.completion_tokens / answered.calls))
     return out
 
 
