@@ -43,6 +43,28 @@ async def test_endpoint_without_tokenize_falls_back_to_the_estimate(fake_server)
     assert "no /tokenize" in counter.source
 
 
+async def test_a_busy_or_loading_endpoint_is_asked_again_before_its_tokenize_is_given_up():
+    from aiohttp import web
+
+    from tests.llm.test_hostile import stub
+
+    seen = []
+
+    async def handler(request: web.Request) -> web.Response:  # llama.cpp while it loads, then its own reply
+        seen.append(request.path)
+        if len(seen) == 1:
+            return web.json_response({"error": {"message": "Loading model", "code": 503}}, status=503)
+        return web.json_response({"tokens": [1, 2, 3]})
+
+    async with stub(handler) as url:
+        counter = EndpointCounter(url, "m")
+        try:
+            counts = await counter.count(["three tokens here"])
+        finally:
+            await counter.aclose()
+    assert counts == [3] and counter.source.endswith("/tokenize") and seen == ["/tokenize", "/tokenize"]
+
+
 async def test_make_counter_prefers_a_file_then_the_endpoint_then_the_estimate(tmp_path):
     assert isinstance(make_counter(), EstimateCounter)
     assert isinstance(make_counter(base_url="http://127.0.0.1:1/v1", model="m"), EndpointCounter)

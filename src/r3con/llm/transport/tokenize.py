@@ -10,6 +10,8 @@ from ...errors import ProviderError
 from ...tokens import ESTIMATE_RULE, EstimateCounter, FileCounter, TokenCounter, estimate_tokens
 from .endpoint import Account, Endpoint, HTTPFailure
 
+TRIES = 3  # tries of one text before the endpoint is taken to have no /tokenize
+
 
 class EndpointCounter:
     """POST {server}/tokenize (vLLM and SGLang read `prompt`, llama.cpp `content`: both are sent), through the
@@ -32,13 +34,18 @@ class EndpointCounter:
         if self._missing or not text:
             return estimate_tokens(text)
         async with self._limit:
-            try:
-                data = await self._endpoint.post("//tokenize", {"model": self._model, "prompt": text, "content": text,
-                                                               "add_special_tokens": False})
-            except (HTTPFailure, ProviderError):
-                self._missing = True
-                self.source = f"estimate ({ESTIMATE_RULE}; the endpoint has no /tokenize)"
-                return estimate_tokens(text)
+            for attempt in range(TRIES):
+                try:
+                    data = await self._endpoint.post("//tokenize", {"model": self._model, "prompt": text,
+                                                                   "content": text, "add_special_tokens": False})
+                    break
+                except (HTTPFailure, ProviderError) as exc:
+                    # a server that has none says so (404, 405, 501); one busy or loading may answer the next try
+                    if getattr(exc, "status", None) in (404, 405, 501) or attempt == TRIES - 1 or self._missing:
+                        self._missing = True
+                        self.source = f"estimate ({ESTIMATE_RULE}; the endpoint has no /tokenize)"
+                        return estimate_tokens(text)
+                    await asyncio.sleep(0.5 * (attempt + 1))
         if isinstance(data, dict):
             if isinstance(data.get("count"), int):
                 return int(data["count"])

@@ -20,7 +20,7 @@ drawing assumptions the sample is consistent with (`draw`), each turned into a r
 - the notes' growth in the last round: a bootstrap of the sampled documents' growths;
 - population re-asks: a Gamma posterior (Jeffreys) on the re-asks seen per sampled document;
 - the coding agent's steps: any number from 1 to max_steps + 1 (the last plain answer), equally
-  likely: the sample does not run the agent.
+  likely, where the sample could not run the agent (`_range._steps` draws around what it took where it did).
 
 The schema's and records' sizes and the endpoint's token scale stay as measured.
 """

@@ -71,8 +71,8 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
                       if settings.structuring else {})
         measured.update(await _replies(recorded, read, counter, scale, settings.rounds))
         requests = sum(u.calls for u in recorded.usage.values())
-        populated = structured.pop("populated", Usage())
-        spread = replace(measured.pop("spread"), populated=k if populated.calls else 0,
+        populated, filled = structured.pop("populated", Usage()), structured.pop("populated_parts", 0)
+        spread = replace(measured.pop("spread"), populated=filled if populated.calls else 0,
                          populate_calls=populated.calls)
         return replace(
             base, sampled=k, token_scale=round(scale, 3), probes=len(read.probed), **measured, **structured,
@@ -196,7 +196,8 @@ async def _structured(stack: Any, task: str, read: _Read, counter: TokenCounter,
     records = await populate(recorded, task, proposed.schema, docs, final, stages.populate)
     text = final.choice.text
     filled = stack.ledger.by_stage().get("populate", Usage())
-    out: dict[str, Any] = {"schema_tokens": schema_tokens, "populated": filled, "schema_failed": False}
+    out: dict[str, Any] = {"schema_tokens": schema_tokens, "populated": filled, "populated_parts": len(docs),
+                           "schema_failed": False}
     if filled.calls:
         noted, other = _split_replies(recorded, read, 0, lambda _, key: bool(read.corpus.get(key)))
         mean = filled.completion_tokens / filled.calls
