@@ -16,7 +16,7 @@ from ..config import DEFAULT_CONTEXT_WINDOW, Settings
 from ..corpus.documents import load_corpus
 from ..display import wrapped
 from ..errors import ConfigError
-from ..pipeline.planned import plan_of
+from ..pipeline.planned import endpoint_plan, plan_of
 from ..runs import ReadOptions
 from ._ended import interrupt_sends_nothing
 from ._inputs import summary_line, warn_many_rounds, warn_unknown_variables
@@ -88,15 +88,10 @@ async def _estimated(question: str, documents: Any, settings: Settings, assumpti
     found). `counting`: the tokenizer file, and whether to ask the endpoint's /tokenize. One event loop: the
     endpoint's token counter is bound to it."""
     from ..llm.transport.tokenize import make_counter
-    from ..pipeline.estimate import estimate_range, estimate_run, plan_endpoint
+    from ..pipeline.estimate import estimate_range, estimate_run
     from ..pipeline.estimate import sample as sample_calls
 
-    planned, measured = None, settings
-    if settings.base_url or settings.pool_file is not None:
-        planned = await plan_endpoint(settings)
-        measured = dataclasses.replace(settings, model=settings.model or planned.model,
-                                       context_window=settings.context_window or planned.context_window,
-                                       concurrency=settings.concurrency or planned.concurrency)
+    planned, measured = await endpoint_plan(settings)
     tokenizer, ask = counting
     counter = make_counter(tokenizer_file=tokenizer, base_url=planned.base_url if planned and ask else None,
                            model=measured.model, api_key=settings.api_key)

@@ -4,7 +4,6 @@ raises an `R3conError` whose one line the server hands to the client as the tool
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ async def estimate(question: str, paths: Sequence[str], settings: Settings) -> d
     """The plan of a run of `question` over `paths`: documents, parts, and calls, tokens and USD per stage."""
     from ..corpus.documents import load_corpus
     from ..llm.discovery.local import local_ports, use_local_server
-    from ..pipeline.estimate import estimate_run, plan_endpoint
+    from ..pipeline.planned import plan_for
 
     if not question.strip():
         raise InputError("the question is empty")
@@ -42,15 +41,8 @@ async def estimate(question: str, paths: Sequence[str], settings: Settings) -> d
     if not corpus.documents:
         raise InputError("no documents found under the paths given; pass files, folders or globs that exist")
     settings = use_local_server(settings, local_ports(), required=False)[0]
-    planned, measured = None, settings
-    if settings.base_url or settings.pool_file is not None:
-        planned = await plan_endpoint(settings)
-        measured = dataclasses.replace(settings, model=settings.model or planned.model,
-                                       context_window=settings.context_window or planned.context_window,
-                                       concurrency=settings.concurrency or planned.concurrency)
-    result = await estimate_run(question, corpus.documents, measured)
-    return {**result.to_dict(), "endpoint": planned.to_dict() if planned is not None else None,
-            "inputs": corpus.inputs.to_dict()}
+    plan = await plan_for(question, corpus.documents, settings)  # what `r3con estimate --json` prints
+    return {**plan.to_dict(), "inputs": corpus.inputs.to_dict()}
 
 
 async def ask(question: str, paths: Sequence[str], settings: Settings, report: Report | None = None,

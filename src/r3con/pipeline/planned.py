@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import Settings
+from ..config import DEFAULT_CONTEXT_WINDOW, Settings
 from ..corpus.documents import Document
 from ..llm import LLMStack
 from .budgets import Budgets
-from .estimate import Estimate, PlannedEndpoint, estimate_run
+from .estimate import Estimate, PlannedEndpoint, estimate_run, plan_endpoint
 
-__all__ = ["Plan", "make_plan", "plan_of"]
+__all__ = ["Plan", "endpoint_plan", "make_plan", "plan_for", "plan_of"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,19 @@ async def make_plan(task: str, docs: tuple[Document, ...], parts: tuple[Document
     if estimate.parts != len(parts):  # the estimate splits as the run does: a difference is our bug
         raise RuntimeError(f"the plan split {estimate.parts} parts where the run has {len(parts)}")
     return plan_of(estimate, planned, endpoint, window)
+
+
+async def endpoint_plan(settings: Settings) -> tuple[PlannedEndpoint | None, Settings]:
+    """The endpoint a run of `settings` would use, opened as the run opens it (None: none named), and the
+    settings as a run plans with them (its model, window and slots where none is set)."""
+    if not (settings.base_url or settings.pool_file is not None):
+        return None, settings
+    planned = await plan_endpoint(settings)
+    return planned, planned_settings(settings, planned)
+
+
+async def plan_for(task: str, documents: tuple[Document, ...], settings: Settings) -> Plan:
+    """The plan `r3con estimate` gives for a run of `settings` over `documents` (no model call)."""
+    planned, measured = await endpoint_plan(settings)
+    estimate = await estimate_run(task, documents, measured)
+    return plan_of(estimate, measured, planned, measured.context_window or DEFAULT_CONTEXT_WINDOW)
