@@ -169,6 +169,9 @@ async def begin(prepared: Prepared, *, llm: LLM | None = None, layers: Sequence[
     run = Run(prepared)
     run._loop = asyncio.get_running_loop()
     run._task = asyncio.ensure_future(run._main(llm, layers))
+    # the outcome is the `finished`/`failed`/`cancelled` event's and `result()`'s to give: a run nobody awaits is
+    # not reported by asyncio as an exception never retrieved
+    run._task.add_done_callback(lambda task: task.cancelled() or task.exception())
     started = asyncio.ensure_future(run._started.wait())
     try:
         await asyncio.wait([run._task, started], return_when=asyncio.FIRST_COMPLETED)
