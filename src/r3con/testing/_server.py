@@ -116,7 +116,10 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client let go (a run cancelled mid-call): nothing to say
+            self.close_connection = True
 
     def _send_raw(self, status: int, content_type: str, data: bytes) -> None:
         self.send_response(status)
