@@ -10,6 +10,7 @@ import pytest
 import r3con
 from r3con.testing import FakeLLMServer, FaultPlan
 
+from ..otlp import receiving
 from .conftest import DEMO, QUESTION, r3con_mcp, structured
 
 
@@ -72,37 +73,14 @@ async def test_a_cancelled_ask_leaves_a_folder_that_resumes_to_the_answer(tmp_pa
 
 async def test_ask_under_otel_sends_the_runs_spans(fake_server, tmp_path):
     pytest.importorskip("opentelemetry.sdk", reason="tracing needs pip install 'r3con[otel]'")
-    from aiohttp import web
-
-    bodies: list[bytes] = []
-
-    async def traces(request: web.Request) -> web.Response:
-        bodies.append(await request.read())
-        return web.Response(content_type="application/x-protobuf", body=b"")
-
-    app = web.Application()
-    app.router.add_post("/v1/traces", traces)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with receiving() as receiver:
         async with r3con_mcp("--base-url", fake_server.base_url, "--out", str(tmp_path / "runs"), "--otel",
-                             cwd=tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}) as client:
+                             cwd=tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}) as client:
             got = structured(await client.call_tool("ask", {"question": QUESTION, "paths": [str(DEMO)], "rounds": 1}))
             deadline = time.monotonic() + 30
-            while not bodies and time.monotonic() < deadline:  # the spans are exported as the run ends
+            while not receiver.bodies and time.monotonic() < deadline:  # the spans are exported as the run ends
                 await asyncio.sleep(0.05)
-    finally:
-        await runner.cleanup()
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    spans = []
-    for body in bodies:
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        spans += [s for r in request.resource_spans for scope in r.scope_spans for s in scope.spans]
+    spans = receiver.spans()
     calls = json.loads((tmp_path / "runs" / got["run_dir"].rsplit("/", 1)[-1] / "usage.json").read_text())["calls"]
     assert sum(1 for s in spans if s.name.startswith("chat ")) == calls
     assert [s.name for s in spans if s.name == "invoke_agent r3con"] == ["invoke_agent r3con"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import r3con
 import r3con.otel as otel
 
-from .conftest import attributes
+from ..otlp import attributes
 
 DEMO = Path(r3con.__file__).parent / "demo" / "corpus"
 QUESTION = (DEMO.parent / "question.txt").read_text().strip()

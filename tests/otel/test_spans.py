@@ -4,7 +4,7 @@ import pytest
 
 import r3con.otel as otel
 
-from .conftest import attributes
+from ..otlp import attributes
 
 T0 = 1_800_000_000.0
 SECRET = "the merger closes on 3 March"  # document text: in a note, the question, the answer
