@@ -29,7 +29,7 @@ from r3con.llm import ChatRequest, Message, build_llm
 
 def requests_of(calls_log: Path) -> list[ChatRequest]:
     """The requests a full call log holds, as the stages asked them."""
-    out = []
+    out, schemas = [], {}  # a schema held once, as a stage holds the one it asks every call with
     for line in calls_log.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         sent: dict[str, Any] | None = record.get("request")
@@ -44,7 +44,8 @@ def requests_of(calls_log: Path) -> list[ChatRequest]:
         out.append(ChatRequest(
             messages=tuple(messages), stage=record["stage"], doc=record.get("doc"), part=record.get("part"),
             round=record.get("round"), mode=record.get("mode"), model=sent.get("model"), max_tokens=sent.get("max_tokens"),
-            temperature=sent.get("temperature"), response_schema=sent.get("response_schema"),
+            temperature=sent.get("temperature"),
+            response_schema=schemas.setdefault(json.dumps(sent.get("response_schema")), sent.get("response_schema")),
             schema_name=sent.get("schema_name") or "output", prompt_name=record.get("prompt") or "",
             prompt_hash=record.get("prompt_hash") or "", sample=sent.get("sample") or 0,
             extra_body=sent.get("extra_body") or {}))
