@@ -52,6 +52,14 @@ def test_key_covers_endpoint_model_messages_parameters_schema_and_sample():
     assert cache_key("http://a/v1", request(doc=3, prompt_name="x")) == base
 
 
+def test_a_request_copied_with_another_model_is_fingerprinted_afresh():
+    asked = request()
+    asked.fingerprint()  # memoised on the request
+    moved = asked.with_model("other")
+    fresh = ChatRequest(messages=(Message("user", "hello"),), stage="relevance", model="other")
+    assert moved == fresh and moved.fingerprint() == fresh.fingerprint() != asked.fingerprint()
+
+
 def test_store_and_read_back_across_connections_in_wal_mode(tmp_path):
     path = tmp_path / "c" / "llm.sqlite"
     cache = CallCache(path)
