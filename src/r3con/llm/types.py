@@ -5,10 +5,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+
+def evolve(value: Any, **changes: Any) -> Any:
+    """`value` (a frozen dataclass of this module, none with a `__post_init__`) with `changes`, as
+    `dataclasses.replace` makes it, without its per-field work: a request and its reply are copied by several
+    layers on every call. A memo of the original (`ChatRequest.fingerprint`'s) is not copied."""
+    copy = object.__new__(type(value))
+    fields = copy.__dict__
+    fields.update(value.__dict__)
+    fields.pop("_fingerprint", None)
+    fields.update(changes)
+    return copy
 
 
 @dataclass(frozen=True)
@@ -93,7 +105,7 @@ class ChatRequest:
     tool_choice: str | Mapping[str, Any] | None = None  # "auto", "none", "required" or a named function
 
     def with_model(self, model: str) -> ChatRequest:
-        return replace(self, model=model)
+        return evolve(self, model=model)  # type: ignore[no-any-return]
 
     def canonical(self) -> dict[str, Any]:
         """The parts of the request that determine the answer (used for cache keys and logs)."""
@@ -190,8 +202,9 @@ class Usage:
 
     def with_cost(self, cost_usd: float, *, unpriced: tuple[str, ...] = (), local: bool = False) -> Usage:
         """This usage priced at `cost_usd` (of its calls with a known price), naming the models without one."""
-        return replace(self, cost_usd=cost_usd, unpriced=tuple(sorted(set(self.unpriced) | set(unpriced))),
-                       local_calls=self.calls if local else self.local_calls)
+        names = tuple(sorted(set(self.unpriced) | set(unpriced))) if self.unpriced or unpriced else ()
+        return evolve(self, cost_usd=cost_usd, unpriced=names,  # type: ignore[no-any-return]
+                      local_calls=self.calls if local else self.local_calls)
 
     def cost_text(self, digits: int = 4) -> str:
         """"$0.0123", "$0 (local server, free)" or "price unknown (no price for gpt-x: pass --prices FILE)"."""

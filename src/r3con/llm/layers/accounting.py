@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 
 from ...errors import R3conError
 from ..pricing import PriceTable
-from ..types import LLM, ChatRequest, Completion, Usage
+from ..types import LLM, ChatRequest, Completion, Usage, evolve
 
 
 class Ledger:
@@ -61,7 +60,7 @@ class Accounted:
                                                  saved_usd=self.prices.cost(completion.model, u) or 0.0))
             return completion
         usage = self.prices.priced(completion.model, completion.usage, batch=bool(completion.raw.get("batch_id")))
-        completion = replace(completion, usage=usage)
+        completion = evolve(completion, usage=usage)
         self.ledger.add(request.stage, usage)
         return completion
 

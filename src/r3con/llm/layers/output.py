@@ -73,6 +73,8 @@ class OutputChecked:
                     return replace(completion, usage=total.with_event("reasoning_only"))
                 total = total.with_event("empty")
                 problem = "the reply was empty"
+            elif reasks == 0:  # the first reply, as it came (`total` is its usage alone)
+                return completion
             else:
                 return replace(completion, usage=total)
             if reasks < self.reasks and self.budget.take():

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
-from ..types import LLM, ChatRequest, Completion
+from ..types import LLM, ChatRequest, Completion, evolve
 from ..window import Window
 
 
@@ -30,7 +29,7 @@ class Shaped:
             request = request.with_model(self._model_for(request.stage) or self._default)
         cap = self.max_tokens_cap
         if cap is not None and (request.max_tokens is None or request.max_tokens > cap):
-            request = replace(request, max_tokens=cap)
+            request = evolve(request, max_tokens=cap)
         if self.window is not None:
             request = self.window.fit(request)
         return request
