@@ -128,7 +128,8 @@ class ForgetfulCache(ScriptedLLM):
         return dataclasses.replace(completion, usage=dataclasses.replace(completion.usage, cached_tokens=cached))
 
 
-LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was settled. " * 60) for i in range(1, 11)])
+# longer than every other document's note is expected to be (`plan.expected_shared`): round 1 reads them first
+LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was settled. " * 200) for i in range(1, 11)])
 
 
 async def test_round_two_puts_the_notes_first_for_documents_the_cache_no_longer_holds():
@@ -158,7 +159,7 @@ async def test_without_reported_cached_tokens_every_call_keeps_its_document_firs
 
 async def test_a_cache_that_keeps_every_document_changes_nothing():
     short = [(f"Short {i}", "Tin.") for i in range(1, 7)]  # shorter than the notes: the notes lead them
-    long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 60) for i in range(1, 7)]
+    long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 200) for i in range(1, 7)]
     docs = documents_from_texts(short + long)
     llm = ForgetfulCache(keeps=lambda doc: True)
     result = await extract_relevance(llm, "the shared matter", docs, RelevanceOptions(rounds=2))
