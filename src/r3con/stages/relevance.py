@@ -85,6 +85,10 @@ class RelevanceOptions:
     # over a copy of the round's notes), or None: here. Ranked by embeddings they are made here all the same
     # (a query's embedding is a call of this process's stack, and the notes' vectors are in its store)
     selects: Selects | None = field(default=None, compare=False)
+    # calls of a later round that lead with their notes go out in this many chains, one call at a time each (as
+    # many as the endpoint runs at once): a call then follows its neighbour in the notes' prefix order on the slot
+    # that holds their shared prefix, where calls sent side by side would each prefill it (not under a batch)
+    streams: int = 1
     # told each read's note as it is kept (the run's `note` events): the document, the round, the note
     on_note: Callable[[Document, int, str], None] | None = field(default=None, compare=False)
 
@@ -224,8 +228,11 @@ class _Round:
         return sent, seen.seen(r.seen for r in rest if isinstance(r, _Read))
 
     async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
+        streams, in_flight = self.options.streams, self.options.in_flight
+        chains = (streams if streams > 1 and in_flight is not None and self.selector is not None
+                  and any(c.prefix_order for c in calls) else None)
         return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}",
-                             limit=self.options.in_flight)
+                             limit=in_flight, chains=chains)
 
     def _query(self, doc: Document) -> str:
         """What ranks the other notes for `doc`'s call: the task and its own last note."""
