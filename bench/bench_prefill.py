@@ -5,8 +5,9 @@
         [--docs 2,3,6,10,11,13,17,19 | all] [--cut CHARS] [--reference /work/venv-r3context/bin/r3con] [--whole] [--keep] [--json]
 
 Starts `llama-server` (../shared/llama.cpp, the tiny random model whose replies end by themselves) with
-`-np 1` and `-np 4` (the same context a slot either way, its defaults otherwise: prompt caching and
-its host-memory prompt cache on), and puts a small recording proxy in front of it, so both systems'
+`-np 1` and `-np 4` (the same context a slot either way, `--slot-ctx` tokens, 16,384 by default; one
+thread, which a busy shared machine runs many times faster than two; its defaults otherwise: prompt
+caching and its host-memory prompt cache on), and puts a small recording proxy in front of it, so both systems'
 requests go through the same measurement. For each slot count and repetition it runs, each against a
 freshly started server (nothing cached from the run before):
 
@@ -27,8 +28,10 @@ and prints the whole runs' sums too ("all"), not comparable for that reason. `--
 folder: each run's calls.jsonl (per call: stage, round, document, prompt_n, prompt_tokens, cached, the
 messages' sizes), the servers' and the CLIs' logs.
 
-Documents: Dracula's letters and the Demeter's log by number (../shared/data/dracula), the question its
-`death_toll`.
+Documents: Dracula's letters and the Demeter's log by number (../shared/data/dracula), or `--docs all`, each
+cut to its first `--cut` characters when given (copies in the work folder); the question its `death_toll`.
+r3con's notes budget follows the slot's window: at 16,384 tokens it binds on the 46 cut documents (a
+selection per call), at 32,768 every note is shown in full, as the reference shows them.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ notes first, where neighbouring calls share them. When most probes found their d
 endpoint reports no cached tokens, nothing changes.
 
 A document whose later calls are expected to lead with their shared part (`Placement.leads`: every
-other note, at what a note is expected to take, within the notes budget, outweighs it) keeps nothing
+other note, at what a note is expected to take, within the notes budget, outweighs it several times) keeps nothing
 worth caching from round 1: its round-1 call leads with the instructions too, which every round-1 call
 shares, so the endpoint prefills only the document; its later calls are then planned `cold`.
 """
@@ -39,6 +39,9 @@ MIN_PROBES = 4  # fewer eligible calls than this: no probing, nothing changes
 KEEP_ALL = 0.75  # this share of probes found or more: every call keeps its document first
 HIT = 0.8  # a probe found its document when the cached tokens cover this share of the prompt up to its end
 NOTE_TOKENS = 150  # a note's tokens before any is written (what `estimate` assumes of a note too)
+# leading round 1 with the instructions saves their tokens once; a document led wrongly (its notes turn out
+# shorter) is prefilled again by each later call: lead only where the notes expected outweigh it this many times
+LEAD_MARGIN = 4
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ class Placement:
         """Whether `doc`'s later calls are expected to lead with their shared part (`expected`, None:
         unknown), so that its first call should too: nothing of it is worth keeping cached."""
         return (expected is not None and self.shared_first and self.document_first
-                and expected.tokens > doc.tokens)
+                and expected.tokens > LEAD_MARGIN * doc.tokens)
 
     def seen(self, call: CallPlan, cached_tokens: int, prompt_tokens: int, instructions_tokens: int) -> Seen:
         """What a reply said of the cache, as placement reads it: nothing where it reads no replies
