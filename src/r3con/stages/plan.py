@@ -17,7 +17,7 @@ notes first, where neighbouring calls share them. When most probes found their d
 endpoint reports no cached tokens, nothing changes.
 
 A document whose later calls are expected to lead with their shared part (`Placement.leads`: every
-other note, at what a note is expected to take, within the notes budget, outweighs it several times) keeps nothing
+other note, at what a note is expected to take, fits the notes budget and outweighs it several times) keeps nothing
 worth caching from round 1: its round-1 call leads with the instructions too, which every round-1 call
 shares, so the endpoint prefills only the document; its later calls are then planned `cold`.
 """
@@ -86,8 +86,10 @@ class Placement:
 
     def leads(self, doc: Document, expected: Shared | None) -> bool:
         """Whether `doc`'s later calls are expected to lead with their shared part (`expected`, None:
-        unknown), so that its first call should too: nothing of it is worth keeping cached."""
-        return (expected is not None and self.shared_first and self.document_first
+        unknown), so that its first call should too: nothing of it is worth keeping cached. Not where the
+        notes are expected to exceed the budget: each call's selection is its own, it shares little with
+        its neighbour's whatever their order, and the document, cached by round 1, had better lead."""
+        return (expected is not None and not expected.selected and self.shared_first and self.document_first
                 and expected.tokens > LEAD_MARGIN * doc.tokens)
 
     def seen(self, call: CallPlan, cached_tokens: int, prompt_tokens: int, instructions_tokens: int) -> Seen:
@@ -101,11 +103,13 @@ class Placement:
 
 def expected_shared(documents: int, notes_budget: int | None, task_tokens: int) -> Shared:
     """The notes part a later call is expected to have before any note is written: every other
-    document's note at `NOTE_TOKENS`, within `notes_budget` (None: no budget), with the task."""
+    document's note at `NOTE_TOKENS`, within `notes_budget` (None: no budget), with the task; `selected`
+    when they are expected not to fit it."""
     notes = max(0, documents - 1) * NOTE_TOKENS
+    selected = bool(notes_budget) and notes > (notes_budget or 0)
     if notes_budget:
         notes = min(notes, notes_budget)
-    return Shared(notes + task_tokens + SHARED_OVERHEAD)
+    return Shared(notes + task_tokens + SHARED_OVERHEAD, selected=selected)
 
 
 @dataclass(frozen=True, slots=True)
