@@ -2,11 +2,12 @@
 
     python3 -m venv /work/venv-r3context && /work/venv-r3context/bin/pip install -q r3context==0.3.0
     PYTHONPATH=src .venv/bin/python bench/bench_prefill.py [--slots 1,4] [--reps 3] [--rounds 2]
-        [--docs 2,3,6,10,11,13,17,19] [--reference /work/venv-r3context/bin/r3con] [--whole] [--keep] [--json]
+        [--docs 2,3,6,10,11,13,17,19 | all] [--cut CHARS] [--reference /work/venv-r3context/bin/r3con] [--whole] [--keep] [--json]
 
 Starts `llama-server` (../shared/llama.cpp, the tiny random model whose replies end by themselves) with
-`-np 1` and `-np 4` (the same context a slot either way, its defaults otherwise: prompt caching and
-its host-memory prompt cache on), and puts a small recording proxy in front of it, so both systems'
+`-np 1` and `-np 4` (the same context a slot either way, `--slot-ctx` tokens, 16,384 by default; one
+thread, which a busy shared machine runs many times faster than two; its defaults otherwise: prompt
+caching and its host-memory prompt cache on), and puts a small recording proxy in front of it, so both systems'
 requests go through the same measurement. For each slot count and repetition it runs, each against a
 freshly started server (nothing cached from the run before):
 
@@ -27,8 +28,10 @@ and prints the whole runs' sums too ("all"), not comparable for that reason. `--
 folder: each run's calls.jsonl (per call: stage, round, document, prompt_n, prompt_tokens, cached, the
 messages' sizes), the servers' and the CLIs' logs.
 
-Documents: Dracula's letters and the Demeter's log by number (../shared/data/dracula), the question its
-`death_toll`.
+Documents: Dracula's letters and the Demeter's log by number (../shared/data/dracula), or `--docs all`, each
+cut to its first `--cut` characters when given (copies in the work folder); the question its `death_toll`.
+r3con's notes budget follows the slot's window: at 16,384 tokens it binds on the 46 cut documents (a
+selection per call), at 32,768 every note is shown in full, as the reference shows them.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ LLAMA = SHARED / "llama.cpp"
 MODEL = LLAMA / "tiny-random-qwen2-short.gguf"
 DRACULA = SHARED / "data" / "dracula"
 REFERENCE = Path("/work/venv-r3context/bin/r3con")
-SLOT_CTX = 16384  # tokens a slot holds, at any slot count
+SLOT_CTX = 16384  # tokens a slot holds, at any slot count (`--slot-ctx`)
 REFERENCE_RELEVANCE = "task-conditioned summary"  # in the reference's relevance system prompt (its prompts/relevance/v1.yaml)
 
 
@@ -157,11 +160,11 @@ def start_proxy(proxy: Proxy) -> int:
 class Server:
     """llama-server with `slots` slots of SLOT_CTX tokens, on a port of its own."""
 
-    def __init__(self, slots: int, log: Path):
+    def __init__(self, slots: int, log: Path, slot_ctx: int = SLOT_CTX):
         self.port = free_port()
         self.log = log
         self.args = [str(LLAMA / "llama-server"), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(self.port),
-                     "-c", str(SLOT_CTX * slots), "-np", str(slots), "-t", "2"]
+                     "-c", str(slot_ctx * slots), "-np", str(slots), "-t", "1"]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Server:
@@ -246,7 +249,7 @@ def measure(args: argparse.Namespace, files: list[Path], question: str, work: Pa
                            if x in args.systems]:
                 here = work / f"np{slots}-{rep}-{system}"
                 here.mkdir(parents=True)
-                with Server(slots, here / "server.log") as server:
+                with Server(slots, here / "server.log", args.slot_ctx) as server:
                     proxy.upstream = f"http://127.0.0.1:{server.port}"
                     proxy.label, proxy.records = system, []
                     proxy.past.clear()
@@ -267,6 +270,20 @@ def measure(args: argparse.Namespace, files: list[Path], question: str, work: Pa
     return results
 
 
+def cut_copies(files: list[Path], chars: int, folder: Path) -> list[Path]:
+    """Copies of `files` in `folder`, each cut to its first `chars` characters (at a line's end where one is near)."""
+    folder.mkdir(parents=True)
+    out = []
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        if len(text) > chars:
+            head = text[:chars]
+            text = head[:head.rfind("\n")] if head.rfind("\n") > chars // 2 else head
+        (folder / f.name).write_text(text, encoding="utf-8")
+        out.append(folder / f.name)
+    return out
+
+
 def median_of(runs: list[dict[str, dict[str, int]]], stage: str, key: str) -> float:
     return statistics.median(r.get(stage, {}).get(key, 0) for r in runs) if runs else 0.0
 
@@ -276,7 +293,9 @@ def main() -> None:
     ap.add_argument("--slots", default="1,4", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--docs", default="2,3,6,10,11,13,17,19", help="Dracula document numbers")
+    ap.add_argument("--docs", default="2,3,6,10,11,13,17,19", help="Dracula document numbers, or 'all'")
+    ap.add_argument("--cut", type=int, default=0, help="cut each document to its first CUT characters (0: whole)")
+    ap.add_argument("--slot-ctx", type=int, default=SLOT_CTX, help="tokens a slot holds (llama-server -c is this times the slots)")
     ap.add_argument("--reference", type=Path, default=REFERENCE, help="r3context's r3con executable")
     ap.add_argument("--systems", default="r3con,reference", type=lambda s: s.split(","),
                     help="which to run (r3con alone, to try a change against the reference's figure)")
@@ -285,9 +304,12 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     manifest = {d["doc"]: d["file"] for d in json.loads((DRACULA / "manifest.json").read_text())}
-    files = [DRACULA / "docs" / manifest[int(n)] for n in args.docs.split(",")]
+    numbers = sorted(manifest) if args.docs == "all" else [int(n) for n in args.docs.split(",")]
+    files = [DRACULA / "docs" / manifest[n] for n in numbers]
     question = json.loads((DRACULA / "questions.json").read_text())[0]["question"]
     work = Path(tempfile.mkdtemp(prefix="bench_prefill-"))
+    if args.cut:
+        files = cut_copies(files, args.cut, work / "docs")
     print(f"{len(files)} documents, {args.rounds} rounds, work folder {work}", flush=True)
     results = measure(args, files, question, work)
     if args.json:

@@ -45,6 +45,9 @@ async def main(data: Path, out: Path | None, budget: int | None = None) -> None:
             sent = sorted(json.loads(line)["request_hash"] for line in calls)
         digests["requests"] = hashlib.sha256("\n".join(sent).encode()).hexdigest()
     digests["calls"] = str(result.usage.calls)
+    # what the requests sent and what the scripted server's prefix cache served of it (not digests: the layout moves them)
+    digests["prompt_tokens"] = str(result.usage.prompt_tokens)
+    digests["cached_tokens"] = str(result.usage.cached_tokens)
     print(json.dumps(digests, indent=1))
     if out is not None:
         out.write_text(json.dumps(digests, indent=1) + "\n")

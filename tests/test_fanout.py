@@ -116,6 +116,25 @@ async def test_at_most_limit_items_run_at_once():
     assert peak == 3
 
 
+async def test_chains_each_take_a_contiguous_run_one_item_after_the_other():
+    started: list[int] = []
+    running: set[int] = set()
+
+    async def call(n: int) -> int:
+        chain = min(n // 3, 2)  # 10 items in 3 chains: 0-2, 3-5, 6-9
+        assert not {m for m in running if min(m // 3, 2) == chain}, "one item of a chain at a time"
+        running.add(n)
+        started.append(n)
+        await asyncio.sleep(0.001 * (10 - n))  # later chains' items finish sooner: no chain waits for another
+        running.discard(n)
+        return n
+
+    assert await fan_out("s", list(range(10)), call, key=str, limit=8, chains=3) == list(range(10))
+    assert started[:3] == [0, 3, 6], "each chain starts at its run's first item"
+    for chain in ([0, 1, 2], [3, 4, 5], [6, 7, 8, 9]):
+        assert [n for n in started if n in chain] == chain, "a chain's items in order"
+
+
 def test_causes_say_status_and_server_words_connection_refused_or_timeout():
     assert cause_of(refused()) == "connection refused at http://127.0.0.1:9/v1"
     try:

@@ -20,6 +20,7 @@ from r3con.notes.selection import (
     prefix_order,
     terms,
 )
+from r3con.notes.tree import in_prefix_order
 from r3con.pipeline.method import run
 from r3con.stages.plan import Placement
 from r3con.stages.populate import PopulateOptions, populate
@@ -209,6 +210,31 @@ def test_prefix_order_is_every_other_position_and_neighbours_share_long_prefixes
     assert tree < 2 * n * math.log2(n), f"prefix order: about log2(n) notes a call ({tree} vs {flat})"
 
 
+def test_a_selection_in_prefix_order_keeps_every_notes_order_and_its_own_notes():
+    n = 37
+    for own in range(n):
+        assert in_prefix_order((i for i in range(n) if i != own), n, own) == prefix_order(n, own)
+    chosen = [3, 30, 5, 17, 22, 9]
+    ordered = in_prefix_order(chosen, n, 4)
+    assert sorted(ordered) == sorted(chosen) and ordered == [p for p in prefix_order(n, 4) if p in chosen]
+    assert in_prefix_order(chosen, n, None) == sorted(chosen)
+
+
+async def test_a_leading_selection_shows_the_same_notes_and_index_lines_in_prefix_order():
+    notes = [NoteRef(str(i), f"Doc {i}", f"note {i} " + ("harbour ships " if i % 3 == 0 else "fields ") * 30)
+            for i in range(1, 17)]
+    selector = NotesSelector(notes, 400)
+    choice = await selector.select("harbour ships", exclude="5")
+    assert choice.selected and choice.indexed
+    text = selector.prefix_text(choice, "5")
+    assert full_notes(text) == [notes[i].label for i in prefix_order(16, 4) if notes[i].label in choice.full]
+    listed = re.findall(r"^Document (\d+) ", text, re.M)
+    assert listed == [notes[i].label for i in prefix_order(16, 4) if notes[i].label in choice.listed]
+    assert sorted(full_notes(text)) == sorted(full_notes(choice.text)) and len(text) == len(choice.text)
+    every = await NotesSelector(notes, None).select("harbour", exclude="5")
+    assert NotesSelector(notes, None).prefix_text(every, "5") == NotesSelector(notes, None).shared_text("5")
+
+
 async def test_short_documents_get_the_shared_notes_and_schema_first():
     long_note = "Ann Lee met Bob Stone in Oslo and they spoke of the harbour, the ships and the winter. " * 4
     docs = documents_from_texts([(f"Letter {i}", f"Ann Lee wrote on day {i}.") for i in range(1, 7)])
@@ -219,7 +245,9 @@ async def test_short_documents_get_the_shared_notes_and_schema_first():
     filled = await populate(llm, "Who met whom?", SIMPLE_SCHEMA, docs, notes, PopulateOptions())
 
     round1 = [r for r in llm.calls("relevance") if r.round == 1]
-    assert all(r.messages[1].content.startswith("<document") for r in round1), "no notes yet: the document first"
+    assert all(r.messages[1].content.startswith("Write a task-focused note about the document below.")
+               for r in round1), "no notes yet, but the notes to come outweigh the document: the instructions first"
+    assert len({r.messages[1].content.split("<document number=")[0] for r in round1}) == 1, "the same for every call"
     round2 = [r for r in llm.calls("relevance") if r.round == 2]
     assert result.selections.shared_first == 6 and filled.shared_first == 6
     for request in round2:
@@ -266,6 +294,7 @@ async def test_documents_without_a_note_share_the_selection_for_the_task_and_get
     assert result.selections.selected == 14, "the notes exceed the budget for every call"
     assert len({t.split("<document number=")[0] for t in ledgers}) == 1, "one byte-identical prefix"
     assert all(t.index("</notes") < t.index("<document number=") for t in ledgers)
+    # the notes were expected over the budget: round 1 read each letter first, and its own selection follows it
     assert all(t.startswith("<document number=") for t in letters), "selected for their own note: document first"
     assert result.selections.shared_first == 4
 

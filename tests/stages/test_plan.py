@@ -1,11 +1,14 @@
 from r3con import documents_from_texts
+from r3con.stages.messages import SHARED_OVERHEAD
 from r3con.stages.plan import (
     MIN_PROBES,
+    NOTE_TOKENS,
     PROBES,
     CacheSeen,
     Placement,
     Seen,
     Shared,
+    expected_shared,
     plan_populate,
     plan_round,
 )
@@ -132,4 +135,32 @@ def test_the_instructions_say_where_the_document_is():
     assert Placement().call(long, NOTES).where == "above" and Placement().call(short, NOTES).where == "below"
     assert Placement(layout="paper").call(long, NOTES).where == "below"
     assert Placement().call(short, NOTES).prefix_order, "every note, leading: in prefix order"
-    assert not Placement().call(short, Shared(300, selected=True)).prefix_order
+    assert Placement().call(short, Shared(300, selected=True)).prefix_order, "a selection leading: in prefix order too"
+    assert not Placement().call(LONG[0], NOTES).prefix_order, "notes after the document: as chosen"
+
+
+def test_documents_outweighed_by_the_notes_they_will_be_shown_lead_every_call_with_the_shared_part():
+    docs = corpus(3, 3)
+    expected = expected_shared(len(docs), None, 10)
+    assert expected.tokens == (len(docs) - 1) * NOTE_TOKENS + 10 + SHARED_OVERHEAD and not expected.selected
+    first = plan_round(Placement(), 1, docs, expected=expected)
+    assert [c.shared_first for c in first.calls] == [True, True, True, False, False, False], \
+        "round 1: the instructions lead the short documents, the long ones (not outweighed 4 times) lead their calls"
+    assert doc_first(plan_round(Placement(), 1, docs).calls) == [True] * 6, "nothing expected: documents lead"
+    selected = [Shared(300, common=False, selected=True)] * len(docs)
+    second = plan_round(Placement(), 2, docs, selected, expected)
+    assert {c.doc.number: c.shared_first for c in second.calls} == {1: True, 2: True, 3: True, 4: False, 5: False,
+                                                                    6: False}, \
+        "round 2: a short document's call leads with its notes, even a selection of its own (not cached anyway)"
+    assert not any(c.shared_first for c in plan_round(Placement(layout="paper"), 1, docs, expected=expected).calls)
+    budgeted = expected_shared(len(docs), 300, 10)
+    assert budgeted.selected and budgeted.tokens == 300 + 10 + SHARED_OVERHEAD
+    assert doc_first(plan_round(Placement(), 1, docs, expected=budgeted).calls) == [True] * 6, \
+        "notes expected over the budget: selections shared with no neighbour; the documents lead, cached for later"
+
+
+def test_probes_are_never_documents_whose_calls_lead_with_the_shared_part():
+    docs = corpus(4, 8)
+    plan = plan_round(Placement(), 2, docs, [Shared(100)] * len(docs), expected_shared(len(docs), None, 0))
+    assert plan.lead == frozenset(d.key for d in docs[:4])
+    assert plan.probes and all(c.doc.title.startswith("Doc") for c in plan.probes)

@@ -1,3 +1,4 @@
+import asyncio
 import dataclasses
 import re
 
@@ -128,7 +129,8 @@ class ForgetfulCache(ScriptedLLM):
         return dataclasses.replace(completion, usage=dataclasses.replace(completion.usage, cached_tokens=cached))
 
 
-LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was settled. " * 60) for i in range(1, 11)])
+# longer than every other document's note is expected to be (`plan.expected_shared`): round 1 reads them first
+LONG = documents_from_texts([(f"Doc {i}", f"Doc {i} says the shared matter was settled. " * 200) for i in range(1, 11)])
 
 
 async def test_round_two_puts_the_notes_first_for_documents_the_cache_no_longer_holds():
@@ -158,7 +160,7 @@ async def test_without_reported_cached_tokens_every_call_keeps_its_document_firs
 
 async def test_a_cache_that_keeps_every_document_changes_nothing():
     short = [(f"Short {i}", "Tin.") for i in range(1, 7)]  # shorter than the notes: the notes lead them
-    long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 60) for i in range(1, 7)]
+    long = [(f"Long {i}", f"Long {i} says the shared matter was settled. " * 200) for i in range(1, 7)]
     docs = documents_from_texts(short + long)
     llm = ForgetfulCache(keeps=lambda doc: True)
     result = await extract_relevance(llm, "the shared matter", docs, RelevanceOptions(rounds=2))
@@ -193,3 +195,24 @@ async def test_choices_made_elsewhere_are_sent_as_made_here_and_the_stage_ranks_
     assert [list(r) for r in result.shown] == [list(r) for r in expected.shown] and result.rounds == expected.rounds
     assert any(s.top for r in result.shown for s in r), "the notes that rank first came back too"
     assert elsewhere.made == 24 and ranked == []
+
+
+async def test_calls_that_lead_with_their_notes_go_out_in_one_chain_a_slot_each_runs_in_order():
+    class Slow(ScriptedLLM):  # replies take a moment: calls sent side by side overlap
+        running = {1: 0, 2: 0}
+        peak = {1: 0, 2: 0}
+
+        async def complete(self, request):
+            Slow.running[request.round] += 1
+            Slow.peak[request.round] = max(Slow.peak[request.round], Slow.running[request.round])
+            await asyncio.sleep(0.002)
+            Slow.running[request.round] -= 1
+            return await super().complete(request)
+
+    docs = documents_from_texts([(f"Tin {i}", "Tin.") for i in range(1, 9)])  # shorter than the notes: they lead
+    llm = Slow({"relevance": lambda r: f"note {document_number(r)} on the shared matter"})
+    await extract_relevance(llm, "t", docs, RelevanceOptions(rounds=2, streams=2, in_flight=16))
+    round2 = [r.doc for r in llm.history if r.round == 2]
+    assert sorted(round2) == list(range(1, 9)) and round2[:2] == [8, 4], "two chains: 8..5 and 4..1, side by side"
+    assert [d for d in round2 if d > 4] == [8, 7, 6, 5] and [d for d in round2 if d <= 4] == [4, 3, 2, 1]
+    assert Slow.peak == {1: 8, 2: 2}, "round 1 (no notes to share) is not chained"

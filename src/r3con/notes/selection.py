@@ -56,6 +56,7 @@ from .keyed import KeyedBytes
 from .ranking import Ranked, best_positions, notes_bm25, prefix_order, terms
 from .refs import NoteRef, NoteRefs, has_note, labels_of, note_refs, round_entries
 from .retrieval import BM25, unit_rows
+from .tree import in_prefix_order
 
 __all__ = [  # what other packages import from here (the final notes from `final`, which builds on this module)
     "BM25", "Embed", "IndexLine", "NoteRef", "NoteRefs", "NotesChoice", "NotesQuery",
@@ -116,6 +117,17 @@ class NotesSelector:
         """Every note but that of `exclude`, in `prefix_order`: for calls that put the notes first."""
         pos = self._position(exclude)
         return self._fragments.notes(prefix_order(len(self.refs), pos))
+
+    def prefix_text(self, choice: NotesChoice, exclude: str | None = None) -> str:
+        """`choice`'s text with its notes in full, and its index lines, each in `prefix_order` (`exclude`'s
+        note left out): for calls that put a selection of the notes first. The same notes as `choice.text`."""
+        picks = choice.picks
+        if picks is None or picks.every:
+            return self.shared_text(exclude) if picks is not None else choice.text
+        count, own = len(self.refs), self._position(exclude)
+        full = in_prefix_order(picks.full.tolist(), count, own)
+        index = in_prefix_order(picks.index.tolist(), count, own)
+        return self._render(Picks.of(full, index, picks.omitted))
 
     def full_tokens(self, exclude: str | None = None) -> int:
         """Estimated tokens of all notes in full (less the note of `exclude`)."""

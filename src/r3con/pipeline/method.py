@@ -221,7 +221,8 @@ class _Method:
             watch.begin("relevance", len(self.parts) * settings.rounds)
             relevance = await extract_relevance(watch.ask("relevance"), self.job.task, self.parts, replace(
                 self.options.relevance, keep=watch.note_keeper, top=watch.reuse.top, selects=self.selects,
-                on_note=watch.note), after_round=functools.partial(self._after_round, window=window))
+                on_note=watch.note, streams=self.llm.concurrency[0] if self.llm.concurrency else 1),
+                after_round=functools.partial(self._after_round, window=window))
             if not relevance.stopped:
                 break
             budgets = self.budgets()

@@ -29,7 +29,7 @@ _WORDS = 200  # characters of the server's own words kept in a cause
 
 async def fan_out(
     stage: str, items: Sequence[T], fn: Callable[[T], Awaitable[R]], *, key: Callable[[T], str],
-    limit: int | None = None, context: str = "",
+    limit: int | None = None, context: str = "", chains: int | None = None,
 ) -> list[R | Failure]:
     """`fn(item)` for every item, at most `limit` at once (None: all; the LLM stack's concurrency layer
     bounds the requests, and a batch needs them issued together); results in the order of `items`.
@@ -40,6 +40,8 @@ async def fan_out(
     and the cache keeps them for a rerun), then the first such error is raised as it was. Our own bugs
     cancel the other items at once and propagate unchanged. With a `limit`, `limit` workers take the
     items in order, so what is held at once (tasks, prompts) follows the limit, not the number of items.
+    With `chains` (instead), that many workers each take one contiguous run of the items, one at a time:
+    each item goes out as the one before it in its run returns, to the server slot that holds its prefix.
     """
     stops: list[R3conError] = []
 
@@ -56,8 +58,8 @@ async def fan_out(
     results: list[R | Failure | None] = [None] * len(items)
     queue = iter(enumerate(items))
 
-    async def worker() -> None:
-        for i, item in queue:  # one iterator shared by the workers: each item taken once, in order
+    async def worker(queue: Iterator[tuple[int, T]] = queue) -> None:
+        for i, item in queue:  # one iterator shared by the workers (or a chain's own): each item taken once, in order
             if stops:  # the stage is stopping: do not start another item
                 return
             results[i] = await one(item)
@@ -68,7 +70,11 @@ async def fan_out(
     error: BaseException | None = None
     try:
         async with asyncio.TaskGroup() as group:
-            if limit:
+            if chains:
+                ends = [len(items) * j // chains for j in range(chains + 1)]
+                for start, end in zip(ends, ends[1:], strict=False):
+                    group.create_task(worker(iter(zip(range(start, end), items[start:end], strict=True))))
+            elif limit:
                 for _ in range(min(limit, len(items))):
                     group.create_task(worker())
             else:

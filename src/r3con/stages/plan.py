@@ -15,6 +15,11 @@ document first anyway, and reads in their replies how much of the corpus is stil
 (`CacheSeen`): that many calls, first in order, keep their document first; the rest put their
 notes first, where neighbouring calls share them. When most probes found their document, or the
 endpoint reports no cached tokens, nothing changes.
+
+A document whose later calls are expected to lead with their shared part (`Placement.leads`: every
+other note, at what a note is expected to take, fits the notes budget and outweighs it several times) keeps nothing
+worth caching from round 1: its round-1 call leads with the instructions too, which every round-1 call
+shares, so the endpoint prefills only the document; its later calls are then planned `cold`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..corpus.documents import Document
-from .messages import SYSTEM_TOKENS
+from .messages import SHARED_OVERHEAD, SYSTEM_TOKENS
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -33,6 +38,10 @@ PROBES = 8  # probe calls a round
 MIN_PROBES = 4  # fewer eligible calls than this: no probing, nothing changes
 KEEP_ALL = 0.75  # this share of probes found or more: every call keeps its document first
 HIT = 0.8  # a probe found its document when the cached tokens cover this share of the prompt up to its end
+NOTE_TOKENS = 150  # a note's tokens before any is written (what `estimate` assumes of a note too)
+# leading round 1 with the instructions saves their tokens once; a document led wrongly (its notes turn out
+# shorter) is prefilled again by each later call: lead only where the notes expected outweigh it this many times
+LEAD_MARGIN = 4
 
 
 @dataclass(frozen=True)
@@ -68,11 +77,20 @@ class Placement:
     def call(self, doc: Document, shared: Shared, *, probe: bool = False, cold: bool = False) -> CallPlan:
         """One call's layout: the shared part first when it is common to many calls and longer than the
         document, or when the document is `cold` (not cached since the last stage); never for a probe.
-        Notes that lead and are every note go in `prefix_order`, where neighbouring calls share most."""
+        Notes that lead go in `prefix_order` (every note, or a selection's in that order), where
+        neighbouring calls share most."""
         first = (not probe and self.shared_first and self.document_first
                  and (cold or (shared.common and shared.tokens > doc.tokens)))
         return CallPlan(doc=doc, layout=self.layout, shared_first=first, probe=probe, cold=cold,
-                        prefix_order=first and not shared.selected)
+                        prefix_order=first)
+
+    def leads(self, doc: Document, expected: Shared | None) -> bool:
+        """Whether `doc`'s later calls are expected to lead with their shared part (`expected`, None:
+        unknown), so that its first call should too: nothing of it is worth keeping cached. Not where the
+        notes are expected to exceed the budget: each call's selection is its own, it shares little with
+        its neighbour's whatever their order, and the document, cached by round 1, had better lead."""
+        return (expected is not None and not expected.selected and self.shared_first and self.document_first
+                and expected.tokens > LEAD_MARGIN * doc.tokens)
 
     def seen(self, call: CallPlan, cached_tokens: int, prompt_tokens: int, instructions_tokens: int) -> Seen:
         """What a reply said of the cache, as placement reads it: nothing where it reads no replies
@@ -81,6 +99,17 @@ class Placement:
             return Seen(0, 0, 0.0)
         prefix = SYSTEM_TOKENS + call.doc.tokens
         return Seen(cached_tokens, prompt_tokens, prefix / (prefix + instructions_tokens), probe=call.probe)
+
+
+def expected_shared(documents: int, notes_budget: int | None, task_tokens: int) -> Shared:
+    """The notes part a later call is expected to have before any note is written: every other
+    document's note at `NOTE_TOKENS`, within `notes_budget` (None: no budget), with the task; `selected`
+    when they are expected not to fit it."""
+    notes = max(0, documents - 1) * NOTE_TOKENS
+    selected = bool(notes_budget) and notes > (notes_budget or 0)
+    if notes_budget:
+        notes = min(notes, notes_budget)
+    return Shared(notes + task_tokens + SHARED_OVERHEAD, selected=selected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +130,7 @@ class CallPlan:
     shared_first: bool = False
     probe: bool = False  # sent before the others, to learn whether the cache kept its document
     cold: bool = False  # the cache will not have kept the document: the shared part leads whatever it is
-    prefix_order: bool = False  # the notes lead, every one of them: in `notes.prefix_order`
+    prefix_order: bool = False  # the notes lead, in `notes.prefix_order` (a selection's too: `in_prefix_order`)
 
     @property
     def where(self) -> str:
@@ -182,6 +211,7 @@ class RoundPlan:
     shared: tuple[Shared, ...]  # per call, in `order`
     probes: tuple[CallPlan, ...]
     adapts: bool  # the rest are placed by the probes (and the round recorded)
+    lead: frozenset[str] = frozenset()  # the documents whose calls lead with their shared part from round 1 on
 
     def begin(self, seen: CacheSeen) -> CacheSeen:
         """`seen` as the round starts: a probed round counts only its own probes."""
@@ -198,7 +228,7 @@ class RoundPlan:
         """The calls after the probes, each placed by where it is in the order and what `seen` says."""
         kept = self.kept(seen) if self.adapts else len(self.order)
         probed = {c.doc.key for c in self.probes}
-        return tuple(self.placement.call(doc, shared, cold=i >= kept)
+        return tuple(self.placement.call(doc, shared, cold=i >= kept or doc.key in self.lead)
                      for i, (doc, shared) in enumerate(zip(self.order, self.shared, strict=True))
                      if doc.key not in probed)
 
@@ -216,21 +246,23 @@ class RoundPlan:
 
 
 def plan_round(placement: Placement, round_no: int, docs: Sequence[Document],
-               shared: Sequence[Shared] | None = None) -> RoundPlan:
+               shared: Sequence[Shared] | None = None, expected: Shared | None = None) -> RoundPlan:
     """Plan relevance round `round_no` over `docs` (corpus order); `shared`: per document, the notes part
-    of its call (None in round 1, which has no notes)."""
+    of its call (None in round 1, which has no notes); `expected`: the notes part a later call is expected
+    to have before any note is written (`expected_shared`; None: the documents lead round 1)."""
     order = placement.order(docs, reverse=round_no % 2 == 0)
-    if shared is None:
-        return RoundPlan(placement, order, tuple(Shared(0, common=False) for _ in order), (), adapts=False)
+    lead = frozenset(doc.key for doc in order if placement.leads(doc, expected))
+    if shared is None:  # round 1: the instructions lead where the document is not worth caching
+        return RoundPlan(placement, order, tuple(Shared(0, common=False) for _ in order), (), adapts=False, lead=lead)
     by_key = {doc.key: s for doc, s in zip(docs, shared, strict=True)}
     parts = tuple(by_key[doc.key] for doc in order)
     adapts = placement.probes and placement.document_first
     probes: tuple[CallPlan, ...] = ()
     if adapts:
         eligible = [i for i, (doc, s) in enumerate(zip(order, parts, strict=True))
-                    if not placement.call(doc, s).shared_first]
+                    if doc.key not in lead and not placement.call(doc, s).shared_first]
         probes = tuple(placement.call(order[i], parts[i], probe=True) for i in probe_positions(eligible))
-    return RoundPlan(placement, order, parts, probes, adapts)
+    return RoundPlan(placement, order, parts, probes, adapts, lead)
 
 
 def probe_positions(eligible: Sequence[int]) -> list[int]:

@@ -40,7 +40,7 @@ from ..results import Failure
 from ..tokens import estimate_tokens
 from .fanout import fan_out
 from .messages import SHARED_OVERHEAD, document_messages
-from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, plan_round
+from .plan import CacheSeen, CallPlan, Placement, RoundPlan, Seen, Shared, expected_shared, plan_round
 
 STAGE = "relevance"
 
@@ -85,6 +85,10 @@ class RelevanceOptions:
     # over a copy of the round's notes), or None: here. Ranked by embeddings they are made here all the same
     # (a query's embedding is a call of this process's stack, and the notes' vectors are in its store)
     selects: Selects | None = field(default=None, compare=False)
+    # calls of a later round that lead with their notes go out in this many chains, one call at a time each (as
+    # many as the endpoint runs at once): a call then follows its neighbour in the notes' prefix order on the slot
+    # that holds their shared prefix, where calls sent side by side would each prefill it (not under a batch)
+    streams: int = 1
     # told each read's note as it is kept (the run's `note` events): the document, the round, the note
     on_note: Callable[[Document, int, str], None] | None = field(default=None, compare=False)
 
@@ -178,6 +182,9 @@ class _Round:
         self.warm = warm  # the documents whose last call reached the endpoint (None: any may be cached)
         self.live: set[str] = set()  # the documents whose call this round reached the endpoint
         self.readers = docs if readers is None else readers
+        # the notes part a call is expected to have before any note is written: where it outweighs a document,
+        # every call for it leads with its shared part (round 1 with the instructions), as `plan` says
+        self.expected = expected_shared(len(docs), options.notes_budget, estimate_tokens(task))
         self.selector = None if previous is None else NotesSelector(
             NoteRefs(docs, previous), options.notes_budget, embed=options.embed)
         places = places_of(docs)  # the run's one dict of the parts' places, when `docs` are its `Parts`
@@ -189,7 +196,7 @@ class _Round:
     async def plan(self) -> RoundPlan:
         """The round's calls, with each document's notes chosen first (their sizes decide the layout)."""
         if self.selector is None:
-            return plan_round(self.options.placement, self.round_no, self.readers)
+            return plan_round(self.options.placement, self.round_no, self.readers, expected=self.expected)
         selector, readers = self.selector, self.readers
         top, selects = self.options.top, self.options.selects
         shared: list[Shared | None] = [None] * len(readers)
@@ -206,7 +213,8 @@ class _Round:
             await made_here(readers, lambda d: selector.packed(self._query(d), exclude=d.key, top=top), planned)
         if any(s is None for s in shared):
             raise RuntimeError("a read's notes choice was not made")  # our bug: every query is answered or raises
-        return plan_round(self.options.placement, self.round_no, self.readers, [s for s in shared if s is not None])
+        return plan_round(self.options.placement, self.round_no, self.readers, [s for s in shared if s is not None],
+                          self.expected)
 
     async def run(self, seen: CacheSeen) -> tuple[dict[str, _Read | Failure], CacheSeen]:
         """The round's outcome per document key, and what the cache was seen to hold after it."""
@@ -220,8 +228,11 @@ class _Round:
         return sent, seen.seen(r.seen for r in rest if isinstance(r, _Read))
 
     async def send(self, calls: Sequence[CallPlan]) -> list[_Read | Failure]:
+        streams, in_flight = self.options.streams, self.options.in_flight
+        chains = (streams if streams > 1 and in_flight is not None and self.selector is not None
+                  and any(c.prefix_order for c in calls) else None)
         return await fan_out(STAGE, calls, self._read, key=lambda call: call.doc.key, context=f"round {self.round_no}",
-                             limit=self.options.in_flight)
+                             limit=in_flight, chains=chains)
 
     def _query(self, doc: Document) -> str:
         """What ranks the other notes for `doc`'s call: the task and its own last note."""
@@ -258,7 +269,7 @@ class _Round:
         async def once(choice: NotesChoice) -> _Read:
             placed = call if choice is first else self.options.placement.call(
                 doc, self._shared(doc, choice), probe=call.probe, cold=call.cold)
-            notes = selector.shared_text(doc.key) if placed.prefix_order else choice.text
+            notes = selector.prefix_text(choice, doc.key) if placed.prefix_order else choice.text
             seen = await self._ask(placed, notes)
             self.log.add(Shown.of(doc.key, self.round_no, choice, notes, refit=bool(tries), top=top))
             return _Read(seen, Selections(calls=len(tries), selected=sum(c.selected for c in tries),

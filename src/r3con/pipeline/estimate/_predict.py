@@ -21,7 +21,7 @@ from ...llm.types import Usage
 from ...notes.final import HEAD_SHARE
 from ...prompts.render import render
 from ...stages.messages import SHARED_OVERHEAD
-from ...stages.plan import CacheSeen, Shared, plan_populate, plan_round
+from ...stages.plan import CacheSeen, Shared, expected_shared, plan_populate, plan_round
 from ...tokens import TokenCounter
 from ..budgets import StageOptions, part_budget, stage_options
 from ._figures import Assumptions, Estimate, StageEstimate, Tally
@@ -160,17 +160,18 @@ def _relevance(c: _Counted) -> Tally:
     a, n = c.a, len(c.parts)
     tally = Tally("relevance")
     placement = c.options.relevance.placement
+    expected = expected_shared(n, c.options.relevance.notes_budget, c.task)  # as the run places its calls
     for r in range(1, c.settings.rounds + 1):
         wrapped, relevant = c.notes(final=r > 2)
         sizes = [(0, False)] * n
         if r == 1:
-            plan = plan_round(placement, r, c.parts)
+            plan = plan_round(placement, r, c.parts, expected=expected)
         else:
             total = sum(relevant)
             sizes = [c.notes_size(total - own, wrapped) for own in relevant]  # each call's notes: all but its own
             plan = plan_round(placement, r, c.parts, [
                 Shared(size + c.task + SHARED_OVERHEAD, common=not selected or not own)
-                for (size, selected), own in zip(sizes, relevant, strict=True)])
+                for (size, selected), own in zip(sizes, relevant, strict=True)], expected)
         note, answered = c.notes(final=r == c.settings.rounds and r > 1)  # the notes this round writes
         note -= a.note_tags_tokens
         seen = 0  # calls of this round that put the notes first
