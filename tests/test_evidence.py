@@ -51,6 +51,22 @@ def test_white_space_and_newlines_are_tolerated_and_the_span_is_the_original_sen
     assert DRACULA[found.start:found.end] == SENTENCE
 
 
+def test_an_ascii_text_folds_as_any_other_text_does():
+    """ASCII texts fold by a table (numpy), other texts a character at a time: the two agree, on white space,
+    dashes, quotes, case, control characters and thousands separators (a text with a character past ASCII at
+    its end takes the general path: it folds to the same, that character added)."""
+    rng = random.Random(11)
+    pieces = [*map(chr, range(128)), "1,250,000", "1'000", "12,34", "a-b", ' "x" ', "`y'", "\x1c", "  \t\n"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
+        if "cent" in text.lower():
+            continue
+        folded, index = fold(text)
+        assert fold(text + "\u00e9") == (folded + "\u00e9", (*index, len(text))), repr(text)
+    assert fold("The Log, 1,250 Boxes -- \"Demeter\"")[0] == "thelog,1250boxesdemeter"
+    assert fold("a 1,250")[1] == (0, 2, 4, 5, 6)
+
+
 def test_straight_quotes_find_curly_ones():
     found = locate('Log of the "Demeter."', DRACULA)
     assert found is not None and found.kind == "tolerant"

@@ -385,8 +385,8 @@ async def test_choices_made_here_are_handed_over_one_at_a_time_in_order_when_ask
 
 def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes():
     """`Ranked.pick` ranks only as far as it must; a plain scan of every position in `ranking` order must
-    agree, over many ties, small budgets (most positions passed over), costs below zero and a skipped
-    position."""
+    agree, over many ties, small budgets (most positions passed over), costs below zero or of zero and a
+    skipped position."""
     import random
 
     from r3con.notes.ranking import Ranked
@@ -404,7 +404,7 @@ def test_picking_from_the_ranking_takes_what_a_scan_of_the_whole_ranking_takes()
     for trial in range(300):
         n = rng.choice([3, 40, 600, 3000, 20000])
         scores = np.array([rng.choice([0.0, 1.0, 2.5, rng.random() * 9]) for _ in range(n)])
-        low = -3 if trial % 7 == 0 else 1
+        low = -3 if trial % 7 == 0 else 0 if trial % 3 == 0 else 1  # below zero; free notes
         costs = np.array([rng.randint(low, 60) for _ in range(n)], dtype=np.int64)
         skip = rng.choice([None, rng.randrange(n)])
         budget = rng.choice([0, 5, 70, 900, 10**6])

@@ -10,7 +10,7 @@ import r3con
 from r3con.corpus.documents import Document, documents_from_texts, load_corpus
 from r3con.errors import ConfigError
 from r3con.pipeline.method import run
-from r3con.pipeline.reuse import TOP, Previous, Read, Reuse, content_key, note_digest
+from r3con.pipeline.reuse import TOP, Previous, Read, Reuse, content_key, note_digest, shown_digest
 
 TASK = "Who travelled to Whitby, and what did they report there?"
 SUBJECTS = ["the harbour", "the abbey", "the churchyard", "the cliffs", "the ship", "the storm", "the pier",
@@ -110,8 +110,8 @@ def test_approximate_rereads_only_when_a_new_or_changed_note_ranks_among_its_top
     key = [d.key for d in docs]
     c = [content_key(d) for d in docs]
     earlier_notes = {c[1]: "note one", c[2]: "note two", c[3]: "note three"}
-    reads = {(1, k): Read(v, frozenset(), frozenset()) for k, v in earlier_notes.items()}
-    reads[(2, c[0])] = Read("kept note", frozenset({(c[1], note_digest("note one"))}),
+    reads = {(1, k): Read(v, shown_digest(()), frozenset()) for k, v in earlier_notes.items()}
+    reads[(2, c[0])] = Read("kept note", shown_digest({(c[1], note_digest("note one"))}),
                             frozenset({(c[3], key[3])}), frozenset({c[1]}))
     reuse = _reuse(Previous(run_dir="earlier", reads=reads), docs)
     assert reuse.keep_note(docs[0], 2, {key[1]: "note one"}) == "kept note"
@@ -259,8 +259,8 @@ def test_the_reuse_record_takes_each_later_reads_notes_when_relevance_is_decided
     previous = ReuseStore(tmp_path / "reuse.sqlite").previous("q")
     assert len(previous.reads) == 2 * len(docs)
     first, second = (reuse.content[d.key] for d in docs[:2])
-    assert previous.reads[(2, first)].full == {(second, note_digest(f"note {docs[1].key}"))}
-    assert previous.reads[(2, second)].full == frozenset(), "a read with nothing logged was shown nothing in full"
+    assert previous.reads[(2, first)].full == shown_digest({(second, note_digest(f"note {docs[1].key}"))})
+    assert previous.reads[(2, second)].full == shown_digest(()), "a read with nothing logged was shown nothing in full"
     reuse.close()
 
 
@@ -329,3 +329,35 @@ def test_the_notes_that_ranked_first_are_held_as_places_and_read_back_as_their_k
     tops["2"] = ()  # decided again without one: none
     assert dict(tops) == {"8": ("2", "4", "6"), "6": ("4",), "4": ("8", "elsewhere")} and len(tops) == 3
     assert tops._packed["8"] == 4 | 1 << 21 | 3 << 42 and "4" not in tops._packed and "2" not in tops
+
+
+def test_what_a_call_was_shown_is_one_digest_of_its_notes_whatever_their_order(tmp_path):
+    """The record keeps a set of notes as one digest: the same for the same notes in any order (a note named
+    twice counts once) whether made from the run's notes or from an older record's pairs, and another when a
+    note changes or two documents' notes trade places."""
+    import sqlite3
+
+    from r3con.pipeline.reuse import Contents, NoteIds, ReuseStore
+
+    docs = documents_from_texts(TEXTS[:4], stable=True)
+    keys = [d.key for d in docs]
+    contents = Contents(docs)
+    notes = {k: f"note {i}" for i, k in enumerate(keys)}
+    pairs = [(contents[k], note_digest(notes[k])) for k in keys]
+    ids = NoteIds(contents, notes)
+    assert ids.digest(keys[:3]) == ids.digest([keys[2], keys[0], keys[1], keys[0]]) == shown_digest(pairs[:3])
+    assert ids.digest(()) == shown_digest(()) != ids.digest(keys[:1])
+    assert NoteIds(contents, {**notes, keys[1]: "note 1, changed"}).digest(keys[:3]) != shown_digest(pairs[:3])
+    traded = NoteIds(contents, {**notes, keys[0]: notes[keys[1]], keys[1]: notes[keys[0]]})
+    assert traded.digest(keys[:2]) != ids.digest(keys[:2])
+    # a record written before the digest (the pairs themselves) reads as the digest of those pairs
+    store = ReuseStore(tmp_path / "reuse.sqlite")
+    run = store.begin("q", tmp_path / "run")
+    store.reads(run, [(2, pairs[0][0], "1", "a note", shown_digest(()), [], [])])
+    store.finish(run, None)
+    store.close()
+    db = sqlite3.connect(tmp_path / "reuse.sqlite")
+    with db:
+        db.execute("UPDATE reads SET full = ?", (json.dumps([list(p) for p in pairs[1:3]]),))
+    db.close()
+    assert ReuseStore(tmp_path / "reuse.sqlite").previous("q").reads[(2, pairs[0][0])].full == ids.digest(keys[1:3])

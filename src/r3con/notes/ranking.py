@@ -128,29 +128,52 @@ class Ranked:
         order. A position passed over does not fit then and never will, as what is left only shrinks, so
         the block's positions leave the race. A negative cost (a note shorter than its index line) can
         make what is left grow: then the rest is ranked whole, as that no longer holds."""
-        chosen: list[int] = []
-        left = budget
-        out = set(taken)
-        for i, cost in zip(self.head.tolist(), costs[self.head].tolist(), strict=True):
-            if cost <= left and i not in out:
-                chosen.append(i)
-                left -= cost
+        grows = len(costs) > 0 and int(costs.min()) < 0
+        head = self.head
+        if taken:
+            head = head[~np.isin(head, np.asarray(taken, dtype=np.int64))]
+        chosen, left = _greedy(head, costs, budget, grows)
         if self.whole:
             return chosen, left
         open_ = np.ones(len(self.scores), dtype=bool)
         open_[self.head] = False
         if self.skip is not None:
             open_[self.skip] = False
-        open_[list(out)] = False
-        grows = int(costs.min()) < 0
+        open_[list(taken)] = False
         fits = np.flatnonzero(open_ if grows else open_ & (costs <= left))
         while len(fits):
             block = best_positions(self.scores, fits, len(fits) if grows else BLOCK)
             open_[block] = False
-            for i, cost in zip(block.tolist(), costs[block].tolist(), strict=True):
-                if cost <= left:
-                    chosen.append(i)
-                    left -= cost
+            more, left = _greedy(block, costs, left, grows)
+            chosen += more
             # what still fits only narrows as `left` shrinks: the next pass filters this one's positions
             fits = fits[open_[fits]] if grows else fits[open_[fits] & (costs[fits] <= left)]
         return chosen, left
+
+
+_SCANNED = 32  # `_greedy` scans this many positions or fewer in Python: there a step of numpy costs more
+
+
+def _greedy(order: np.ndarray, costs: np.ndarray, left: int, grows: bool) -> tuple[list[int], int]:
+    """The positions of `order` taken in turn, each when its cost fits what is left of `left`; and what is left.
+
+    With no negative cost (`grows` False) the running sum of the costs finds at once the run of positions
+    that all fit, and the one after it does not fit, now or later (what is left only shrinks): so the rest
+    is narrowed to the costs that still fit, and so on, a few steps of numpy rather than a Python step a
+    position; the last few positions are scanned."""
+    chosen: list[int] = []
+    order_costs = costs[order]
+    while not grows and len(order) > _SCANNED:
+        run = np.cumsum(order_costs)
+        n = int(np.searchsorted(run, left, side="right"))  # the first n fit, the next does not
+        if n:
+            chosen += order[:n].tolist()
+            left -= int(run[n - 1])
+        rest = order_costs[n + 1:]
+        fit = rest <= left
+        order, order_costs = order[n + 1:][fit], rest[fit]
+    for i, cost in zip(order.tolist(), order_costs.tolist(), strict=True):
+        if cost <= left:
+            chosen.append(i)
+            left -= cost
+    return chosen, left

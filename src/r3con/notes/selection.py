@@ -207,9 +207,10 @@ class NotesSelector:
             indexed, _ = ranked.pick(self._costs("line"), left + budget - budget // 2 - INDEX_OVERHEAD, taken=shown)
         indexed.sort()  # the index lines in corpus order, as the notes in full
         omitted = count - len(shown) - len(indexed)
-        tokens = sum(self._full_cost[i] for i in shown) + 4  # the costs already counted, not the text again
+        # the costs already counted, not the text again
+        tokens = int(self._costs("full")[shown].sum()) + 4
         if indexed or omitted:
-            tokens += INDEX_OVERHEAD + sum(line_cost[i] for i in indexed)
+            tokens += INDEX_OVERHEAD + int(self._costs("line")[indexed].sum())
         return PackedChoice(Picks.of(sorted(shown), indexed, omitted), tokens, first)
 
     def _first(self, scores: np.ndarray, pos: int | None, k: int) -> bytes:

@@ -3,7 +3,7 @@
 Every run records, in a SQLite file beside the LLM cache (`llm.reuse.sqlite`: both say what earlier
 calls gave, and `--no-cache` turns both off), per question (the task and the settings whose role is "request" or "question", `config.ROLES`): each answered call's request digest and where the LLM cache holds its reply (a reply is stored once, in the cache), and
 per document part (by content: title and text) each round's note, the notes its read was shown in
-full, and its records; and the schema. The next run of that question reads them:
+full (one digest of them: `shown_digest`), and its records; and the schema. The next run of that question reads them:
 
 - `exact`: a call whose request is byte for byte one the earlier runs sent gets the reply they got,
   without a call (`llm.layers.answered.Answered`, from the LLM cache: it counts as a cache hit); every
@@ -28,9 +28,20 @@ document's requests.
 from __future__ import annotations
 
 from ._decisions import Decisions, Tops
-from ._keys import TOP, Contents, Tables, content_digest, content_key, note_digest, question_key, task_key
+from ._keys import (
+           TOP,
+           Contents,
+           NoteIds,
+           Tables,
+           content_digest,
+           content_key,
+           note_digest,
+           question_key,
+           shown_digest,
+           task_key,
+)
 from ._reuse import Reuse
 from ._store import Previous, Read, ReuseStore, store_path
 
-__all__ = ["TOP", "Contents", "Decisions", "Previous", "Read", "Reuse", "ReuseStore", "Tables", "Tops",
-           "content_digest", "content_key", "note_digest", "question_key", "store_path", "task_key"]
+__all__ = ["TOP", "Contents", "Decisions", "NoteIds", "Previous", "Read", "Reuse", "ReuseStore", "Tables", "Tops",
+           "content_digest", "content_key", "note_digest", "question_key", "shown_digest", "store_path", "task_key"]

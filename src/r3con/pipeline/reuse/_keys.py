@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from ...config import Settings
 from ...corpus.documents import Document
@@ -55,6 +57,50 @@ class Contents(Mapping[str, str]):
         return len(self._at)
 
 
+class NoteIds:
+    """What a call was shown of `notes` (each part's note), as the reuse record keeps it: `shown_digest` of the
+    notes' (`content_key`, `note_digest`) pairs. A note is shown to many calls: its pair's digest is made once,
+    the first time, and kept as its bytes at its part's place (beside `Contents`'s); a call's digest is then a sum
+    of a few hundred numbers, not a string, a hash and a JSON entry a note it was shown."""
+
+    def __init__(self, content: Contents, notes: Mapping[str, str]):
+        self._content, self._notes = content, notes
+        slots = len(content._digests) // Contents.WIDTH
+        self._pairs = np.zeros((slots, 2), dtype="<u8")
+        self._made = bytearray(slots)
+
+    def digest(self, keys: Iterable[str]) -> str:
+        """`shown_digest` of the notes of `keys` (parts of the run; a key named twice counts once)."""
+        at, made = self._content._at, self._made
+        places = []
+        for key in keys:
+            place = at[key]
+            if not made[place]:
+                pair = _pair_bytes(self._content[key], _note_bytes(self._notes.get(key, "")))
+                self._pairs[place] = np.frombuffer(pair, dtype="<u8")
+                made[place] = 1
+            places.append(place)
+        return _sum_hex(self._pairs[np.unique(np.asarray(places, dtype=np.int64))].sum(axis=0, dtype=np.uint64))
+
+
+def shown_digest(pairs: Iterable[tuple[str, str]]) -> str:
+    """The notes a call was shown, (content, note digest) pairs, as one digest whatever their order: the sum of
+    the pairs' own digests (`_pair_bytes`, as two numbers, each summed modulo 2^64). Only compared for equality:
+    two runs' calls were shown the same notes, or not."""
+    total = np.zeros(2, dtype="<u8")
+    for content, note in set(pairs):
+        total += np.frombuffer(_pair_bytes(content, bytes.fromhex(note)), dtype="<u8")  # an array's sum wraps
+    return _sum_hex(total)
+
+
+def _pair_bytes(content: str, note: bytes) -> bytes:
+    return hashlib.sha256(bytes.fromhex(content) + note).digest()[:16]
+
+
+def _sum_hex(total: np.ndarray) -> str:
+    return total.astype("<u8").tobytes().hex()
+
+
 def question_key(task: str, settings: Settings) -> str:
     """The question (`task_key`) and the settings that shape its requests and results
     (`Settings.question_settings`: the roles "request" and "question"), as one key."""
@@ -73,7 +119,12 @@ _TRAILING = "?!.,;: \u3002\uff1f\uff01"
 
 
 def note_digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _note_bytes(text).hex()
+
+
+def _note_bytes(text: str) -> bytes:
+    """`note_digest` as the 8 bytes it spells."""
+    return hashlib.sha256(text.encode()).digest()[:8]
 
 
 TOP = 3

@@ -18,7 +18,7 @@ from ...notes.selection import Shown, round_entries
 from ...notes.shown import ShownLog
 from ...stages.populate import PopulateResult
 from ._decisions import Decisions
-from ._keys import TOP, Contents, Tables, _part_key, note_digest, question_key
+from ._keys import TOP, Contents, NoteIds, Tables, _part_key, note_digest, question_key
 from ._store import Previous, ReuseStore, store_path
 
 
@@ -61,6 +61,7 @@ class Reuse:
         self.parts = parts if isinstance(parts, Parts) else Parts(parts)  # the places its records share
         self.content = Contents(self.parts)
         self._key_of: dict[str, str] | None = None
+        self._final_ids: tuple[Mapping[str, str], NoteIds] | None = None  # `_population_notes`' final notes
 
     @property
     def key_of(self) -> Mapping[str, str]:
@@ -162,6 +163,7 @@ class Reuse:
         record at once. What each later-round read was shown (`shown`, per round from the second) is read back
         one read at a time: all of it at once would be most of what a run holds a document."""
         layer = self._layer
+        ids = [NoteIds(self.content, notes) for notes in rounds]  # each note's digest made once, not a read
         for r, notes in enumerate(rounds, start=1):
             stage = f"relevance-{r}"
             log = shown[r - 2] if 2 <= r <= len(shown) + 1 else None
@@ -186,32 +188,27 @@ class Reuse:
                     full = seen.full if seen is not None else ()
                     if earlier is None:
                         why = "no earlier read in this round"
-                    elif r >= 2 and self._identities({k: rounds[r - 2].get(k, "") for k in full}) != earlier.full:
+                    elif r >= 2 and ids[r - 2].digest(full) != earlier.full:
                         why = ("every note is shown, and the notes changed" if seen is not None and
                                seen.why == "every note" else "notes shown changed")
                     else:
                         why = "request changed (placement or notes shown)"
                 self.decisions.note(doc.key, stage, False, why, top)
         if self.store is not None:
-            self.store.reads(self.run, self._reads(rounds, shown))
+            self.store.reads(self.run, self._reads(rounds, shown, ids))
 
-    def _reads(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[ShownLog]) -> Iterator[
-            tuple[int, str, str, str, list[tuple[str, str]], list[tuple[str, str]], list[str]]]:
+    def _reads(self, rounds: Sequence[Mapping[str, str]], shown: Sequence[ShownLog], ids: Sequence[NoteIds]) -> Iterator[
+            tuple[int, str, str, str, str, list[tuple[str, str]], list[str]]]:
         """The reads as the record keeps them, one at a time as the store writes them: the notes each read was
         shown in full grow with the corpus times the notes a read is shown, too many to hold at once."""
         content = self.content
         by_key = {p.key: p for p in self.parts}
         for r, notes in enumerate(rounds, start=1):
             log = shown[r - 2] if 2 <= r <= len(shown) + 1 else None
-            digests: dict[str, str] = {}  # the earlier round's note digests, each computed once
             for entry in round_entries(self.parts, notes):
                 key = entry["doc"]
                 seen = log.get(key) if log is not None else None
-                full = []
-                for k in seen.full if seen is not None else ():
-                    if k not in digests:
-                        digests[k] = note_digest(rounds[r - 2].get(k, ""))
-                    full.append((content[k], digests[k]))
+                full = ids[r - 2].digest(seen.full if seen is not None else ())
                 named = [(content[k], k) for k in entry["refs"] if k in content]
                 top = [content[k] for k in (seen.top if seen is not None else ()) if k in content]
                 # the `source` column holds the document's identity, its number (`corpus.document_numbers`)
@@ -255,7 +252,7 @@ class Reuse:
                     ahead[i] = next(rows, None)
             seen = shown.get(k)
             yield (content[k], final.get(k, ""), records,
-                   {"notes": sorted(self._population_notes(seen, final)), "digest": seen.digest}
+                   {"notes": self._population_notes(seen, final), "digest": seen.digest}
                    if seen is not None else None)
 
     def _why_populated(self, doc: Document, final: Mapping[str, str], schema: Mapping[str, Any],
@@ -280,9 +277,11 @@ class Reuse:
             return "every note is shown, and the notes changed"
         return "request changed (placement or notes shown)"
 
-    def _population_notes(self, shown: Shown, final: Mapping[str, str]) -> set[tuple[str, str]]:
-        """The final notes a population call was shown, in full or listed (document content, note digest)."""
-        return self._identities({k: final.get(k, "") for k in (*shown.full, *shown.listed)})
+    def _population_notes(self, shown: Shown, final: Mapping[str, str]) -> str:
+        """The final notes a population call was shown, in full or listed (`shown_digest`)."""
+        if self._final_ids is None or self._final_ids[0] is not final:
+            self._final_ids = (final, NoteIds(self.content, final))
+        return self._final_ids[1].digest((*shown.full, *shown.listed))
 
     def _finals_changed(self, final: Mapping[str, str]) -> bool:
         """Whether the final notes (every one: what population shows when all fit) differ from the earlier

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...db import open_private
 from ...errors import ConfigError
+from ._keys import shown_digest
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -40,11 +41,11 @@ def store_path(cache_path: Path) -> Path:
 @dataclass(frozen=True)
 class Read:
     """One document part's read in one round of an earlier run: its note, the notes it was shown in full
-    (as (content, note digest) pairs), the documents its note names (as (content, key) pairs), and the
-    notes that ranked first for it (their contents)."""
+    (`shown_digest` of their (content, note digest) pairs), the documents its note names (as (content, key)
+    pairs), and the notes that ranked first for it (their contents)."""
 
     note: str
-    full: frozenset[tuple[str, str]]
+    full: str
     refs: frozenset[tuple[str, str]]
     top: frozenset[str] = frozenset()
 
@@ -60,14 +61,20 @@ class Previous:
     reads: dict[tuple[int, str], Read] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # content -> the number of the document it was in
     records: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)  # content -> (final note, records)
-    shown: dict[str, tuple[frozenset[tuple[str, str]], str]] = field(default_factory=dict)
-    """content -> the final notes its population call was shown (in full or listed), and a digest of their
-    text; for the documents shown a selection of them (`FinalNotes.per_document`)"""
+    shown: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """content -> the final notes its population call was shown (in full or listed; `shown_digest`), and a
+    digest of their text; for the documents shown a selection of them (`FinalNotes.per_document`)"""
     schema: Mapping[str, Any] | None = None
 
     @property
     def found(self) -> bool:
         return self.run_dir is not None
+
+
+def _shown(notes: str | list[list[str]]) -> str:
+    """The notes a call was shown as the record holds them: their `shown_digest`, or, in a record from before
+    (the pairs themselves), the digest of those."""
+    return notes if isinstance(notes, str) else shown_digest((c, d) for c, d in notes)
 
 
 def _create(db: sqlite3.Connection) -> None:
@@ -107,7 +114,7 @@ class ReuseStore:
         run, found.run_dir = row
         for round_no, content, source, note, full, refs, top in db.execute(
                 "SELECT round, content, source, note, full, refs, top FROM reads WHERE run = ?", (run,)):
-            found.reads[(round_no, content)] = Read(note, frozenset(tuple(p) for p in json.loads(full)),
+            found.reads[(round_no, content)] = Read(note, _shown(json.loads(full)),
                                                     frozenset(tuple(p) for p in json.loads(refs)),
                                                     frozenset(json.loads(top)))
             found.sources[content] = source
@@ -116,7 +123,7 @@ class ReuseStore:
             found.records[content] = (final_note, json.loads(records))
             seen = json.loads(shown)
             if isinstance(seen, dict):  # '[]': every note was shown, or a record from before
-                found.shown[content] = (frozenset(tuple(p) for p in seen["notes"]), seen["digest"])
+                found.shown[content] = (_shown(seen["notes"]), seen["digest"])
         schema = db.execute("SELECT schema FROM schemas WHERE run = ?", (run,)).fetchone()
         found.schema = json.loads(schema[0]) if schema else None
         return found
@@ -162,22 +169,22 @@ class ReuseStore:
             raise
         db.execute("COMMIT")
 
-    def reads(self, run: int, reads: Iterable[tuple[int, str, str, str, Sequence[tuple[str, str]],
-                                                 Sequence[tuple[str, str]], Sequence[str]]]) -> None:
-        """The run's reads (round, content, source, note, shown in full, refs, top), written once its relevance
+    def reads(self, run: int, reads: Iterable[tuple[int, str, str, str, str, Sequence[tuple[str, str]],
+                                                 Sequence[str]]]) -> None:
+        """The run's reads (round, content, source, note, shown in full (`shown_digest`), refs, top), written once its relevance
         is decided (then nothing of them is held) and read once the run is finished; any the run wrote
         before are replaced."""
         with self._transaction() as db:
             db.execute("DELETE FROM reads WHERE run = ?", (run,))
             db.executemany("INSERT INTO reads (run, round, content, source, note, full, refs, top) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           ((run, r, c, s, n, json.dumps(sorted(full)), json.dumps(sorted(refs)), json.dumps(sorted(top)))
+                           ((run, r, c, s, n, json.dumps(full), json.dumps(sorted(refs)), json.dumps(sorted(top)))
                             for r, c, s, n, full, refs, top in reads))
 
     def records(self, run: int, records: Iterable[tuple[str, str, Sequence[Mapping[str, Any]],
                                                          Mapping[str, Any] | None]]) -> None:
         """The run's records (content, final note, records, and the final notes its population was shown when
-        chosen per document with a digest of their text, as {"notes": [...], "digest": ...}, or None), written
+        chosen per document (`shown_digest`) with a digest of their text, as {"notes": ..., "digest": ...}, or None), written
         once its population is decided; any the run wrote before are replaced."""
         with self._transaction() as db:
             db.execute("DELETE FROM records WHERE run = ?", (run,))
