@@ -73,8 +73,8 @@ def texts(config: Config) -> list[tuple[str, str]]:
 class Server:
     """The configuration's server, started and stopped."""
 
-    def __init__(self, config: Config, llama: Path | None):
-        self.config, self.llama = config, llama
+    def __init__(self, config: Config, llama: Path | None, threads: int = 1):
+        self.config, self.llama, self.threads = config, llama, threads
         self.proc: subprocess.Popen[Any] | None = None
         self.base_url = ""
 
@@ -88,7 +88,7 @@ class Server:
         self.proc = subprocess.Popen(
             [str(self.llama / "llama-server"), "-m", str(self.llama / "tiny-random-qwen2-short.gguf"), "--host",
              "127.0.0.1", "--port", str(port), "-c", str(self.config.window * slots), "-np", str(slots),
-             "-t", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "-t", str(self.threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.base_url = f"http://127.0.0.1:{port}/v1"
         try:
             _wait_ready(self.base_url)
@@ -196,6 +196,9 @@ def main() -> None:
     parser.add_argument("--llama", type=Path, help="a folder with llama-server and tiny-random-qwen2-short.gguf")
     parser.add_argument("--only", help="configuration numbers to run (1-based, comma-separated)")
     parser.add_argument("--sample", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama-server's threads (one: on a machine shared past its cores, llama.cpp's threads "
+                             "spin waiting for each other, and two generate about 12 times slower than one)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     chosen = [CONFIGS[int(i) - 1] for i in args.only.split(",")] if args.only else list(CONFIGS)
@@ -205,7 +208,7 @@ def main() -> None:
         prices = Path(tmp) / "prices.json"
         prices.write_text(json.dumps(PRICES))
         for config in chosen:
-            with Server(config, args.llama) as server:
+            with Server(config, args.llama, args.threads) as server:
                 row = asyncio.run(measure(config, server.base_url, prices, args.sample))
             rows.append(row)
             print(json.dumps(row) if args.json else line(row), flush=True)

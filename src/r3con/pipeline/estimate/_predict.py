@@ -145,9 +145,9 @@ class _Counted:
         """A note's tokens as a prompt shows it, and which parts have one (in the first or the last round)."""
         a = self.a
         if not final:
-            return a.note_tokens + a.note_tags_tokens, _relevant(len(self.parts), a.relevant_share)
+            return a.note_tokens + a.note_tags_tokens, _relevant(len(self.parts), a.relevant_share, a.note_order)
         size = a.note_tokens if a.final_note_tokens is None else a.final_note_tokens
-        return size + a.note_tags_tokens, _relevant(len(self.parts), a.final_share)
+        return size + a.note_tags_tokens, _relevant(len(self.parts), a.final_share, a.note_order)
 
     def notes_size(self, count: int, wrapped: int) -> tuple[int, bool]:
         """The notes part of a call showing `count` notes, and whether the notes budget made it a selection."""
@@ -247,6 +247,14 @@ def _reason(c: _Counted, all_notes: int) -> Tally:
     return reason
 
 
-def _relevant(n: int, share: float) -> list[bool]:
-    """Which of `n` documents get a note when `share` of them do: spread evenly over the corpus."""
-    return [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+def _relevant(n: int, share: float, order: Sequence[int] = ()) -> list[bool]:
+    """Which of `n` documents get a note when `share` of them do: the first of `order` (the parts likeliest to get
+    one, as a sample saw them), else spread evenly over the corpus. Where the notes fall matters where the parts
+    differ in length: a part's records grow with it."""
+    spread = [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+    if len(order) != n:
+        return spread
+    out = [False] * n
+    for i in order[:sum(spread)]:
+        out[i] = True
+    return out
