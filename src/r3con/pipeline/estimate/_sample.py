@@ -384,8 +384,10 @@ async def _density(recorded: _ByRound, read: _Read, docs: Sequence[Document], co
                    scale: float) -> tuple[float, float] | None:
     """Population reply tokens per token of a part, for the parts with a final note and those without (a longer
     part holds more records); None when a group was not seen. Each part of the corpus is taken to be like the
-    populated part of its group nearest it along the ranking (as the notes are, `_along_ranking`): the probes
-    crowd where relevance changes, and a plain mean over them would let those marginal parts stand for all."""
+    populated part of its group nearest it along the ranking (as the notes are, `_along_ranking`), and the ratio
+    is of their sums: the probes crowd where relevance changes, and a plain ratio over them would let those
+    marginal parts stand for all; a part's own ratio carried to its neighbours would let one short part dense
+    with records stand for long ones."""
     sizes = dict(zip((p.key for p in docs), await counter.count([render("document", doc=p).text for p in docs]),
                      strict=True))
     replies: dict[str, int] = {}
@@ -394,13 +396,10 @@ async def _density(recorded: _ByRound, read: _Read, docs: Sequence[Document], co
     rank = {read.parts[i].key: r for r, i in enumerate(read.ranked)}
     out = []
     for noted in (True, False):
-        seen = sorted(rank[key] for key in replies if bool(read.corpus.get(key)) == noted and sizes.get(key))
+        seen = {rank[key]: key for key in replies if bool(read.corpus.get(key)) == noted and sizes.get(key)}
         if not seen:
             return None
-        by_rank = {rank[key]: replies[key] / (sizes[key] * scale) for key in replies if rank[key] in seen}
-        members = [p for p in read.parts if bool(read.corpus.get(p.key)) == noted]
-        nearest = _nearest(seen, len(read.parts))
-        weights = [len(p.text) for p in members]  # a part's tokens, near enough for a weight
-        out.append(sum(by_rank[nearest[rank[p.key]]] * w for p, w in zip(members, weights, strict=True))
-                   / max(1, sum(weights)))
+        nearest = _nearest(sorted(seen), len(read.parts))
+        like = [seen[nearest[rank[p.key]]] for p in read.parts if bool(read.corpus.get(p.key)) == noted]
+        out.append(sum(replies[key] for key in like) / (sum(sizes[key] for key in like) * scale))
     return out[0], out[1]
