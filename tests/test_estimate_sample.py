@@ -40,3 +40,28 @@ async def test_a_sampled_estimate_puts_the_notes_on_the_parts_the_sample_saw_the
     odd = Assumptions(relevant_share=0.5, records_density=(1.0, 0.0), note_order=(1, 3, 5, 7, 9, 0, 2, 4, 6, 8))
     short = await estimate_run(TASK, docs, settings, assumptions=odd, ranged=False)
     assert {s.stage: s for s in short.stages}["populate"].output_tokens == records[0]
+
+
+class _Halves:
+    """A tokenizer that counts half of what r3con's own estimate does."""
+
+    source = "halves"
+
+    async def count(self, texts):
+        from r3con.tokens import estimate_tokens
+
+        return [estimate_tokens(t) // 2 for t in texts]
+
+
+async def test_the_notes_budget_is_counted_in_the_endpoints_tokens():
+    # the notes are selected by r3con's own estimate of their tokens; an endpoint that counts half of it is shown
+    # half as many of its tokens of notes, as of everything else
+    docs = r3con.documents_from_texts([(f"Log {i}", "The Demeter sailed from Varna with boxes of earth. " * 20)
+                                       for i in range(40)])
+    settings = r3con.Settings.resolve(env={}, model="gpt-4o-mini", rounds=2, notes_budget_tokens=600)
+    a = Assumptions(note_tokens=150)
+    own = await estimate_run(TASK, docs, settings, assumptions=a, ranged=False)
+    halved = await estimate_run(TASK, docs, settings, assumptions=a, counter=_Halves(), ranged=False)
+    assert any("at most 600 tokens" in line for line in own.assumptions)
+    relevance = [{s.stage: s for s in e.stages}["relevance"].input_tokens for e in (own, halved)]
+    assert 0.45 <= relevance[1] / relevance[0] <= 0.55
