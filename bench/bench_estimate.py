@@ -6,7 +6,7 @@ sampled point, over configurations of server, documents, window and rounds.
 
 Each configuration starts its own server: the scripted server (another process; its model priced with
 a prices file at gpt-4o-mini's price, cached input at half) or, with --llama, the real llama.cpp server
-with the tiny random-weight model (`tiny-random-qwen2-short.gguf`, the same prices), with the window a
+with the tiny random-weight model (`tiny-random-qwen2-short.gguf`, the same prices; `--threads`, one by default), with the window a
 configuration names (the scripted server's through --context-window, llama.cpp's as `-c` over its slots,
 found by the estimate as `run` finds it). Then, as `r3con estimate` does: the endpoint is planned
 (`plan_endpoint`), tokens are counted with its /tokenize, and `estimate_run` gives the unsampled point
@@ -73,8 +73,8 @@ def texts(config: Config) -> list[tuple[str, str]]:
 class Server:
     """The configuration's server, started and stopped."""
 
-    def __init__(self, config: Config, llama: Path | None):
-        self.config, self.llama = config, llama
+    def __init__(self, config: Config, llama: Path | None, threads: int = 1):
+        self.config, self.llama, self.threads = config, llama, threads
         self.proc: subprocess.Popen[Any] | None = None
         self.base_url = ""
 
@@ -88,7 +88,7 @@ class Server:
         self.proc = subprocess.Popen(
             [str(self.llama / "llama-server"), "-m", str(self.llama / "tiny-random-qwen2-short.gguf"), "--host",
              "127.0.0.1", "--port", str(port), "-c", str(self.config.window * slots), "-np", str(slots),
-             "-t", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "-t", str(self.threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.base_url = f"http://127.0.0.1:{port}/v1"
         try:
             _wait_ready(self.base_url)
@@ -191,13 +191,43 @@ def line(row: dict[str, Any]) -> str:
             + f" | inside {'yes' if row['inside'] else 'NO'}, within 20% {'yes' if row['within_20'] else 'NO'}")
 
 
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as bench/README.md's table, and the counts: all four figures inside the unsampled range, within
+    20% of the sampled point, and each figure's within 20%."""
+    def cell(r: dict[str, Any], money: bool) -> str:
+        fmt = (lambda x: f"{x:.4f}") if money else (lambda x: f"{x:,.0f}")
+        return f"{fmt(r['actual'])} / {fmt(r['low'])}-{fmt(r['high'])} / {r['error']:+.0%}"
+
+    out = ["| configuration | parts | calls: run / range / sampled | prompt tokens: run / range / sampled | "
+           "completion tokens: run / range / sampled | USD: run / range / sampled | inside | within 20% | "
+           "tokens counted by |", "|---|---:|---|---|---|---|---|---|---|"]
+    for row in rows:
+        cells = [cell(row["figures"][f], f == "cost_usd") for f in FIGURES]
+        counted = "/tokenize" if row["counter"].endswith("/tokenize") else row["counter"]
+        out.append(f"| {row['config']} | {row['parts']} | " + " | ".join(cells)
+                   + f" | {'yes' if row['inside'] else 'NO'} | {'yes' if row['within_20'] else 'NO'} | {counted} |")
+    per = ", ".join(f"{f} {sum(abs(r['figures'][f]['error']) <= 0.2 for r in rows)}/{len(rows)}" for f in FIGURES)
+    out.append(f"\ninside {sum(r['inside'] for r in rows)}/{len(rows)}; within 20% "
+               f"{sum(r['within_20'] for r in rows)}/{len(rows)}; per figure within 20%: {per}")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama", type=Path, help="a folder with llama-server and tiny-random-qwen2-short.gguf")
     parser.add_argument("--only", help="configuration numbers to run (1-based, comma-separated)")
     parser.add_argument("--sample", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama-server's threads (one: on a machine shared past its cores, llama.cpp's threads "
+                             "spin waiting for each other, and two generate many times slower than one)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--table", type=Path, nargs="+", metavar="FILE",
+                        help="print bench/README.md's table from the rows earlier --json runs wrote, and run nothing")
     args = parser.parse_args()
+    if args.table:
+        print(table([json.loads(line) for path in args.table for line in path.read_text().splitlines()
+                     if line.startswith("{")]))
+        return
     chosen = [CONFIGS[int(i) - 1] for i in args.only.split(",")] if args.only else list(CONFIGS)
     chosen = [c for c in chosen if c.server == "scripted" or args.llama is not None]
     rows = []
@@ -205,12 +235,11 @@ def main() -> None:
         prices = Path(tmp) / "prices.json"
         prices.write_text(json.dumps(PRICES))
         for config in chosen:
-            with Server(config, args.llama) as server:
+            with Server(config, args.llama, args.threads) as server:
                 row = asyncio.run(measure(config, server.base_url, prices, args.sample))
             rows.append(row)
             print(json.dumps(row) if args.json else line(row), flush=True)
-    print(f"inside the unsampled range: {sum(r['inside'] for r in rows)}/{len(rows)}; sampled point within 20%: "
-          f"{sum(r['within_20'] for r in rows)}/{len(rows)} (data: {DATA})")
+    print(table(rows) if not args.json else "", f"(data: {DATA})", sep="\n")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ class Assumptions:
     note_reply_extra: int = 0  # what a reply with a note has beyond the note (tags, reasoning left in)
     unnoted_records_tokens: int | None = None  # the records of a document with no final note (None: records_tokens)
     records_density: tuple[float, float] | None = None  # records per token of a part, with and without a note
+    note_order: tuple[int, ...] = ()  # the parts (positions in the corpus) likeliest to get a note first (sampled)
 
     def reply_tokens(self, noted: bool, note: int) -> int:
         """A relevance call's reply: its note and what comes with it, or a reply with no note."""

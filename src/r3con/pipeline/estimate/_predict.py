@@ -22,7 +22,7 @@ from ...notes.final import HEAD_SHARE
 from ...prompts.render import render
 from ...stages.messages import SHARED_OVERHEAD
 from ...stages.plan import CacheSeen, Shared, expected_shared, plan_populate, plan_round
-from ...tokens import TokenCounter
+from ...tokens import TokenCounter, estimate_tokens
 from ..budgets import StageOptions, part_budget, stage_options
 from ._figures import Assumptions, Estimate, StageEstimate, Tally
 
@@ -58,6 +58,7 @@ class Predictor:
     prices: PriceTable
     model: str | None = None
     _counts: list[int] = field(default_factory=list)
+    _local: int = 0  # the corpus's tokens by r3con's own estimate
 
     async def estimate(self, a: Assumptions) -> Estimate:
         """The run's calls and tokens stage by stage, as `stages.plan` places them, and their prices."""
@@ -85,9 +86,12 @@ class Predictor:
         scaled = [round((n + PER_MESSAGE) * a.token_scale) for n in self._counts]
         parts = self.split.parts
         system_t, relevance_t, populate_t, task_t = scaled[:4]
+        if not self._local:  # the notes are selected by r3con's estimate: the corpus's text says how it counts
+            self._local = sum(estimate_tokens(body) for body in self.split.bodies)
+        budget_scale = sum(scaled[4:]) / self._local if self._local else a.token_scale
         return _Counted(settings, a, parts, window, stage_options(settings, window), system_t, relevance_t, populate_t, task_t,
                         {p.key: t for p, t in zip(parts, scaled[4:], strict=True)},
-                        {p.key: i for i, p in enumerate(parts)})
+                        {p.key: i for i, p in enumerate(parts)}, budget_scale)
 
     def _priced(self, s: Tally, model: str) -> StageEstimate:
         stage_model = self.settings.model_for(s.name) or model
@@ -132,6 +136,7 @@ class _Counted:
     task: int
     doc: dict[str, int]
     position: dict[str, int]
+    budget_scale: float = 1.0  # the endpoint's tokens per token of r3con's estimate (`tokens.estimate_tokens`)
 
     @property
     def cache(self) -> bool:
@@ -145,14 +150,17 @@ class _Counted:
         """A note's tokens as a prompt shows it, and which parts have one (in the first or the last round)."""
         a = self.a
         if not final:
-            return a.note_tokens + a.note_tags_tokens, _relevant(len(self.parts), a.relevant_share)
+            return a.note_tokens + a.note_tags_tokens, _relevant(len(self.parts), a.relevant_share, a.note_order)
         size = a.note_tokens if a.final_note_tokens is None else a.final_note_tokens
-        return size + a.note_tags_tokens, _relevant(len(self.parts), a.final_share)
+        return size + a.note_tags_tokens, _relevant(len(self.parts), a.final_share, a.note_order)
 
     def notes_size(self, count: int, wrapped: int) -> tuple[int, bool]:
         """The notes part of a call showing `count` notes, and whether the notes budget made it a selection."""
         full = count * wrapped + 10
-        return (full, False) if self.budget is None or full <= self.budget else (self.budget, True)
+        if self.budget is None:
+            return full, False
+        budget = round(self.budget * self.budget_scale)  # the budget is kept in r3con's own estimate of tokens
+        return (full, False) if full <= budget else (budget, True)
 
 
 def _relevance(c: _Counted) -> Tally:
@@ -248,6 +256,14 @@ def _reason(c: _Counted, all_notes: int) -> Tally:
     return reason
 
 
-def _relevant(n: int, share: float) -> list[bool]:
-    """Which of `n` documents get a note when `share` of them do: spread evenly over the corpus."""
-    return [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+def _relevant(n: int, share: float, order: Sequence[int] = ()) -> list[bool]:
+    """Which of `n` documents get a note when `share` of them do: the first of `order` (the parts likeliest to get
+    one, as a sample saw them), else spread evenly over the corpus. Where the notes fall matters where the parts
+    differ in length: a part's records grow with it."""
+    spread = [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+    if len(order) != n:
+        return spread
+    out = [False] * n
+    for i in order[:sum(spread)]:
+        out[i] = True
+    return out

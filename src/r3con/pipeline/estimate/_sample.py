@@ -9,8 +9,10 @@ them again.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from statistics import fmean, stdev
 from typing import Any
 
 from ...config import Settings
@@ -38,6 +40,12 @@ class _Read:
     last: dict[str, str]  # the picks' last-round notes
     corpus: dict[str, str]  # the last-round notes the whole corpus would give, each part's its nearest probe's
 
+    def note_order(self) -> tuple[int, ...]:
+        """The parts' positions, those the sample gives a last-round note (each its nearest probe's) first, each
+        group along the ranking: where a prediction with more or fewer notes puts them."""
+        noted = {i for i, p in enumerate(self.parts) if self.corpus.get(p.key)}
+        return tuple(sorted(self.ranked, key=lambda i: i not in noted))
+
     def populated(self) -> list[Document]:
         """The parts the sample fills: the picks, and as many more probes that got a note (a part's records come
         mostly from what made it relevant, so those are what the records' size is measured on)."""
@@ -63,26 +71,28 @@ async def sample(task: str, documents: Sequence[Document], settings: Settings, c
         parts = await split_documents_async(documents, part_budget(settings, window))
         options = stage_options(settings, window)
         recorded = _ByRound(stack)
-        read = await _read(recorded, stack, task, tuple(parts), count, options, settings.rounds)
+        read = await _read(recorded, task, tuple(parts), count, options, settings.rounds)
         k = len(read.picks)
         scale = await _scale(counter, task, read.picks, recorded.usage.get(1, Usage()), base.token_scale, settings)
         measured = await _notes_measured(counter, read, scale, base, settings.note_max_tokens)
         structured = (await _structured(stack, task, read, counter, scale, options, settings, base)
                       if settings.structuring else {})
         measured.update(await _replies(recorded, read, counter, scale, settings.rounds))
-        requests = sum(u.calls for u in recorded.usage.values())
+        spent = [*recorded.usage.values(), recorded.probes]  # the picks' rounds and the probes' calls
+        requests = sum(u.calls for u in spent)
         populated, filled = structured.pop("populated", Usage()), structured.pop("populated_parts", 0)
         spread = replace(measured.pop("spread"), populated=filled if populated.calls else 0,
                          populate_calls=populated.calls)
         return replace(
             base, sampled=k, token_scale=round(scale, 3), probes=len(read.probed), **measured, **structured,
-            note_reply_tokens=round(sum(u.completion_tokens for u in recorded.usage.values()) / max(1, requests)),
+            note_reply_tokens=round(sum(u.completion_tokens for u in spent) / max(1, requests)),
             sample_usage=stack.ledger.total(), spread=spread,
             relevance_calls=round(recorded.attempts / max(1, requests), 3), relevance_requests=requests,
+            note_order=read.note_order(),
         ), window
 
 
-async def _read(recorded: _ByRound, stack: LLM, task: str, parts: tuple[Document, ...], count: int,
+async def _read(recorded: _ByRound, task: str, parts: tuple[Document, ...], count: int,
                 stages: StageOptions, rounds: int) -> _Read:
     """The sample's relevance rounds: the picks' first round, refining first-round calls along the ranking,
     then the later rounds over the notes the whole corpus would give."""
@@ -97,11 +107,16 @@ async def _read(recorded: _ByRound, stack: LLM, task: str, parts: tuple[Document
     options = replace(stages.relevance, rounds=1)
     notes = dict((await extract_relevance(recorded, task, picks, options)).rounds[0])
     probed = {i: notes[parts[ranked[i]].key] for i in places}
-    for _ in range(k):  # refine along the ranking, with first-round calls only
-        targets = _gaps(probed)[: k - (len(probed) - len(places))]
+    budget = k + len(_top(probed))  # refine along the ranking, with first-round calls only (k, and the top's)
+    for _ in range(k):
+        targets = [*_top(probed), *_gaps(probed)][: budget - (len(probed) - len(places))]
         if not targets:
             break
-        extra = await extract_relevance(stack, task, [parts[ranked[i]] for i in targets], options)
+        extra = await extract_relevance(recorded.probing(), task, [parts[ranked[i]] for i in targets], options)
+        probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
+    targets = _gaps(probed)[:_wanted(probed, k)]
+    if targets:  # the notes' sizes vary too much for their mean to be known: up to k more notes, in one go
+        extra = await extract_relevance(recorded.probing(), task, [parts[ranked[i]] for i in targets], options)
         probed.update((i, extra.rounds[0][parts[ranked[i]].key]) for i in targets)
     first = notes
     nearest = _nearest(sorted(probed), len(parts))
@@ -133,11 +148,13 @@ NONE_REPLY = 3  # tokens of a relevance reply with no note, until a sampled call
 async def _replies(recorded: _ByRound, read: _Read, counter: TokenCounter, scale: float, rounds: int
                    ) -> dict[str, Any]:
     """What a relevance reply takes beyond its note, and a reply that gives none (the `Assumptions` fields)."""
+    first = {read.parts[read.ranked[r]].key: note for r, note in read.probed.items()}  # the probes' too
+
     def noted(round_no: int, key: str) -> bool:
-        return bool((read.first if round_no <= 1 else read.last).get(key))
+        return bool((first if round_no <= 1 else read.last).get(key))
 
     with_note, without = _split_replies(recorded, read, rounds, noted)
-    notes = [n for n in (*read.first.values(), *(read.last.values() if rounds > 1 else ())) if n]
+    notes = [n for n in (*first.values(), *(read.last.values() if rounds > 1 else ())) if n]
     mean_note = await _mean_tokens(counter, notes, scale)
     extra = round(with_note - mean_note) if with_note is not None and notes else 0
     return {"none_reply_tokens": NONE_REPLY if without is None else round(without), "note_reply_extra": extra}
@@ -249,11 +266,35 @@ def _gaps(probed: dict[int, str]) -> list[int]:
     """Ranks halfway between neighbouring probes of the ranking where one of them got a note: first where
     relevance changes, which finds where the relevant documents end (by bisection), then where both got
     one, which measures more notes; the widest gaps first. Between two probes without a note nothing is
-    learnt."""
+    learnt. Before them, one call on the best-ranked part when the best-ranked probe got a note (`_top`): the
+    parts that say most about the task are few and their notes and records the largest, and each part is
+    taken to be like its nearest probe, so without it the top of the ranking would be imputed from a part in
+    the middle of its stretch (the take-all stratum of a skewed population)."""
     ranks = sorted(probed)
     gaps = [(bool(probed[a]) == bool(probed[b]), a - b, (a + b) // 2) for a, b in zip(ranks, ranks[1:], strict=False)
             if b - a > 1 and (probed[a] or probed[b])]
     return [middle for *_, middle in sorted(gaps)]
+
+
+MEAN_ERROR = 0.1  # the notes' mean size is measured until its standard error is this share of it
+
+
+def _wanted(probed: dict[int, str], most: int) -> int:
+    """How many more notes would bring the standard error of the notes' mean size to `MEAN_ERROR` of it (their
+    sizes in characters, which track their tokens), at most `most`. A model whose notes all run to about one
+    length needs none; one whose notes run from a word to pages needs many, and the mean of a few would be as
+    likely a third off as not."""
+    sizes = [len(note) for note in probed.values() if note]
+    if len(sizes) < 2 or not fmean(sizes):
+        return 0
+    cv = stdev(sizes) / fmean(sizes)
+    return max(0, min(most, math.ceil((cv / MEAN_ERROR) ** 2) - len(sizes)))
+
+
+def _top(probed: dict[int, str]) -> list[int]:
+    """The best-ranked part, when it was not probed and the best-ranked probe got a note (`_gaps`)."""
+    best = min(probed)
+    return [0] if best > 0 and probed[best] else []
 
 
 def _nearest(ranks: Sequence[int], n: int) -> dict[int, int]:
@@ -281,22 +322,40 @@ async def _mean_tokens(counter: TokenCounter, texts: Sequence[str], scale: float
 
 
 class _ByRound:
-    """Passes calls on and adds up their usage per relevance round; keeps each call's reply tokens by its round
-    and document part."""
+    """Passes calls on and adds up their usage per relevance round (the probes' apart: `probing`); keeps each
+    call's reply tokens by its round and document part, and its attempts."""
 
     def __init__(self, inner: LLM):
         self.inner = inner
         self.usage: dict[int, Usage] = {}
+        self.probes = Usage()  # the refining first-round calls' (not the picks' round, which `_scale` reads)
         self.attempts = 0
         self.replies: list[tuple[int, tuple[int | None, int], int]] = []  # round, (document, part), reply tokens
 
-    async def complete(self, request: ChatRequest) -> Completion:
+    async def complete(self, request: ChatRequest, probe: bool = False) -> Completion:
         completion = await self.inner.complete(request)
         round_no = request.round or 0
-        self.usage[round_no] = self.usage.get(round_no, Usage()) + replace(completion.usage, calls=1)
+        used = replace(completion.usage, calls=1)
+        if probe:
+            self.probes += used
+        else:
+            self.usage[round_no] = self.usage.get(round_no, Usage()) + used
         self.attempts += completion.usage.calls or 1  # re-asks of an empty or invalid reply included
         self.replies.append((round_no, (request.doc, request.part or 1), completion.usage.completion_tokens))
         return completion
+
+    def probing(self) -> _Probing:
+        return _Probing(self)
+
+
+class _Probing:
+    """The probes' calls, recorded with the picks' (every reply the sample made counts) but for their usage."""
+
+    def __init__(self, recorded: _ByRound):
+        self.recorded = recorded
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        return await self.recorded.complete(request, probe=True)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -323,15 +382,24 @@ def _replies_by_key(recorded: _ByRound, read: _Read) -> list[tuple[int, str, int
 
 async def _density(recorded: _ByRound, read: _Read, docs: Sequence[Document], counter: TokenCounter,
                    scale: float) -> tuple[float, float] | None:
-    """Population reply tokens per token of the part, for the parts with a final note and those without (a
-    ratio over each group: a longer part holds more records); None when a group was not seen."""
+    """Population reply tokens per token of a part, for the parts with a final note and those without (a longer
+    part holds more records); None when a group was not seen. Each part of the corpus is taken to be like the
+    populated part of its group nearest it along the ranking (as the notes are, `_along_ranking`), and the ratio
+    is of their sums: the probes crowd where relevance changes, and a plain ratio over them would let those
+    marginal parts stand for all; a part's own ratio carried to its neighbours would let one short part dense
+    with records stand for long ones."""
     sizes = dict(zip((p.key for p in docs), await counter.count([render("document", doc=p).text for p in docs]),
                      strict=True))
-    sums = [[0, 0], [0, 0]]  # per group: reply tokens, part tokens
+    replies: dict[str, int] = {}
     for _, key, tokens in _replies_by_key(recorded, read):
-        group = sums[0 if read.corpus.get(key) else 1]
-        group[0] += tokens
-        group[1] += round(sizes.get(key, 0) * scale)
-    if not sums[0][1] or not sums[1][1]:
-        return None
-    return sums[0][0] / sums[0][1], sums[1][0] / sums[1][1]
+        replies[key] = replies.get(key, 0) + tokens
+    rank = {read.parts[i].key: r for r, i in enumerate(read.ranked)}
+    out = []
+    for noted in (True, False):
+        seen = {rank[key]: key for key in replies if bool(read.corpus.get(key)) == noted and sizes.get(key)}
+        if not seen:
+            return None
+        nearest = _nearest(sorted(seen), len(read.parts))
+        like = [seen[nearest[rank[p.key]]] for p in read.parts if bool(read.corpus.get(p.key)) == noted]
+        out.append(sum(replies[key] for key in like) / (sum(sizes[key] for key in like) * scale))
+    return out[0], out[1]
