@@ -75,15 +75,12 @@ def _assert_no_successful_call_repeated(before: list[dict], after: list[dict]) -
     assert repeated <= set(ok[-2 * CONCURRENCY:]), repeated
 
 
-def test_killed_mid_relevance_then_resumed_repeats_no_successful_call(corpus, tmp_path):
-    # the replies the LLM cache had not yet written (its last group: llm/cache.py) are served from the folder's
-    # calls.jsonl; a new run of the same command would ask them again
+def test_killed_mid_relevance_then_rerun_repeats_no_successful_call(corpus, tmp_path):
     with FakeLLMServer(faults=FaultPlan(delay_s=0.05)) as server:
         args = _args(server, corpus, tmp_path)
         before = _kill_when(server, args, "relevance", 5)
         assert {c["stage"] for c in before} == {"relevance"}  # killed mid-relevance: nothing later had started
-        (run_dir,) = (tmp_path / "runs").iterdir()
-        proc = cli_in_process("run", "--resume", str(run_dir), "--base-url", server.base_url, "--json", "--quiet")
+        proc = cli_in_process(*args)
         assert proc.returncode == 0, proc.stderr
         after = server.calls()[len(before):]
     _assert_no_successful_call_repeated(before, after)

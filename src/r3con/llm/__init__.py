@@ -10,7 +10,7 @@ from typing import Any, Protocol, cast
 
 from ..config import DEFAULT_CONCURRENCY, DEFAULT_CONTEXT_WINDOW, STAGES, Settings
 from ..errors import ConfigError
-from .cache import GROUP_CALLS, CallCache
+from .cache import CallCache
 from .discovery.routers import through_router
 from .discovery.served import EndpointInfo
 from .discovery.slots import concurrency_for
@@ -302,10 +302,7 @@ def _parts(settings: Settings, opened: _Opened, calls_log: Path | None, cap: Cos
     closing.callback(replies.close)
     cache: CallCache | None = None
     if settings.cache and settings.cache_path is not None:
-        # replies written in groups where calls.jsonl keeps them too: a killed run's resume serves the unwritten
-        # ones from there (`cache`'s docstring)
-        kept_in_log = calls_log is not None and settings.log_calls != "meta"
-        cache = CallCache(settings.cache_path, group=GROUP_CALLS if kept_in_log else 1)
+        cache = CallCache(settings.cache_path)
         closing.callback(cache.close)
         window.recall(cache)  # what an earlier run against this endpoint and model learned of its window
         closing.callback(window.keep, cache)  # before the cache closes (callbacks run last first)

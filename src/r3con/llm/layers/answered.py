@@ -22,10 +22,11 @@ import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from ...artifacts.folder import is_disk_full
 from ..cache import CallCache, cache_key, usable
-from ..types import LLM, ChatRequest, Completion, Usage, evolve
+from ..types import LLM, ChatRequest, Completion, Usage
 
 Where = tuple[str, str | None, int | None]  # stage, document key, round
 
@@ -49,9 +50,10 @@ class Answered:
     answered call whose reply the cache keeps (`key`), served or sent, so the next run finds it there: a
     reply is stored once, in the cache.
 
-    A new reply is handed to the cache on the event loop, before this coroutine yields (the concurrency slot
-    below was freed when it arrived): the cache writes it with its group (`cache`'s docstring: what a killed
-    run may lose from the cache, and why its resume pays for none of it)."""
+    A new reply is committed on the event loop, before this coroutine yields: the concurrency slot below
+    was freed when it arrived, so committing in a thread would let the loop send the next request first,
+    and a killed run could then lose more than one reply per slot (a local SQLite commit is short beside the
+    call it keeps)."""
 
     def __init__(self, inner: LLM, *, cache: CallCache | None = None, endpoint: str = "",
                  folder: Callable[[str], Completion | None] | None = None, own_replies_only: bool = False):
@@ -95,7 +97,7 @@ class Answered:
         found = self.lookup(request)
         key: str | None = None
         if found is not None:
-            completion, source, key = evolve(found[0], from_cache=True, served_from=found[1]), found[1], found[2]
+            completion, source, key = replace(found[0], from_cache=True, served_from=found[1]), found[1], found[2]
             self.served[source] += 1
         else:
             if self._full is not None:  # no call is sent that could not be kept: the run ends (DiskFull) instead
