@@ -62,7 +62,7 @@ CASES = [
     Case("max_tokens_cap", 512),
     Case("data_view_chars", 40),
     Case("part_tokens", 256, docs=tuple(LONG)),
-    Case("layout", "paper"),
+    Case("layout", "paper", docs=tuple(SPREAD)),  # documents that lead their calls under the cache layout
     Case("adaptive_placement", False, base={"rounds": 2}, docs=tuple(SPREAD), server={"behaviour": Behaviour(cache_blocks=60)}),
     Case("cache_breakpoints", "on"),
     Case("notes_budget_tokens", 10, base={"rounds": 2}),
